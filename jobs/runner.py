@@ -1,0 +1,197 @@
+"""The one place that starts and stops a job's queries, and reads the job's effective settings.
+
+A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`) and a
+stateless dead-letter query that keeps every line that failed parsing. Every progress event of both goes
+to the `progress` ops table. Queries are polled with a short awaitTermination so an interrupt (a Dagster
+run termination) stops them within seconds, and they are always stopped in `finally`.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from stateops import progress as progress_table
+from stateops.delta import open_table
+from stateops.fs import filesystem
+from stateops.layout import Layout
+
+from jobs.session import delta_jars_on_classpath
+from jobs.sink import DeltaSink
+from jobs.sources import invalid_rows, raw_lines, valid_rows
+from jobs.spec import JobSpec
+from jobs.transforms import TRANSFORMATIONS
+
+MODES = ("bounded", "continuous")
+
+
+def deadletter_query_name(job: str) -> str:
+    return f"{job}__deadletter"
+
+
+@dataclass
+class RunResult:
+    job: str
+    run_id: str
+    query_id: str | None = None
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    deadletter_rows: int = 0
+    deadletter_total: int = 0
+    watermark: str | None = None
+    state_operators: list[dict[str, Any]] = field(default_factory=list)
+    batch_durations_ms: list[int] = field(default_factory=list)
+    delta_version: int | None = None
+
+    @property
+    def median_batch_ms(self) -> float | None:
+        return statistics.median(self.batch_durations_ms) if self.batch_durations_ms else None
+
+
+class ProgressRecorder(StreamingQueryListener):
+    """Appends every progress event of this run's queries to the `progress` ops table."""
+
+    def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str]):
+        self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = json.loads(event.progress.json)
+        if progress.get("name") not in self.query_names:
+            return
+        with self._lock:
+            progress_table.append(self.layout, [progress_table.progress_row(progress, self.job, self.run_id)])
+            self.events.append(progress)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def wait_for(self, query: StreamingQuery, timeout: float = 10.0) -> None:
+        """Progress events arrive asynchronously; wait until the query's last one was recorded."""
+        last = query.lastProgress
+        if not last:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if any(e["id"] == last["id"] and e["batchId"] >= last["batchId"] for e in self.events):
+                    return
+            time.sleep(0.05)
+
+
+def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
+    if spec.source == "json":
+        for inp in spec.inputs:
+            fs, path = filesystem(layout.landing(inp.name))
+            fs.makedirs(path, exist_ok=True)
+
+
+def _stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs}
+    return TRANSFORMATIONS[spec.transformation](streams, spec)
+
+
+def _deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs]
+    return reduce(DataFrame.unionByName, frames)
+
+
+def _start(frame: DataFrame, name: str, sink: DeltaSink, mode: str, output_mode: str, spec: JobSpec,
+           checkpoint: str) -> StreamingQuery:
+    writer = (frame.writeStream.queryName(name).outputMode(output_mode).foreachBatch(sink)
+              .option("checkpointLocation", checkpoint))
+    if mode == "bounded":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=spec.trigger_interval)
+    return writer.start()
+
+
+def run_job(
+    spark: SparkSession,
+    spec: JobSpec,
+    layout: Layout,
+    *,
+    mode: str = "bounded",
+    run_id: str | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    max_seconds: float | None = None,
+    poll_seconds: float = 2.0,
+) -> RunResult:
+    """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    run_id = run_id or uuid.uuid4().hex
+    _ensure_landing(spec, layout)
+    use_jvm = delta_jars_on_classpath(dict(spark.sparkContext.getConf().getAll()))
+    checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
+    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoint, spec.merge_keys, use_jvm=use_jvm)
+    dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), dl_checkpoint, tag_batch_id=True,
+                        use_jvm=use_jvm)
+    names = {spec.name, deadletter_query_name(spec.name)}
+    recorder = ProgressRecorder(layout, spec.name, run_id, names)
+    spark.streams.addListener(recorder)
+    queries: list[StreamingQuery] = []
+    started = time.monotonic()
+    try:
+        queries.append(_start(_stateful_frame(spark, spec, layout), spec.name, sink, mode,
+                              spec.output_mode, spec, checkpoint))
+        queries.append(_start(_deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
+                              dl_sink, mode, "append", spec, dl_checkpoint))
+        while any(q.isActive for q in queries):
+            for query in queries:
+                if query.isActive:
+                    query.awaitTermination(poll_seconds)
+            if mode == "continuous" and (should_stop() or
+                                         (max_seconds is not None and time.monotonic() - started > max_seconds)):
+                break
+        for query in queries:
+            if query.exception() is not None:
+                raise query.exception()
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        for query in queries:
+            recorder.wait_for(query)
+        spark.streams.removeListener(recorder)
+    return _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
+
+
+def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,
+            sink: DeltaSink, dl_sink: DeltaSink) -> RunResult:
+    events = [e for e in recorder.events if e.get("name") == spec.name]
+    with_data = [e for e in events if e.get("numInputRows", 0) > 0]
+    last = events[-1] if events else {}
+    dl_table = open_table(layout.deadletter_table(spec.name))
+    out_table = open_table(layout.table(spec.sink_table))
+    return RunResult(
+        job=spec.name,
+        run_id=run_id,
+        query_id=str(main.id),
+        batches=len(with_data),
+        input_rows=sum(e.get("numInputRows", 0) for e in events),
+        output_rows=sink.rows_written,
+        deadletter_rows=dl_sink.rows_written,
+        deadletter_total=dl_table.count() if dl_table is not None else 0,
+        watermark=last.get("eventTime", {}).get("watermark"),
+        state_operators=progress_table.operator_metrics(last),
+        batch_durations_ms=[e.get("batchDuration", 0) for e in with_data],
+        delta_version=out_table.version() if out_table is not None else None,
+    )

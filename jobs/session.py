@@ -1,0 +1,120 @@
+"""The one place that builds Spark sessions: local by default, any master by configuration.
+
+Environment:
+  STATEOPS_SPARK_MASTER   master URL (default local[*]); e.g. spark://host:7077
+  STATEOPS_SPARK_CONF     JSON object of extra Spark settings
+The factory never downloads jars: `spark.jars.packages` is refused. Delta through the JVM is used only
+when the delta-spark jars are already on the classpath; otherwise Delta is written with delta-rs.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from stateops.errors import ConfigError, StateOpsError
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    app_name: str = "stateops"
+    shuffle_partitions: int = 4
+    extra_conf: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> "SparkSettings":
+        from jobs.spec import default_shuffle_partitions
+
+        raw = os.environ.get("STATEOPS_SPARK_CONF", "")
+        try:
+            extra = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as err:
+            raise ConfigError("STATEOPS_SPARK_CONF", f"is not valid JSON ({err})",
+                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}') from None
+        if not isinstance(extra, dict):
+            raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
+                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
+        return cls(master=os.environ.get("STATEOPS_SPARK_MASTER", "local[*]"),
+                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra)
+
+
+def delta_jars_on_classpath(conf: dict) -> bool:
+    """True when delta-spark jars are already present (spark.jars or the Spark installation's jars)."""
+    jars = conf.get("spark.jars", "")
+    if any("delta-spark" in jar for jar in jars.split(",")):
+        return True
+    import pyspark
+
+    homes = {os.environ.get("SPARK_HOME", ""), os.path.dirname(pyspark.__file__)}
+    return any(glob.glob(os.path.join(home, "jars", "delta-spark*.jar")) for home in homes if home)
+
+
+def spark_conf(settings: SparkSettings) -> dict[str, str]:
+    """Every setting the factory applies, as data (printable, testable without a JVM)."""
+    conf = {
+        "spark.master": settings.master,
+        "spark.app.name": settings.app_name,
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.streaming.metricsEnabled": "false",
+        "spark.driver.memory": "2g",
+    }
+    conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
+    if conf.get("spark.jars.packages"):
+        raise ConfigError("STATEOPS_SPARK_CONF.spark.jars.packages", "would download jars at session start",
+                          "put the jars on the classpath instead (spark.jars or $SPARK_HOME/jars)")
+    if delta_jars_on_classpath(conf):
+        conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    return conf
+
+
+def check_java() -> None:
+    """Fail early, with the fix, when no usable Java is on this machine."""
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise StateOpsError("Java 17 is required to run Spark and was not found: install it "
+                            "(Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match.group(2):
+        major = int(match.group(2))  # "1.8.0" style
+    if major < 17:
+        first = out.splitlines()[0] if out else "no version"
+        raise StateOpsError(f"Spark 4 needs Java 17 or newer; {java} reports: {first}. "
+                            "Install openjdk-17 and set JAVA_HOME")
+
+
+def get_session(settings: SparkSettings | None = None):
+    """The process's Spark session, created with the factory's settings on first use."""
+    from pyspark.sql import SparkSession
+
+    settings = settings or SparkSettings.from_env()
+    conf = spark_conf(settings)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if SparkSession.getActiveSession() is None:
+        check_java()
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

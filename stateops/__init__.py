@@ -1,0 +1,1 @@
+"""StateOps core: Dagster-free building blocks (paths, filesystem, Delta, ops tables)."""

@@ -1,0 +1,17 @@
+"""Errors a user can act on: the CLI prints them as one line, without a traceback."""
+
+
+class StateOpsError(Exception):
+    """Base for errors that carry a complete, user-facing message."""
+
+
+class ConfigError(StateOpsError):
+    """A configuration value is wrong: names the field, the problem and the fix."""
+
+    def __init__(self, field: str, problem: str, fix: str):
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{field}: {problem}. Fix: {fix}")
+
+
+class OutsideRootsError(StateOpsError):
+    """A path falls outside the configured roots, so nothing may be written or deleted there."""
