@@ -151,7 +151,7 @@ def _write(layout: Layout, source: str, slices: _Slices, tag: str, rng: random.R
     fs, root = filesystem(layout.landing(source))
     fs.makedirs(root, exist_ok=True)
     mtime = time.time()
-    local = fs.protocol in ("file", "local") or "file" in fs.protocol
+    local = "file" in fs.protocol
     if local:
         existing = [os.path.getmtime(os.path.join(root, f)) for f in os.listdir(root)]
         mtime = max([mtime, *[m + 1 for m in existing]])

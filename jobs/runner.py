@@ -102,12 +102,12 @@ def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
             fs.makedirs(path, exist_ok=True)
 
 
-def _stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
     streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs}
     return TRANSFORMATIONS[spec.transformation](streams, spec)
 
 
-def _deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
     frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs]
     return reduce(DataFrame.unionByName, frames)
 
@@ -150,9 +150,9 @@ def run_job(
     queries: list[StreamingQuery] = []
     started = time.monotonic()
     try:
-        queries.append(_start(_stateful_frame(spark, spec, layout), spec.name, sink, mode,
+        queries.append(_start(stateful_frame(spark, spec, layout), spec.name, sink, mode,
                               spec.output_mode, spec, checkpoint))
-        queries.append(_start(_deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
+        queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                               dl_sink, mode, "append", spec, dl_checkpoint))
         while any(q.isActive for q in queries):
             for query in queries:

@@ -1,0 +1,1 @@
+"""Dagster sensors (skew, growth, query health) read the ops tables only, never a Spark session."""

@@ -1,0 +1,23 @@
+"""Shared fixtures: a temporary STATEOPS_HOME per test and one real local Spark session per test process."""
+from __future__ import annotations
+
+import pytest
+
+from stateops.layout import Layout
+
+
+@pytest.fixture
+def layout(tmp_path, monkeypatch) -> Layout:
+    home = tmp_path / "stateops"
+    monkeypatch.setenv("STATEOPS_HOME", str(home))
+    return Layout(str(home))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """Real Spark, local mode, built by the project's session factory (RocksDB, UTC, machine-sized)."""
+    from jobs.session import get_session
+
+    session = get_session()
+    yield session
+    session.stop()
