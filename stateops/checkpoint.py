@@ -1,0 +1,138 @@
+"""A streaming checkpoint as data, read with the filesystem layer only (no JVM, cheap enough for ticks).
+
+Layout read here (Spark 4): metadata (query id), offsets/<batch> (v1, then the batch metadata with the
+watermark, then one offset per source), commits/<batch>, state/<operator>/<partition>/[<store>/]files,
+state/<operator>/_metadata. Batches are committed when commits/<batch> exists.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from stateops.errors import StateOpsError
+from stateops.fs import filesystem
+
+_BATCH_FILE = re.compile(r"^\d+$")
+# RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.
+_VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-f-]+)?\.(changelog|zip|delta|snapshot)$")
+
+
+class NotACheckpointError(StateOpsError):
+    """The path is missing, empty, or not a Structured Streaming checkpoint."""
+
+
+@dataclass(frozen=True)
+class StateFile:
+    operator_id: int
+    partition_id: int
+    store_name: str
+    path: str
+    size: int
+    kind: str  # changelog | zip | delta | snapshot | sst | other
+    version: int | None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: str
+
+    def _fs(self):
+        return filesystem(self.path)
+
+    def _join(self, *parts: str) -> str:
+        return posixpath.join(self.path.rstrip("/"), *parts)
+
+    @classmethod
+    def open(cls, path: str) -> "Checkpoint":
+        """Refuse, with a clear message, anything that is not a checkpoint."""
+        fs, p = filesystem(path)
+        if not fs.exists(p):
+            raise NotACheckpointError(f"{path}: does not exist; pass a job name or a checkpoint directory")
+        if not fs.isdir(p):
+            raise NotACheckpointError(f"{path}: is a file, not a checkpoint directory")
+        if not fs.exists(posixpath.join(p, "metadata")) or not fs.exists(posixpath.join(p, "offsets")):
+            raise NotACheckpointError(
+                f"{path}: not a Structured Streaming checkpoint (no metadata or offsets/); "
+                "has the job run yet? (stateops jobs run NAME)")
+        return cls(path)
+
+    def query_id(self) -> str:
+        fs, _ = self._fs()
+        with fs.open(filesystem(self._join("metadata"))[1], "r") as handle:
+            return json.loads(handle.readline())["id"]
+
+    def _batches(self, folder: str) -> list[int]:
+        fs, p = filesystem(self._join(folder))
+        if not fs.exists(p):
+            return []
+        return sorted(int(posixpath.basename(f)) for f in fs.ls(p, detail=False)
+                      if _BATCH_FILE.match(posixpath.basename(f)))
+
+    def offset_batches(self) -> list[int]:
+        return self._batches("offsets")
+
+    def committed_batches(self) -> list[int]:
+        return self._batches("commits")
+
+    def latest_committed_batch(self) -> int:
+        committed = self.committed_batches()
+        if not committed:
+            raise NotACheckpointError(f"{self.path}: no committed batch yet; run the job first")
+        return committed[-1]
+
+    def batch_metadata(self, batch_id: int) -> dict:
+        """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
+        fs, p = filesystem(self._join("offsets", str(batch_id)))
+        if not fs.exists(p):
+            raise NotACheckpointError(f"{self.path}: batch {batch_id} is not in the offset log "
+                                      f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})")
+        with fs.open(p, "r") as handle:
+            lines = handle.read().splitlines()
+        return json.loads(lines[1])
+
+    def watermark(self, batch_id: int) -> datetime | None:
+        """The event-time watermark in force during `batch_id` (None before the first watermark)."""
+        millis = self.batch_metadata(batch_id).get("batchWatermarkMs", 0)
+        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc) if millis else None
+
+    def shuffle_partitions(self, batch_id: int) -> int | None:
+        value = self.batch_metadata(batch_id).get("conf", {}).get("spark.sql.shuffle.partitions")
+        return int(value) if value else None
+
+    def state_provider(self, batch_id: int) -> str | None:
+        return self.batch_metadata(batch_id).get("conf", {}).get("spark.sql.streaming.stateStore.providerClass")
+
+    def operator_ids(self) -> list[int]:
+        fs, p = filesystem(self._join("state"))
+        if not fs.exists(p):
+            return []
+        return sorted(int(posixpath.basename(d)) for d in fs.ls(p, detail=False)
+                      if posixpath.basename(d).isdigit())
+
+    def state_files(self) -> list[StateFile]:
+        """Every state file with its operator, partition, store and size, from one recursive listing."""
+        fs, root = filesystem(self._join("state"))
+        if not fs.exists(root):
+            return []
+        files = []
+        for path, info in fs.find(root, detail=True).items():
+            rel = posixpath.relpath(path, root).split("/")
+            name = rel[-1]
+            if (name.startswith(".") or len(rel) < 3 or not rel[0].isdigit() or not rel[1].isdigit()
+                    or any(part.startswith("_") for part in rel)):
+                continue  # crc files, _metadata (schemas), anything not under <op>/<partition>/
+            middle = rel[2:-1]
+            store = "default"
+            if middle and middle[0] != "SSTs":
+                store = middle[0]
+            match = _VERSIONED.match(name)
+            if match:
+                kind, version = match.group(2), int(match.group(1))
+            else:
+                kind, version = ("sst" if name.endswith(".sst") else "other"), None
+            files.append(StateFile(int(rel[0]), int(rel[1]), store, path, int(info.get("size") or 0),
+                                   kind, version))
+        return files
