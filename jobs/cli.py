@@ -1,0 +1,159 @@
+"""The `stateops` command: the same operations as the Dagster UI, for scripts and other orchestrators.
+
+Exit codes: 0 success, 1 the operation found errors (e.g. error findings), 2 usage or configuration errors.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields
+
+import click
+
+from stateops.delta import open_table
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from jobs.catalog import get_job, load_jobs
+from jobs.generator import GeneratorConfig, generate
+from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
+from jobs.spec import JobSpec
+
+
+class StateOpsGroup(click.Group):
+    """Turns StateOpsError into a one-line message and exit code 2 (no traceback)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except StateOpsError as err:
+            click.echo(f"Error: {err}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=StateOpsGroup)
+@click.option("--home", envvar="STATEOPS_HOME", default=".stateops", show_default=True,
+              help="Storage root (landing, checkpoints, tables, ops). Env: STATEOPS_HOME.")
+@click.option("--config", "config_path", envvar="STATEOPS_CONFIG", default=None,
+              help="TOML file with per-job overrides. Env: STATEOPS_CONFIG.")
+@click.pass_context
+def main(ctx: click.Context, home: str, config_path: str | None) -> None:
+    """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
+    os.environ["STATEOPS_HOME"] = home
+    if config_path:
+        os.environ["STATEOPS_CONFIG"] = config_path
+    ctx.obj = {"layout": Layout.from_env(), "config": config_path}
+
+
+@main.group()
+def jobs() -> None:
+    """List, describe and run the streaming jobs."""
+
+
+@jobs.command("list")
+@click.pass_obj
+def jobs_list(obj) -> None:
+    for spec in load_jobs(obj["config"]).values():
+        click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
+
+
+def describe(spec: JobSpec, layout: Layout) -> dict:
+    """Everything an operator needs to find a job's data, as plain data."""
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "source": spec.source,
+        "inputs": [{"name": i.name, "landing": layout.landing(i.name), "schema": i.schema,
+                    "time_column": i.time_column} for i in spec.inputs],
+        "transformation": spec.transformation,
+        "output_mode": spec.output_mode,
+        "merge_keys": list(spec.merge_keys),
+        "checkpoint": spec.checkpoint_path(layout),
+        "output_table": layout.table(spec.sink_table),
+        "deadletter": {"table": layout.deadletter_table(spec.name),
+                       "checkpoint": layout.deadletter_checkpoint(spec.name),
+                       "query_name": deadletter_query_name(spec.name)},
+        "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress")},
+        "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": spec.watermark_delay,
+                      "min": spec.watermark_min, "max": spec.watermark_max},
+        "shuffle_partitions": spec.shuffle_partitions,
+        "trigger": {"bounded": "availableNow", "continuous": f"processingTime {spec.trigger_interval}",
+                    "max_files_per_trigger": spec.max_files_per_trigger},
+    }
+
+
+@jobs.command("describe")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def jobs_describe(obj, name: str, as_json: bool) -> None:
+    info = describe(get_job(name, obj["config"]), obj["layout"])
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    for key, value in info.items():
+        click.echo(f"{key:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+def _summary(result: RunResult) -> str:
+    state = ", ".join(f"{op['operator_name']}={op['num_rows_total']}" for op in result.state_operators)
+    return (f"{result.job}: {result.batches} batches, {result.input_rows} input rows, {result.output_rows} rows "
+            f"written, {result.deadletter_rows} dead letters (total {result.deadletter_total}), "
+            f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "
+            f"Delta version {result.delta_version}")
+
+
+@jobs.command("run")
+@click.argument("name")
+@click.option("--mode", type=click.Choice(MODES), default="bounded", show_default=True,
+              help="bounded: process what has landed, then stop; continuous: run until stopped.")
+@click.option("--max-seconds", type=float, default=None, help="Continuous mode: stop after this long.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run result as JSON.")
+@click.pass_obj
+def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool) -> None:
+    from jobs.session import get_session
+
+    spec = get_job(name, obj["config"])
+    result = run_job(get_session(), spec, obj["layout"], mode=mode, max_seconds=max_seconds)
+    click.echo(json.dumps(asdict(result), default=str) if as_json else _summary(result))
+
+
+def _generator_options(command):
+    """One CLI option per GeneratorConfig field, so the two never drift apart."""
+    for f in reversed(fields(GeneratorConfig)):
+        command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=type(f.default),
+                               default=f.default, show_default=True)(command)
+    return command
+
+
+@main.command("generate")
+@_generator_options
+@click.pass_obj
+def generate_command(obj, **knobs) -> None:
+    """Write deterministic event files (and orders/payments) into the landing zone."""
+    generated = generate(obj["layout"], GeneratorConfig(**knobs))
+    for source, count in generated.lines.items():
+        click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
+                   f"{obj['layout'].landing(source)}")
+
+
+DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=300, hot_key_share=0.05, late_share=0.03,
+                             duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
+
+
+@main.command("demo")
+@click.pass_obj
+def demo(obj) -> None:
+    """Generate input, then run all four jobs once (bounded) and show what they produced."""
+    from jobs.session import get_session
+
+    layout: Layout = obj["layout"]
+    click.echo(f"StateOps demo under {layout.home}")
+    generate(layout, DEMO_INPUT)
+    spark = get_session()
+    for spec in load_jobs(obj["config"]).values():
+        result = run_job(spark, spec, layout)
+        table = open_table(layout.table(spec.sink_table))
+        click.echo(_summary(result))
+        click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")
+    click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
