@@ -1,0 +1,24 @@
+"""State audits: exact (Spark's State Reader API), explained (findings with a fix), remembered (ops tables).
+
+    deep_audit(spark, checkpoint, batch_id=None, thresholds=..., layout=...) -> AuditReport   (Spark)
+    fast_audit(checkpoint, thresholds=..., layout=...) -> AuditReport                        (no JVM)
+    record(layout, report) -> audit id      load_history(layout, checkpoint) -> earlier audit rows
+    Thresholds.from_config(config, job)     AuditReport.to_json(): the `stateops audit --json` contract
+
+Nothing here imports Dagster; the Spark imports happen inside deep_audit only.
+"""
+from stateops.audit.fast import fast_audit
+from stateops.audit.history import load_findings, load_history, record
+from stateops.audit.model import CODES, SEVERITIES, AuditReport, Finding, OperatorAudit, skew_ratio
+from stateops.audit.thresholds import Thresholds
+
+
+def deep_audit(spark, checkpoint_path, **kwargs) -> AuditReport:
+    """See stateops.audit.deep.deep_audit (imported lazily: it builds Spark expressions)."""
+    from stateops.audit.deep import deep_audit as _deep_audit
+
+    return _deep_audit(spark, checkpoint_path, **kwargs)
+
+
+__all__ = ["AuditReport", "CODES", "Finding", "OperatorAudit", "SEVERITIES", "Thresholds", "deep_audit",
+           "fast_audit", "load_findings", "load_history", "record", "skew_ratio"]

@@ -1,0 +1,268 @@
+"""Deep audit: Spark's State Reader API over every operator and store of a checkpoint at one batch.
+
+`state-metadata` lists operators, stores, partitions and the batch range; then each store is read once
+with the `statestore` format and reduced by a single `groupBy(partition_id)` that yields, per partition,
+the row count, key and value sizes, rows already behind the watermark, unmatched join rows, the oldest
+event time and the top-N rows by value size (`max_by(..., k)`). Stores are read concurrently (one Spark
+job each), so the audit costs about what the plain "read + groupBy count" notebook costs.
+
+Sizes are UnsafeRow sizes (the state store's row encoding, before compression): 8-byte null words,
+8 bytes per field, variable-length data rounded up to 8 bytes. Arrays and maps are approximated by their
+JSON length.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from stateops.audit.context import AuditContext, build_context
+from stateops.audit.findings import evaluate, operator_progress
+from stateops.audit.inventory import files_by_store
+from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
+from stateops.audit.profile import StoreProfile, profile
+from stateops.audit.thresholds import Thresholds
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+MAX_PARALLEL_READS = 4
+
+
+class StateReadError(StateOpsError):
+    """Spark could not read a store of the checkpoint at the requested batch."""
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    operator_id: int
+    operator_name: str
+    store_name: str  # the store, or the transformWithState variable
+    num_partitions: int
+    min_batch_id: int | None
+    max_batch_id: int | None
+    options: tuple[tuple[str, str], ...]
+    files_store: str | None  # the store whose files on disk this entry reports (None: reported elsewhere)
+
+
+def _ensure_state_coordinator(spark) -> None:
+    """Reading RocksDB state reports to the StateStoreCoordinator, which only exists once the session's
+    StreamingQueryManager does; a fresh session (the CLI) fails with RpcEndpointNotFoundException."""
+    spark.streams.active  # noqa: B018 (creates the manager and its coordinator)
+
+
+def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
+    if not ctx.checkpoint.operator_ids():
+        return []
+    rows = spark.read.format("state-metadata").load(ctx.checkpoint.path).collect()
+    refs: list[StoreRef] = []
+    for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
+        base = (("operatorId", str(row.operatorId)),)
+        props = json.loads(row.operatorProperties) if getattr(row, "operatorProperties", None) else {}
+        variables = [v for v in props.get("stateVariables", []) if "timer" not in
+                     str(v.get("stateVariableType", "")).lower()]
+        if variables:  # transformWithState: one entry per state variable; they share the store's files
+            for i, var in enumerate(variables):
+                refs.append(StoreRef(row.operatorId, row.operatorName, var["stateName"], row.numPartitions,
+                                     row.minBatchId, row.maxBatchId, base + (("stateVarName", var["stateName"]),),
+                                     row.stateStoreName if i == 0 else None))
+            continue
+        options = base if row.stateStoreName == "default" else base + (("storeName", row.stateStoreName),)
+        refs.append(StoreRef(row.operatorId, row.operatorName, row.stateStoreName, row.numPartitions,
+                             row.minBatchId, row.maxBatchId, options, row.stateStoreName))
+    return refs
+
+
+# --- sizes ----------------------------------------------------------------------------------------------
+
+def _round8(col):
+    from pyspark.sql import functions as F
+
+    return (col + F.lit(7)).bitwiseAND(F.lit(-8))
+
+
+def _var_size(col, dtype):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.StringType, T.BinaryType)):
+        return _round8(F.coalesce(F.octet_length(col), F.lit(0)))
+    if isinstance(dtype, T.StructType):
+        return F.when(col.isNull(), F.lit(0)).otherwise(row_size(col, dtype))
+    if isinstance(dtype, (T.ArrayType, T.MapType)):
+        return _round8(F.coalesce(F.octet_length(F.to_json(col)), F.lit(0)))
+    if isinstance(dtype, T.DecimalType) and dtype.precision > 18:
+        return F.lit(16)
+    if isinstance(dtype, T.CalendarIntervalType):
+        return F.lit(16)
+    return None  # fixed width: lives in the 8-byte slot
+
+
+def row_size(col, dtype):
+    """UnsafeRow size of a struct column, as a Spark expression."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not isinstance(dtype, T.StructType):
+        size = _var_size(col, dtype)
+        return F.lit(8) if size is None else size + F.lit(8)
+    n = len(dtype.fields)
+    total = F.lit(8 * ((n + 63) // 64) + 8 * n)
+    for f in dtype.fields:
+        size = _var_size(col.getField(f.name), f.dataType)
+        if size is not None:
+            total = total + size
+    return total
+
+
+# --- one pass over a store ------------------------------------------------------------------------------
+
+def _event_time_exprs(prof: StoreProfile, ctx: AuditContext, t: Thresholds):
+    """(event time as timestamp, "behind the watermark" predicate) for this store, or (None, None)."""
+    from pyspark.sql import functions as F
+
+    et = prof.event_time
+    if et is None:
+        return None, None
+    col = F.col(et.side)
+    for name in et.path:
+        col = col.getField(name)
+    if et.shape == "window":
+        ts = col.getField("end")
+    elif et.shape == "micros":
+        ts = F.timestamp_micros(col)
+    elif et.shape == "millis":
+        ts = F.when(col > 0, F.timestamp_millis(col))
+    else:
+        ts = col
+    if not ctx.watermark_ms:
+        return ts, None
+    limit = ctx.watermark_ms - (t.join_eviction_grace_seconds * 1000 if et.join_grace else 0)
+    return ts, ts < F.timestamp_millis(F.lit(limit))
+
+
+def _store_frame(spark, ctx: AuditContext, ref: StoreRef):
+    reader = (spark.read.format("statestore").option("path", ctx.checkpoint.path)
+              .option("batchId", str(ctx.batch_id)))
+    for key, value in ref.options:
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _schema_json(df, name: str) -> dict | None:
+    return df.schema[name].dataType.jsonValue() if name in df.columns else None
+
+
+def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> tuple[OperatorAudit, list]:
+    from pyspark.sql import functions as F
+
+    df = _store_frame(spark, ctx, ref)
+    key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
+    prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
+    value_cols = [c for c in df.columns if c not in ("key", "partition_id")]
+    key_size = row_size(F.col("key"), df.schema["key"].dataType) if "key" in df.columns else F.lit(0)
+    value_size = F.lit(0)
+    for c in value_cols:
+        value_size = value_size + row_size(F.col(c), df.schema[c].dataType)
+    event_time, behind = _event_time_exprs(prof, ctx, t)
+    projected = [F.col("partition_id"), key_size.alias("_kb"), value_size.alias("_vb")]
+    aggs = [F.count(F.lit(1)).alias("rows"), F.sum("_kb").alias("key_bytes"), F.sum("_vb").alias("value_bytes")]
+    if "key" in df.columns and t.top_keys > 0:
+        projected.append(F.col("key").alias("_key"))
+        aggs.append(F.max_by(F.struct(F.col("_key").alias("key"), F.col("_kb").alias("key_bytes"),
+                                      F.col("_vb").alias("value_bytes")), F.col("_vb"), int(t.top_keys))
+                    .alias("top"))
+    if event_time is not None:
+        projected.append(event_time.alias("_et"))
+        aggs.append(F.min("_et").alias("oldest"))
+    if behind is not None:
+        projected.append(behind.alias("_behind"))
+        aggs.append(F.count_if(F.col("_behind")).alias("behind"))
+    if prof.has_matched:
+        projected.append((F.col("value.matched") == F.lit(False)).alias("_unmatched"))
+        aggs.append(F.count_if(F.col("_unmatched")).alias("unmatched"))
+    try:
+        per_partition = df.select(*projected).groupBy("partition_id").agg(*aggs).collect()
+    except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
+                             f"{ref.store_name} at batch {ctx.batch_id}: {first}") from err
+    op = OperatorAudit(
+        operator_id=ref.operator_id, operator_name=ref.operator_name, store_name=ref.store_name,
+        num_partitions=ref.num_partitions, min_batch_id=ref.min_batch_id, max_batch_id=ref.max_batch_id,
+        kind=prof.kind, watermarked=prof.watermarked,
+        key_columns=[f["name"] for f in (key_schema or {}).get("fields", [])],
+        event_time_column=prof.event_time.column if prof.event_time else None)
+    rows = {p: 0 for p in range(ref.num_partitions)}
+    key_bytes = value_bytes = behind_total = unmatched_total = 0
+    oldest, top = None, []
+    for r in per_partition:
+        rows[r.partition_id] = r.rows
+        key_bytes += r.key_bytes or 0
+        value_bytes += r.value_bytes or 0
+        d = r.asDict()
+        behind_total += d.get("behind") or 0
+        unmatched_total += d.get("unmatched") or 0
+        if d.get("oldest") is not None and (oldest is None or d["oldest"] < oldest):
+            oldest = d["oldest"]
+        for item in d.get("top") or []:
+            top.append({"key": item.key, "partition_id": r.partition_id, "key_bytes": item.key_bytes,
+                        "value_bytes": item.value_bytes})
+    op.rows_per_partition = rows
+    op.rows_total = sum(rows.values())
+    op.skew_ratio = skew_ratio(rows)
+    if op.rows_total:
+        op.avg_key_bytes = round(key_bytes / op.rows_total, 1)
+        op.avg_value_bytes = round(value_bytes / op.rows_total, 1)
+    op.rows_behind_watermark = behind_total if behind is not None else None
+    op.unmatched_rows = unmatched_total if prof.has_matched else None
+    if isinstance(oldest, _dt.datetime) and oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=_dt.timezone.utc)  # the session time zone is UTC (jobs.session)
+    op.oldest_event_time = oldest
+    op.top_keys = sorted(top, key=lambda k: -k["value_bytes"])[: t.top_keys]
+    op.estimated_bytes = int(round((key_bytes + value_bytes) * ctx.versioning_factor(t)))
+    return op, per_partition
+
+
+def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thresholds: Thresholds | None = None,
+               layout: Layout | None = None, job: str | None = None,
+               history: list[dict[str, Any]] | None = None, progress: list[dict[str, Any]] | None = None,
+               now: _dt.datetime | None = None) -> AuditReport:
+    """Audit every operator/store of `checkpoint_path` at `batch_id` (default: latest committed).
+
+    With `layout`, earlier audits and the query's progress rows come from the ops tables (growth, cleanup,
+    late drops); pass `history`/`progress` to supply them directly. Does not record: see history.record.
+    """
+    t = thresholds or Thresholds()
+    started = time.monotonic()
+    ctx = build_context(checkpoint_path, batch_id, t, layout=layout, history=history, progress=progress)
+    _ensure_state_coordinator(spark)
+    refs = store_refs(spark, ctx)
+    for ref in refs:
+        if ref.min_batch_id is not None and ctx.batch_id < ref.min_batch_id:
+            raise StateReadError(f"{checkpoint_path}: batch {ctx.batch_id} is older than the oldest retained "
+                                 f"state of operator {ref.operator_id} (minBatchId {ref.min_batch_id})")
+    files = files_by_store(ctx.checkpoint)
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_READS, len(refs)))) as pool:
+        audited = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t)[0], refs))
+    for ref, op in zip(refs, audited):
+        on_disk = files.get((ref.operator_id, ref.files_store)) if ref.files_store else None
+        op.bytes_per_partition = {p: 0 for p in range(ref.num_partitions)}
+        if on_disk:
+            op.bytes_per_partition.update(on_disk.bytes_per_partition)
+        op.bytes_total = sum(op.bytes_per_partition.values())
+        op.skew_ratio_bytes = skew_ratio(op.bytes_per_partition)
+    report = AuditReport(checkpoint=checkpoint_path, batch_id=ctx.batch_id, watermark=ctx.watermark,
+                         operators=audited, kind="deep", job=job, query_id=ctx.query_id,
+                         audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,
+                         provider=ctx.provider)
+    input_rows, per_op = operator_progress(ctx.progress, [(o.operator_id, o.operator_name) for o in audited],
+                                           t.late_drop_window_batches)
+    for op in audited:
+        if op.operator_id in per_op:
+            op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
+    report.findings = evaluate(report, t, ctx.history, input_rows)
+    report.duration_seconds = round(time.monotonic() - started, 3)
+    return report

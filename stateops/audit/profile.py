@@ -1,0 +1,130 @@
+"""What kind of state a store holds and which of its columns the watermark evicts by (pure, no JVM).
+
+Works on Spark schema JSON (`StructType.jsonValue()`), which both the statestore reader (deep audit) and
+the checkpoint's own `_metadata/schema` files (fast audit) provide. Spark tags the event-time column it
+evicts by with the field metadata `spark.watermarkDelayMs`; that tag is the ground truth for "this
+store is evicted by the watermark". A `dropDuplicates` whose keys carry no such column never evicts.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+WATERMARK_META = "spark.watermarkDelayMs"
+
+KINDS = {
+    "stateStoreSave": "aggregation",
+    "dedupe": "dedup",
+    "dedupeWithinWatermark": "dedup_within_watermark",
+    "sessionWindowStateStoreSaveExec": "session",
+    "symmetricHashJoin": "join",
+    "applyInPandasWithState": "custom",
+    "flatMapGroupsWithState": "custom",
+    "transformWithStateExec": "tws",
+    "transformWithStateInPandasExec": "tws",
+    "transformWithStateInPySparkExec": "tws",
+}
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """Where a row's event time is: `side` (key/value), field path, and its shape.
+
+    shape: window (struct, compare `end`), timestamp, micros (long, e.g. expiresAtMicros),
+    millis (long, e.g. timeoutTimestamp; 0 or negative means unset).
+    """
+
+    side: str
+    path: tuple[str, ...]
+    shape: str
+    join_grace: bool = False
+
+    @property
+    def column(self) -> str:
+        return ".".join((self.side, *self.path) + (("end",) if self.shape == "window" else ()))
+
+
+@dataclass(frozen=True)
+class StoreProfile:
+    kind: str
+    event_time: EventTime | None
+    watermarked: bool  # some column carries the watermark tag: this operator's input has a watermark
+    has_matched: bool  # join value store with the `matched` flag
+
+    @property
+    def unbounded_dedup(self) -> bool:
+        """dropDuplicates whose keys carry no event-time column: Spark never evicts it."""
+        return self.kind == "dedup" and self.event_time is None
+
+
+def kind_of(operator_name: str) -> str:
+    return KINDS.get(operator_name, "unknown")
+
+
+def _fields(schema: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return list((schema or {}).get("fields", []))
+
+
+def _tagged(schema: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return [f for f in _fields(schema) if WATERMARK_META in (f.get("metadata") or {})]
+
+
+def _is_window(field: Mapping[str, Any]) -> bool:
+    dtype = field.get("type")
+    return isinstance(dtype, Mapping) and any(sub.get("name") == "end" for sub in _fields(dtype))
+
+
+def _field(schema: Mapping[str, Any] | None, name: str) -> Mapping[str, Any] | None:
+    return next((f for f in _fields(schema) if f.get("name") == name), None)
+
+
+def _tagged_time(schema, side: str, join_grace: bool = False) -> EventTime | None:
+    for field in _tagged(schema):
+        if _is_window(field):
+            return EventTime(side, (field["name"],), "window", join_grace)
+        if field.get("type") in ("timestamp", "timestamp_ntz"):
+            return EventTime(side, (field["name"],), "timestamp", join_grace)
+    return None
+
+
+def profile(operator_name: str, store_name: str, key_schema: Mapping[str, Any] | None,
+            value_schema: Mapping[str, Any] | None) -> StoreProfile:
+    """Classify one store from its operator name, store name and key/value schemas."""
+    kind = kind_of(operator_name)
+    watermarked = bool(_tagged(key_schema) or _tagged(value_schema))
+    event_time: EventTime | None = None
+    has_matched = False
+    if kind in ("aggregation", "dedup"):
+        event_time = _tagged_time(key_schema, "key")
+    elif kind == "dedup_within_watermark" and _field(value_schema, "expiresAtMicros"):
+        event_time = EventTime("value", ("expiresAtMicros",), "micros")
+    elif kind == "session":
+        event_time = _tagged_time(value_schema, "value") or _tagged_time(key_schema, "key")
+    elif kind == "join" and store_name.endswith("keyWithIndexToValue"):
+        event_time = _tagged_time(value_schema, "value", join_grace=True)
+        has_matched = _field(value_schema, "matched") is not None
+    elif kind == "custom" and _field(value_schema, "timeoutTimestamp"):
+        event_time = EventTime("value", ("timeoutTimestamp",), "millis")
+    return StoreProfile(kind, event_time, watermarked, has_matched)
+
+
+def parse_schema_file(data: bytes) -> tuple[dict | None, dict | None]:
+    """Key and value schema JSON from a checkpoint's `state/<op>/0/[<store>/]_metadata/schema` file.
+
+    The file is binary framing (version, chunk counts, UTF lengths) around two JSON documents; scanning
+    for the JSON objects is robust to the framing of schema format versions 1 and 2.
+    """
+    text = data.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    found: list[dict] = []
+    start = text.find('{"type":"struct"')
+    while start != -1 and len(found) < 2:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find('{"type":"struct"', start + 1)
+            continue
+        found.append(obj)
+        start = text.find('{"type":"struct"', end)
+    return (found[0] if found else None, found[1] if len(found) > 1 else None)
