@@ -8,10 +8,12 @@ store is evicted by the watermark". A `dropDuplicates` whose keys carry no such 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 WATERMARK_META = "spark.watermarkDelayMs"
+_STRUCT_START = re.compile(r'\{\s*"type"\s*:\s*"struct"')
 
 KINDS = {
     "stateStoreSave": "aggregation",
@@ -118,13 +120,15 @@ def parse_schema_file(data: bytes) -> tuple[dict | None, dict | None]:
     text = data.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
     found: list[dict] = []
-    start = text.find('{"type":"struct"')
-    while start != -1 and len(found) < 2:
+    pos = 0
+    while len(found) < 2:
+        match = _STRUCT_START.search(text, pos)
+        if not match:
+            break
         try:
-            obj, end = decoder.raw_decode(text, start)
+            obj, pos = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
-            start = text.find('{"type":"struct"', start + 1)
+            pos = match.start() + 1
             continue
         found.append(obj)
-        start = text.find('{"type":"struct"', end)
     return (found[0] if found else None, found[1] if len(found) > 1 else None)

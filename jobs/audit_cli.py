@@ -1,0 +1,122 @@
+"""`stateops audit TARGET [--batch-id N] [--fast] [--json]`: the audit for scripts and other orchestrators.
+
+TARGET is a job name from the catalog or a checkpoint path. `--json` prints exactly the contract of
+`stateops.audit.AuditReport.to_json()`. Exit codes: 0 no error findings, 1 error findings, 2 usage errors
+(unknown target, missing/empty/non-checkpoint path, uncommitted batch), as one line without a traceback.
+Thresholds: `[audit]` and `[audit.jobs.<job>]` in the STATEOPS_CONFIG file (see stateops.audit.thresholds).
+Every audit is appended to the `audits` and `findings` ops tables unless --no-record.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from stateops.audit import AuditReport, Thresholds, fast_audit, record
+from stateops.audit.findings import human_bytes, human_duration
+from stateops.audit.history import normalize
+from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.errors import StateOpsError
+from stateops.fs import exists
+from stateops.layout import Layout
+
+from jobs.catalog import load_config, load_jobs
+
+
+def resolve_target(target: str, layout: Layout, config_path: str | None) -> tuple[str, str | None]:
+    """(checkpoint path, job name or None) for a job name or a checkpoint path."""
+    jobs = load_jobs(config_path)
+    if target in jobs:
+        path = jobs[target].checkpoint_path(layout)
+        if not exists(path):
+            raise NotACheckpointError(f"job {target} has no checkpoint yet at {path}; run it first "
+                                      f"(stateops jobs run {target})")
+        return path, target
+    looks_like_path = "/" in target or "://" in target or target.startswith(".") or exists(target)
+    if not looks_like_path:
+        raise NotACheckpointError(f"{target}: not a job (known: {', '.join(sorted(jobs))}) and not a "
+                                  "checkpoint path")
+    Checkpoint.open(target)
+    wanted = normalize(target)
+    job = next((name for name, spec in jobs.items() if normalize(spec.checkpoint_path(layout)) == wanted), None)
+    return target, job
+
+
+def _cell(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def render(report: AuditReport) -> str:
+    """Human-readable report: one line per operator/store, then findings with their fixes."""
+    lag = report.watermark_lag_seconds
+    lines = [f"{report.kind.capitalize()} audit of {report.checkpoint}" + (f" (job {report.job})" if report.job else ""),
+             f"batch {report.batch_id}, watermark {report.watermark.isoformat() if report.watermark else 'none'}"
+             + (f" ({human_duration(lag)} behind now)" if lag is not None else "")
+             + (f", provider {report.provider.rsplit('.', 1)[-1]}" if report.provider else "")
+             + (f", {report.duration_seconds:.1f} s" if report.duration_seconds is not None else "")]
+    header = ("op", "operator", "store", "kind", "rows", "skew", "bytes", "estimated", "behind wm", "unmatched",
+              "batches")
+    table = [header]
+    for op in report.operators:
+        table.append((str(op.operator_id), op.operator_name, op.store_name, op.kind, _cell(op.rows_total),
+                      f"{op.skew_ratio:g} ({op.skew_basis})" if op.skew_ratio is not None else "-",
+                      human_bytes(op.bytes_total),
+                      human_bytes(op.estimated_bytes) if op.estimated_bytes is not None else "-",
+                      _cell(op.rows_behind_watermark), _cell(op.unmatched_rows),
+                      f"{_cell(op.min_batch_id)}..{_cell(op.max_batch_id)}"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    for op in report.operators:
+        if op.top_keys:
+            top = op.top_keys[0]
+            lines.append(f"largest value in op {op.operator_id}/{op.store_name}: {json.dumps(op.contract()['top_keys'][0]['key'])}"
+                         f" ({top['value_bytes']} B, partition {top['partition_id']})")
+    if not report.findings:
+        lines.append("No findings.")
+    for f in report.findings:
+        where = "" if f.operator_id is None else f" [op {f.operator_id}{'/' + f.store_name if f.store_name else ''}]"
+        lines.append(f"{f.severity.upper():5} {f.code}{where}: {f.message}")
+        lines.append(f"      fix: {f.recommendation}")
+    return "\n".join(lines)
+
+
+@click.command("audit")
+@click.argument("target")
+@click.option("--batch-id", type=click.IntRange(min=0), default=None,
+              help="Audit this committed batch instead of the latest (deep audit only).")
+@click.option("--fast", is_flag=True, help="No Spark: state files and progress rows only (seconds).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON contract.")
+@click.option("--no-record", is_flag=True, help="Do not append to the audits/findings ops tables.")
+@click.pass_context
+def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_json: bool, no_record: bool) -> None:
+    """Audit the state of a job (by name) or of a checkpoint path: exit 1 on error findings."""
+    obj = ctx.obj or {}
+    layout = obj.get("layout") or Layout.from_env()
+    config_path = obj.get("config") or os.environ.get("STATEOPS_CONFIG")
+    try:
+        if fast and batch_id is not None:
+            raise StateOpsError("--batch-id needs the deep audit (the fast audit reads the latest state only); "
+                                "drop --fast")
+        checkpoint, job = resolve_target(target, layout, config_path)
+        thresholds = Thresholds.from_config(load_config(config_path), job)
+        if fast:
+            report = fast_audit(checkpoint, thresholds=thresholds, layout=layout, job=job)
+        else:
+            from jobs.session import get_session
+            from stateops.audit import deep_audit
+
+            report = deep_audit(get_session(), checkpoint, batch_id=batch_id, thresholds=thresholds,
+                                layout=layout, job=job)
+        if not no_record:
+            record(layout, report)
+    except StateOpsError as err:
+        click.echo(f"Error: {err}", err=True)
+        ctx.exit(2)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(render(report))
+    sys.stdout.flush()
+    ctx.exit(1 if report.has_errors else 0)

@@ -1,0 +1,182 @@
+"""Fast audit and the history tables on a checkpoint tree laid out as Spark writes it (no JVM).
+
+Spark-built checkpoints are audited fast in tests/spark/test_audit_deep.py; here the tree is written
+by hand so that sizes, versions and progress rows are exact and the no-JVM promise can be checked.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stateops import progress as progress_table
+from stateops.audit import Thresholds, fast_audit, load_findings, load_history, record
+from stateops.checkpoint import NotACheckpointError
+
+pytestmark = pytest.mark.unit
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _utf(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(2, "big") + data
+
+
+def schema_file(key_fields, value_fields) -> bytes:
+    def struct(fields):
+        return json.dumps({"type": "struct", "fields": [
+            {"name": n, "type": t, "nullable": True, "metadata": m} for n, t, m in fields]}, separators=(",", ":"))
+    return (_utf("v2") + (1).to_bytes(4, "big") + _utf(struct(key_fields)) + (1).to_bytes(4, "big")
+            + _utf(struct(value_fields)))
+
+
+class Tree:
+    """A checkpoint directory: commit batches, then add state files per operator/store/partition."""
+
+    def __init__(self, root: Path, query_id: str = "q-1"):
+        self.root = root
+        root.mkdir(parents=True)
+        (root / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+        (root / "offsets").mkdir()
+        (root / "commits").mkdir()
+
+    def commit(self, batch: int, watermark: dt.datetime | None) -> None:
+        meta = {"batchWatermarkMs": int(watermark.timestamp() * 1000) if watermark else 0,
+                "batchTimestampMs": int(T0.timestamp() * 1000),
+                "conf": {"spark.sql.streaming.stateStore.providerClass": ROCKSDB, "spark.sql.shuffle.partitions": "4"}}
+        (self.root / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{{\"logOffset\":{batch}}}\n")
+        (self.root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+    def operator(self, op: int, name: str, stores=("default",), partitions=4, schema: bytes | None = None):
+        meta = self.root / "state" / str(op) / "_metadata"
+        meta.mkdir(parents=True)
+        info = {"operatorInfo": {"operatorId": op, "operatorName": name},
+                "stateStoreInfo": [{"storeName": s, "numColsPrefixKey": 0, "numPartitions": partitions} for s in stores]}
+        (meta / "metadata").write_text("v1\n" + json.dumps(info))
+        if schema:
+            for store in stores:
+                where = self.root / "state" / str(op) / "0" / ("" if store == "default" else store) / "_metadata"
+                where.mkdir(parents=True, exist_ok=True)
+                (where / "schema").write_bytes(schema)
+
+    def state(self, op: int, partition: int, version: int, size: int, store: str = "default") -> None:
+        folder = self.root / "state" / str(op) / str(partition)
+        if store != "default":
+            folder = folder / store
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{version}.changelog").write_bytes(b"x" * size)
+        (folder / f".{version}.changelog.crc").write_bytes(b"c" * 12)  # ignored
+
+
+DEDUP_SCHEMA = schema_file([("event_id", "string", {})], [("__dummy__", "string", {})])
+
+
+@pytest.fixture
+def dedup_tree(tmp_path) -> Tree:
+    tree = Tree(tmp_path / "cp")
+    tree.operator(0, "dedupe", schema=DEDUP_SCHEMA)
+    for batch in range(3):
+        tree.commit(batch, T0 + dt.timedelta(minutes=10 * batch) if batch else None)
+        for p in range(4):
+            tree.state(0, p, batch + 1, 5000 if p == 0 else 200)
+    return tree
+
+
+def progress_rows(query_id="q-1", batches=3, dropped=40):
+    ops = lambda b: json.dumps([{"operator_name": "dedupe", "num_rows_total": 1000 * (b + 1),
+                                 "num_rows_dropped_by_watermark": dropped}])
+    return [{"job": "j", "query_id": query_id, "batch_id": b, "input_rows": 1000, "timestamp": T0,
+             "state_operators_json": ops(b)} for b in range(batches)]
+
+
+def test_inventory_bytes_versions_schema_and_progress(dedup_tree):
+    t = Thresholds().with_overrides({"skew_min_bytes": 1000})
+    report = fast_audit(str(dedup_tree.root), thresholds=t, progress=progress_rows(), now=T0)
+    assert report.kind == "fast" and report.batch_id == 2 and report.watermark == T0 + dt.timedelta(minutes=20)
+    assert report.query_id == "q-1"
+    [op] = report.operators
+    assert (op.operator_name, op.store_name, op.num_partitions, op.kind) == ("dedupe", "default", 4, "dedup")
+    assert op.bytes_per_partition == {0: 15000, 1: 600, 2: 600, 3: 600} and op.bytes_total == 16800
+    assert (op.min_batch_id, op.max_batch_id) == (0, 2)
+    assert op.rows_total == 3000 and op.rows_per_partition == {} and op.skew_basis == "bytes"
+    assert op.skew_ratio == 25.0 and op.rows_dropped_by_watermark == 120
+    codes = {f.code: f for f in report.findings}
+    assert codes["UNBOUNDED_DEDUP"].severity == "error" and "(event_id)" in codes["UNBOUNDED_DEDUP"].message
+    assert codes["STATE_SKEW"].severity == "warn" and "partition 0" in codes["STATE_SKEW"].message
+    assert codes["LATE_DATA_DROPS"].severity == "warn" and "120 late rows" in codes["LATE_DATA_DROPS"].message
+    assert "WATERMARK_LAG" not in codes  # now == T0, watermark 20 min ahead
+    doc = report.to_json()
+    assert doc["operators"][0]["bytes_per_partition"] == {"0": 15000, "1": 600, "2": 600, "3": 600}
+    assert doc["operators"][0]["rows_total"] == 3000
+
+
+def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
+    t = Thresholds().with_overrides({"growth_min_bytes": 1, "min_batches_to_retain": 1, "cleanup_slack_batches": 0,
+                                     "skew_ratio": 100})
+    first = fast_audit(str(dedup_tree.root), thresholds=t, layout=layout, now=T0)
+    audit_id = record(layout, first)
+    assert [f.code for f in first.findings] == ["UNBOUNDED_DEDUP"]
+    for batch in (3, 4, 5):  # state keeps growing, old versions are never cleaned
+        dedup_tree.commit(batch, T0 + dt.timedelta(minutes=10 * batch))
+        for p in range(4):
+            dedup_tree.state(0, p, batch + 1, 9000 if p == 0 else 400)
+    history = load_history(layout, str(dedup_tree.root) + "/")  # same checkpoint, other spelling
+    assert [(h["audit_id"], h["bytes_total"], h["kind"]) for h in history] == [(audit_id, 16800, "fast")]
+    second = fast_audit(str(dedup_tree.root), thresholds=t, layout=layout, now=T0 + dt.timedelta(hours=1))
+    codes = {f.code: f for f in second.findings}
+    assert codes["STATE_GROWTH"].severity == "warn"  # 16800 -> 47400 bytes: 2.82x (error from 3x)
+    assert "bytes grew 2.82x from 16.4 KiB" in codes["STATE_GROWTH"].message
+    assert codes["CLEANUP_STUCK"].severity == "error" and "minBatchId is still 0" in codes["CLEANUP_STUCK"].message
+    record(layout, second)
+    assert {f["code"] for f in load_findings(layout, str(dedup_tree.root))} >= {"STATE_GROWTH", "CLEANUP_STUCK",
+                                                                              "UNBOUNDED_DEDUP"}
+    assert load_history(layout, str(dedup_tree.root), query_id="another-query") == []
+
+
+def test_progress_is_read_from_the_ops_table_by_query_id(dedup_tree, layout):
+    progress_table.append(layout, [dict(progress_table.progress_row(
+        {"id": qid, "batchId": b, "numInputRows": 500, "timestamp": "2026-01-01T00:00:00Z",
+         "stateOperators": [{"operatorName": "dedupe", "numRowsTotal": 777 + b, "numRowsDroppedByWatermark": 0}]},
+        "j", "run")) for qid in ("q-1", "other") for b in range(2)])
+    [op] = fast_audit(str(dedup_tree.root), layout=layout).operators
+    assert op.rows_total == 778
+
+
+def test_join_stores_have_bytes_but_no_row_split(tmp_path):
+    tree = Tree(tmp_path / "join")
+    stores = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+    tree.operator(0, "symmetricHashJoin", stores=stores, partitions=2)
+    tree.commit(0, None)
+    for store in stores:
+        for p in range(2):
+            tree.state(0, p, 1, 100, store=store)
+    ops = fast_audit(str(tree.root), progress=[{"batch_id": 0, "input_rows": 10, "state_operators_json": json.dumps(
+        [{"operator_name": "symmetricHashJoin", "num_rows_total": 10}])}]).operators
+    assert [o.store_name for o in ops] == list(stores)
+    assert all(o.rows_total is None and o.bytes_total == 200 and o.kind == "join" for o in ops)
+
+
+def test_not_a_checkpoint(tmp_path):
+    with pytest.raises(NotACheckpointError, match="does not exist"):
+        fast_audit(str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotACheckpointError, match="not a Structured Streaming checkpoint"):
+        fast_audit(str(tmp_path / "empty"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotACheckpointError, match="is a file"):
+        fast_audit(str(tmp_path / "file"))
+    Tree(tmp_path / "fresh")
+    with pytest.raises(NotACheckpointError, match="no committed batch"):
+        fast_audit(str(tmp_path / "fresh"))
+
+
+def test_fast_audit_never_loads_spark(dedup_tree):
+    code = ("import sys; from stateops.audit import fast_audit; r = fast_audit(sys.argv[1]); "
+            "assert r.operators and 'pyspark' not in sys.modules and 'dagster' not in sys.modules, sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code, str(dedup_tree.root)], check=True, timeout=60)
