@@ -14,6 +14,7 @@ from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
+from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
@@ -157,3 +158,6 @@ def demo(obj) -> None:
         click.echo(_summary(result))
         click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")
     click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
+
+
+main.add_command(audit)
