@@ -16,6 +16,7 @@ from stateops.layout import Layout
 
 from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
+from jobs.explain_cli import explain_key_command
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.spec import JobSpec
@@ -160,4 +161,5 @@ def demo(obj) -> None:
     click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
 
 
+main.add_command(explain_key_command)
 main.add_command(audit)
