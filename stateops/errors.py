@@ -12,6 +12,3 @@ class ConfigError(StateOpsError):
         self.field, self.problem, self.fix = field, problem, fix
         super().__init__(f"{field}: {problem}. Fix: {fix}")
 
-
-class OutsideRootsError(StateOpsError):
-    """A path falls outside the configured roots, so nothing may be written or deleted there."""

@@ -52,7 +52,3 @@ class Layout:
     def ops_table(self, name: str) -> str:
         return _join(self.home, "ops", "tables", name)
 
-    @property
-    def roots(self) -> tuple[str, ...]:
-        """The only places StateOps ever writes to or deletes from."""
-        return (self.home,)

@@ -1,0 +1,181 @@
+"""The correctness oracle: a batch recomputation, in plain Python, of what each job must produce.
+
+It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
+read them), parses lines independently of Spark, and replays the watermark rules batch by batch.
+The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
+windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
+batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from datetime import datetime, timezone
+
+WINDOW_MS = 5 * 60_000
+SESSION_GAP_MS = 15 * 60_000
+PAYMENT_WITHIN_MS = 5 * 60_000
+ACTION_TIMEOUT_MS = 30 * 60_000
+
+SCHEMAS = {
+    "events": {"event_id": str, "user_id": str, "event_time": "ts", "action": str, "value": float},
+    "orders": {"order_id": str, "user_id": str, "order_time": "ts", "amount": float},
+    "payments": {"payment_id": str, "order_id": str, "payment_time": "ts", "amount": float},
+}
+TIME_COLUMN = {"events": "event_time", "orders": "order_time", "payments": "payment_time"}
+
+
+def _millis(text: str) -> int:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return round(moment.timestamp() * 1000)
+
+
+def parse_line(source: str, line: str) -> dict | None:
+    """A typed row, or None when Spark must send the line to the dead-letter table."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    row = {}
+    for column, kind in SCHEMAS[source].items():
+        value = record.get(column)
+        if value is None:
+            return None
+        try:
+            row[column] = _millis(value) if kind == "ts" else kind(value)
+        except (TypeError, ValueError):
+            return None
+    row["t"] = row[TIME_COLUMN[source]]
+    return row
+
+
+def landing_batches(landing_dir: str) -> list[list[str]]:
+    """Raw lines per file, files in the order Spark's file source takes them (modification time)."""
+    names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
+    names.sort(key=lambda n: (os.path.getmtime(os.path.join(landing_dir, n)), n))
+    batches = []
+    for name in names:
+        with open(os.path.join(landing_dir, name)) as handle:
+            batches.append([line for line in handle.read().splitlines() if line.strip()])
+    return batches
+
+
+def typed_batches(landing_dir: str, source: str) -> list[list[dict]]:
+    return [[r for r in (parse_line(source, line) for line in batch) if r is not None]
+            for batch in landing_batches(landing_dir)]
+
+
+def malformed_count(landing_dir: str, source: str) -> int:
+    return sum(parse_line(source, line) is None for batch in landing_batches(landing_dir) for line in batch)
+
+
+def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:
+    """Watermark in force during each batch, plus the final one after the last batch."""
+    marks, highest = [0], None
+    for batch in batches:
+        if batch:
+            top = max(r["t"] for r in batch)
+            highest = top if highest is None else max(highest, top)
+        marks.append(max(marks[-1], highest - delay_ms) if highest is not None else 0)
+    return marks
+
+
+def _late_marks(marks: list[int]) -> list[int]:
+    """Watermark for dropping late rows in each batch: the previous batch's watermark."""
+    return [0, *marks[:-1]]
+
+
+def user_activity(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
+    """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
+    marks = _watermarks(batches, delay_ms)
+    seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
+    windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    for batch, late in zip(batches, _late_marks(marks)):
+        seen = {k: v for k, v in seen.items() if v > late}
+        for row in batch:
+            if row["t"] <= late or row["event_id"] in seen:
+                continue
+            seen[row["event_id"]] = row["t"] + delay_ms
+            start = row["t"] - row["t"] % WINDOW_MS
+            acc = windows[(start, start + WINDOW_MS, row["user_id"])]
+            acc[0] += 1
+            acc[1] += row["value"]
+    return {(*key, count, total) for key, (count, total) in windows.items()}
+
+
+def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
+    """(session_start, session_end, user_id, events, first, last) for sessions closed by the watermark."""
+    marks = _watermarks(batches, delay_ms)
+    by_user: dict[str, list[int]] = defaultdict(list)
+    for batch, late in zip(batches, _late_marks(marks)):
+        for row in batch:
+            if row["t"] + SESSION_GAP_MS > late:
+                by_user[row["user_id"]].append(row["t"])
+    sessions = set()
+    for user, times in by_user.items():
+        times.sort()
+        group = [times[0]]
+        for t in times[1:]:
+            if t < group[-1] + SESSION_GAP_MS:
+                group.append(t)
+            else:
+                sessions.add((group[0], group[-1] + SESSION_GAP_MS, user, len(group), group[0], group[-1]))
+                group = [t]
+        sessions.add((group[0], group[-1] + SESSION_GAP_MS, user, len(group), group[0], group[-1]))
+    return {s for s in sessions if s[1] <= marks[-1]}
+
+
+def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> set[tuple]:
+    """(order_id, payment_id, order_time, payment_time) for pairs within the bound, late rows dropped.
+
+    Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum.
+    """
+    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
+    late = _late_marks([min(a, b) for a, b in zip(order_marks, payment_marks)])
+    kept_orders = [r for batch, m in zip(orders, late) for r in batch if r["t"] > m]
+    kept_payments = {}
+    for batch, m in zip(payments, late):
+        for r in batch:
+            if r["t"] > m:
+                kept_payments.setdefault(r["order_id"], []).append(r)
+    return {
+        (o["order_id"], p["payment_id"], o["t"], p["t"])
+        for o in kept_orders for p in kept_payments.get(o["order_id"], [])
+        if o["t"] <= p["t"] <= o["t"] + PAYMENT_WITHIN_MS
+    }
+
+
+def user_actions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
+    """(user_id, action_count, last_action, first, last) emitted when a user's timeout passes."""
+    marks = _watermarks(batches, delay_ms)
+    state: dict[str, list] = {}  # user -> [count, last_action, first, last, timeout]
+    emitted = set()
+
+    def close(user: str) -> None:
+        count, action, first, last, _ = state.pop(user)
+        emitted.add((user, count, action, first, last))
+
+    for batch, mark, late in zip(batches, marks, _late_marks(marks)):
+        rows = defaultdict(list)
+        for row in batch:
+            if row["t"] > late:
+                rows[row["user_id"]].append(row)
+        for user, user_rows in rows.items():
+            if user in state and state[user][3] + ACTION_TIMEOUT_MS < mark:
+                close(user)
+            count, action, first, last, _ = state.get(user, [0, None, None, None, None])
+            for row in user_rows:
+                count += 1
+                if last is None or row["t"] > last:
+                    last, action = row["t"], row["action"]
+                first = row["t"] if first is None else min(first, row["t"])
+            state[user] = [count, action, first, last, max(last + ACTION_TIMEOUT_MS, mark + 1)]
+        for user in [u for u, s in state.items() if u not in rows and s[4] < mark]:
+            close(user)
+    for user in [u for u, s in state.items() if s[4] < marks[-1]]:
+        close(user)
+    return emitted

@@ -1,0 +1,53 @@
+"""The session factory's settings, as data: RocksDB with changelog, machine-sized partitions, no downloads."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, spark_conf
+from stateops.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+
+def test_defaults(monkeypatch):
+    monkeypatch.delenv("STATEOPS_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("STATEOPS_SPARK_CONF", raising=False)
+    conf = spark_conf(SparkSettings.from_env())
+    assert conf["spark.master"] == "local[*]"
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
+    assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert int(conf["spark.sql.shuffle.partitions"]) < 200
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert "spark.jars.packages" not in conf
+
+
+def test_master_and_extra_conf_from_env(monkeypatch):
+    monkeypatch.setenv("STATEOPS_SPARK_MASTER", "spark://head:7077")
+    monkeypatch.setenv("STATEOPS_SPARK_CONF", '{"spark.executor.memory": "4g"}')
+    conf = spark_conf(SparkSettings.from_env())
+    assert conf["spark.master"] == "spark://head:7077" and conf["spark.executor.memory"] == "4g"
+
+
+@pytest.mark.parametrize("raw,words", [("{oops", "not valid JSON"), ("[1]", "not a JSON object")])
+def test_bad_extra_conf(monkeypatch, raw, words):
+    monkeypatch.setenv("STATEOPS_SPARK_CONF", raw)
+    with pytest.raises(ConfigError, match=words):
+        SparkSettings.from_env()
+
+
+def test_jar_downloads_are_refused():
+    with pytest.raises(ConfigError) as err:
+        spark_conf(SparkSettings(extra_conf={"spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0"}))
+    assert err.value.field == "STATEOPS_SPARK_CONF.spark.jars.packages"
+
+
+def test_delta_jvm_only_when_jars_are_present(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert not delta_jars_on_classpath({})
+    assert "spark.sql.extensions" not in spark_conf(SparkSettings())
+    (tmp_path / "jars").mkdir()
+    (tmp_path / "jars" / "delta-spark_2.13-4.0.0.jar").write_bytes(b"")
+    assert delta_jars_on_classpath({})
+    assert spark_conf(SparkSettings())["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
