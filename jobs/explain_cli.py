@@ -12,7 +12,8 @@ import click
 
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
-from stateops.explain import REASONS, ExplainError, ExplainTarget, InputSource, JoinSpec, KeyExplanation, explain_key, resolve_batch
+from stateops.explain import (REASONS, ExplainError, ExplainTarget, InputSource, JoinSpec, KeyExplanation,
+                              explain_key, resolve_batch)
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
