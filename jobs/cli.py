@@ -124,7 +124,7 @@ def _generator_options(command):
     """One CLI option per GeneratorConfig field, so the two never drift apart."""
     for f in reversed(fields(GeneratorConfig)):
         command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=type(f.default),
-                               default=f.default, show_default=True)(command)
+                               default=f.default, show_default=True, help=f.metadata["help"])(command)
     return command
 
 

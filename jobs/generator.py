@@ -32,21 +32,21 @@ MALFORMED = (
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    events: int = 2000
-    files: int = 8
-    users: int = 50
-    start: str = "2026-01-01T00:00:00+00:00"
-    minutes_per_file: int = 10
-    hot_key_share: float = 0.0
-    late_share: float = 0.0
-    late_minutes: int = 90
-    duplicate_share: float = 0.0
-    malformed_share: float = 0.0
-    orders: int = 0
-    never_paid_share: float = 0.1
-    paid_too_late_share: float = 0.1
-    paid_out_of_bounds_share: float = 0.1
-    seed: int = 7
+    events: int = field(default=2000, metadata={"help": "events in all (one user event per line)"})
+    files: int = field(default=8, metadata={"help": "files per source; each file is one micro-batch"})
+    users: int = field(default=50, metadata={"help": "distinct users"})
+    start: str = field(default="2026-01-01T00:00:00+00:00", metadata={"help": "event time of the first slice (ISO)"})
+    minutes_per_file: int = field(default=10, metadata={"help": "event-time span of each file"})
+    hot_key_share: float = field(default=0.0, metadata={"help": "share of events for one hot user (skew)"})
+    late_share: float = field(default=0.0, metadata={"help": "share of events written late, from the third file on"})
+    late_minutes: int = field(default=90, metadata={"help": "how far behind its file a late event is"})
+    duplicate_share: float = field(default=0.0, metadata={"help": "share of events sent twice (same or next file)"})
+    malformed_share: float = field(default=0.0, metadata={"help": "share of extra malformed lines (dead letters)"})
+    orders: int = field(default=0, metadata={"help": "orders to generate (with payments)"})
+    never_paid_share: float = field(default=0.1, metadata={"help": "orders whose payment never arrives"})
+    paid_too_late_share: float = field(default=0.1, metadata={"help": "orders whose payment lands three batches late"})
+    paid_out_of_bounds_share: float = field(default=0.1, metadata={"help": "orders paid 6-9 minutes later (bound: 5)"})
+    seed: int = field(default=7, metadata={"help": "random seed: same seed, same files"})
 
     def validated(self) -> "GeneratorConfig":
         for name in ("events", "orders"):
