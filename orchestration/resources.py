@@ -1,0 +1,45 @@
+"""Dagster resources: Spark (lazy, built by the one session factory) and the StateOps paths."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from dagster import ConfigurableResource
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+
+from jobs.session import SparkSettings, get_session, spark_conf
+from stateops.layout import Layout
+
+
+class SparkResource(LazyPySparkResource):
+    """The JVM starts on the first `.spark_session`, so runs that never touch Spark never start one.
+
+    `spark_config` defaults to the session factory's settings (RocksDB, UTC, machine-sized shuffle
+    partitions, the running interpreter for Python workers), shown as config in the UI. The session is
+    built by `jobs.session.get_session`, not by dagster-pyspark, so there is one way sessions are made
+    (it also sets PYSPARK_PYTHON and checks Java); keys given here win over the factory's settings.
+    """
+
+    spark_config: dict[str, Any] = Field(default_factory=lambda: spark_conf(SparkSettings.from_env()))
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            settings = replace(SparkSettings.from_env(), extra_conf=dict(self.spark_config))
+            self._spark_session = get_session(settings)
+
+
+class PathsResource(ConfigurableResource):
+    """Where StateOps reads and writes; every path is derived from `home` by stateops.layout."""
+
+    home: str = Field(default_factory=lambda: Layout.from_env().home,
+                      description="StateOps root (local path or fsspec URL); default: $STATEOPS_HOME")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.home)
+
+
+def default_resources() -> dict[str, ConfigurableResource]:
+    """The resources every StateOps definition binds, keyed as the assets and ops ask for them."""
+    return {"spark": SparkResource(), "paths": PathsResource()}

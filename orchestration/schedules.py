@@ -1,0 +1,39 @@
+"""A schedule per job: a bounded run every 15 minutes (stopped until an operator turns it on).
+
+Two runs of one job at once would share one checkpoint, so a tick is skipped while the job's previous
+run is still queued or running.
+"""
+from __future__ import annotations
+
+from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, DagsterRunStatus, RunRequest,
+                     RunsFilter, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, define_asset_job,
+                     schedule)
+
+from jobs.spec import JobSpec
+
+from orchestration.assets import SPECS
+
+CRON = "*/15 * * * *"
+ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+          DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def build_job_schedule(spec: JobSpec) -> ScheduleDefinition:
+    """A job that materializes the one asset of `spec`, and its 15-minute schedule."""
+    job = define_asset_job(f"{spec.name}_job", selection=AssetSelection.assets(spec.sink_table),
+                           description=f"One bounded run of {spec.name}.")
+
+    @schedule(name=f"{spec.name}_every_15_minutes", cron_schedule=CRON, job=job, execution_timezone="UTC",
+              default_status=DefaultScheduleStatus.STOPPED)
+    def _tick(context: ScheduleEvaluationContext):
+        running = context.instance.get_run_records(RunsFilter(job_name=job.name, statuses=ACTIVE), limit=1)
+        if running:
+            return SkipReason(f"run {running[0].dagster_run.run_id} of {job.name} has not finished yet")
+        return RunRequest()
+
+    return _tick
+
+
+job_schedules = [build_job_schedule(spec) for spec in SPECS.values()]
+
+defs = Definitions(schedules=job_schedules)
