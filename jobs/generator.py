@@ -22,12 +22,19 @@ from stateops.layout import Layout
 HOT_USER = "u0000"
 ACTIONS = ("view", "click", "cart", "buy")
 PAYMENT_CASES = ("paid", "never_paid", "paid_too_late", "paid_out_of_bounds")
-MALFORMED = (
-    lambda r: "{not json at all",
-    lambda r: json.dumps({k: v for k, v in r.items() if k != "user_id"}),
-    lambda r: json.dumps({**r, "event_time": "yesterday-ish"}),
-    lambda r: json.dumps(r)[: len(json.dumps(r)) // 2],
-)
+
+
+def _malformed(rng: random.Random, record: dict, time_key: str) -> str:
+    """One bad line derived from a real record: not JSON, a field missing, a bad timestamp, or cut short."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return "{not json at all"
+    if kind == 1:
+        return json.dumps(dict(list(record.items())[1:]))
+    if kind == 2:
+        return json.dumps({**record, time_key: "yesterday-ish"})
+    text = json.dumps(record)
+    return text[: len(text) // 2]
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ def _events(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             if rng.random() < cfg.duplicate_share:
                 out.add(i + rng.randrange(2), line)  # same file or the next one
             if rng.random() < cfg.malformed_share:
-                out.add(i, rng.choice(MALFORMED)(record))
+                out.add(i, _malformed(rng, record, "event_time"))
     return out
 
 
@@ -121,8 +128,11 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
         i = n * cfg.files // max(cfg.orders, 1)
         order_id = f"o{n:06d}"
         order_time = t0 + i * span + timedelta(milliseconds=rng.randrange(span_ms))
-        orders.add(i, json.dumps({"order_id": order_id, "user_id": f"u{rng.randrange(1, cfg.users + 1):04d}",
-                                  "order_time": _iso(order_time), "amount": float(rng.randrange(5, 500))}))
+        order = {"order_id": order_id, "user_id": f"u{rng.randrange(1, cfg.users + 1):04d}",
+                 "order_time": _iso(order_time), "amount": float(rng.randrange(5, 500))}
+        orders.add(i, json.dumps(order))
+        if cfg.malformed_share and rng.random() < cfg.malformed_share:
+            orders.add(i, _malformed(rng, order, "order_time"))
         roll = rng.random()
         if roll < cfg.never_paid_share:
             case = "never_paid"

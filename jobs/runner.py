@@ -114,6 +114,8 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
 
 def _start(frame: DataFrame, name: str, sink: DeltaSink, mode: str, output_mode: str, spec: JobSpec,
            checkpoint: str) -> StreamingQuery:
+    # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
+    frame.sparkSession.conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
     writer = (frame.writeStream.queryName(name).outputMode(output_mode).foreachBatch(sink)
               .option("checkpointLocation", checkpoint))
     if mode == "bounded":

@@ -13,7 +13,6 @@ from jobs.durations import parse_seconds
 
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")
-TRIGGERS = ("availableNow", "processingTime")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\([0-9, ]+\))?)\s*$")
 _TYPES = {"string", "timestamp", "double", "long", "int", "integer", "boolean", "date", "float", "bigint"}
@@ -49,7 +48,6 @@ class JobSpec:
     merge_keys: tuple[str, ...] = ()
     source: str = "json"
     shuffle_partitions: int = field(default_factory=default_shuffle_partitions)
-    trigger: str = "availableNow"
     trigger_interval: str = "10 seconds"
     max_files_per_trigger: int = 1
     checkpoint: str | None = None
@@ -133,8 +131,6 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
     if not isinstance(spec.shuffle_partitions, int) or spec.shuffle_partitions < 1:
         raise ConfigError(f"{where}.shuffle_partitions", f"{spec.shuffle_partitions!r} is not a positive "
                           "integer", "use a positive integer; it is fixed per checkpoint once the job ran")
-    if spec.trigger not in TRIGGERS:
-        raise ConfigError(f"{where}.trigger", f"unknown trigger {spec.trigger!r}", f"use one of {TRIGGERS}")
     _seconds(f"{where}.trigger_interval", spec.trigger_interval)
     if not isinstance(spec.max_files_per_trigger, int) or spec.max_files_per_trigger < 1:
         raise ConfigError(f"{where}.max_files_per_trigger", f"{spec.max_files_per_trigger!r} is not a "

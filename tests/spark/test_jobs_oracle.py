@@ -2,11 +2,14 @@
 including late, duplicate and malformed events from the generator."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobs.catalog import load_jobs
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
+from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from tests import oracle
 from tests.delta_rows import table_rows
@@ -84,3 +87,12 @@ def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark,
     assert expected > 0 and len(dead) == expected
     assert all(error and raw for _, raw, error, _ in dead)
     assert {batch for *_, batch in dead} <= set(range(INPUT.files))
+
+
+def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, home):
+    spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",
+                   checkpoint=home.checkpoint("user_actions_p3"))
+    run_job(spark, spec, home)
+    checkpoint = Checkpoint.open(spec.checkpoint)
+    assert checkpoint.shuffle_partitions(checkpoint.latest_committed_batch()) == 3
+    assert {f.partition_id for f in checkpoint.state_files()} == {0, 1, 2}
