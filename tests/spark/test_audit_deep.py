@@ -1,0 +1,229 @@
+"""Deep audit on checkpoints made by real queries (real Spark, real RocksDB / HDFS provider, no mocks).
+
+Oracle: Spark's state reader counted directly (statestore read + groupBy partition_id count). The
+checkpoints are built once for the module: the four catalog jobs' own stateful queries on generated
+input, plus direct queries for a hot partition, unbounded dedup, no watermark and the HDFS provider.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, record
+from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.layout import Layout
+
+from jobs.generator import GeneratorConfig, generate
+from jobs.session import HDFS_PROVIDER
+from tests.audit_support import (event_stream, events, hdfs_window_query, ids_on_partition, nonzero,
+                                 oracle_rows, run_bounded, run_job_query, write_batches)
+
+pytestmark = pytest.mark.spark
+
+JOBS = ("user_activity", "order_payments", "user_actions")
+
+
+@pytest.fixture(scope="module")
+def built(spark, tmp_path_factory):
+    """name -> checkpoint path; plus the module's layout and generator cases."""
+    root = tmp_path_factory.mktemp("audit_deep")
+    layout = Layout(str(root / "home"))
+    generated = generate(layout, GeneratorConfig(events=800, files=2, users=60, orders=160, seed=11))
+    cps = {job: run_job_query(spark, layout, job) for job in JOBS}
+    write_batches(root / "plain", [events(b, 300) for b in range(3)])
+    hot_ids = ids_on_partition(spark, partition=2, partitions=4, count=1800)
+    write_batches(root / "hot", [events(0, 1000, ids=hot_ids[:900] + [f"c{k}" for k in range(100)]),
+                                 events(1, 1000, ids=hot_ids[900:] + [f"d{k}" for k in range(100)])])
+    cps["hot_partition"] = run_bounded(
+        event_stream(spark, root / "hot").withWatermark("event_time", "30 minutes")
+        .dropDuplicatesWithinWatermark(["event_id"]), str(root / "cp" / "hot"))
+    cps["unbounded_dedup"] = run_bounded(
+        event_stream(spark, root / "plain").withWatermark("event_time", "10 minutes").dropDuplicates(["event_id"]),
+        str(root / "cp" / "unbounded"))
+    cps["no_watermark"] = run_bounded(event_stream(spark, root / "plain").groupBy("user_id").count(),
+                                      str(root / "cp" / "nowm"), "update")
+    cps["hdfs"] = hdfs_window_query(spark, root / "plain", str(root / "cp" / "hdfs"))
+    return {"cps": cps, "layout": layout, "generated": generated, "root": root}
+
+
+@pytest.fixture(scope="module")
+def reports(spark, built):
+    return {name: deep_audit(spark, cp) for name, cp in built["cps"].items()}
+
+
+def store_options(op) -> dict:
+    options = {"operatorId": op.operator_id}
+    if op.store_name != "default":
+        options["storeName"] = op.store_name
+    return options
+
+
+@pytest.mark.parametrize("name", JOBS + ("hot_partition", "unbounded_dedup", "no_watermark", "hdfs"))
+def test_rows_per_partition_equal_the_state_reader(spark, built, reports, name):
+    report = reports[name]
+    cp = built["cps"][name]
+    assert report.batch_id == Checkpoint.open(cp).latest_committed_batch()
+    assert report.operators, name
+    for op in report.operators:
+        expected = oracle_rows(spark, cp, **store_options(op))
+        assert nonzero(op.rows_per_partition) == expected, (name, op.operator_id, op.store_name)
+        assert set(op.rows_per_partition) == set(range(op.num_partitions)) and op.num_partitions == 4
+        assert op.rows_total == sum(expected.values())
+        assert op.bytes_total > 0 and op.bytes_total == sum(op.bytes_per_partition.values())
+        assert op.estimated_bytes and op.avg_key_bytes and op.avg_value_bytes is not None
+        assert len(op.top_keys) <= 5
+        sizes = [k["value_bytes"] for k in op.top_keys]
+        assert sizes == sorted(sizes, reverse=True)
+
+
+def codes(report, severity=None):
+    return {f.code for f in report.findings if severity is None or f.severity == severity}
+
+
+def test_balanced_job_has_no_false_skew(reports):
+    report = reports["user_activity"]
+    assert [(o.operator_name, o.kind) for o in report.operators] == [
+        ("stateStoreSave", "aggregation"), ("dedupeWithinWatermark", "dedup_within_watermark")]
+    assert "STATE_SKEW" not in codes(report)
+    assert all(o.skew_ratio < 2 for o in report.operators)
+    assert not report.has_errors and codes(report) <= {"WATERMARK_LAG"}  # generated data is from 2026-01-01
+    assert all(o.rows_behind_watermark == 0 for o in report.operators)
+    agg = report.operators[0]
+    assert agg.event_time_column == "key.window.end" and agg.oldest_event_time > report.watermark
+
+
+def test_hot_partition_gives_state_skew(reports):
+    report = reports["hot_partition"]
+    [op] = report.operators
+    assert max(op.rows_per_partition, key=op.rows_per_partition.get) == 2
+    assert op.skew_ratio >= 10
+    [skew] = [f for f in report.findings if f.code == "STATE_SKEW"]
+    assert skew.operator_id == 0 and skew.store_name == "default" and "partition 2 holds" in skew.message
+
+
+def test_unbounded_dedup(reports):
+    report = reports["unbounded_dedup"]
+    [op] = report.operators
+    assert (op.operator_name, op.kind, op.event_time_column, op.rows_total) == ("dedupe", "dedup", None, 900)
+    assert report.watermark is not None and "UNBOUNDED_DEDUP" in codes(report, "error") and report.has_errors
+
+
+def test_no_watermark(reports):
+    report = reports["no_watermark"]
+    assert report.watermark is None and report.batch_id >= 1
+    [finding] = [f for f in report.findings if f.code == "NO_WATERMARK"]
+    assert finding.severity == "error" and finding.operator_id == 0
+
+
+def test_join_reports_all_four_stores_and_unmatched_rows(spark, built, reports):
+    report, cp = reports["order_payments"], built["cps"]["order_payments"]
+    assert [o.store_name for o in report.operators] == [
+        "left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
+    cases = built["generated"].payment_cases
+    for op in report.operators:
+        if not op.store_name.endswith("keyWithIndexToValue"):
+            assert op.unmatched_rows is None
+            continue
+        state = (spark.read.format("statestore").option("path", cp).option("storeName", op.store_name).load())
+        assert op.unmatched_rows == state.where(~F.col("value.matched")).count()
+        assert op.rows_behind_watermark == 0 and op.event_time_column.startswith("value.")
+    left = report.operator(0, "left-keyWithIndexToValue")
+    assert left.unmatched_rows > 0
+    orders = (spark.read.format("statestore").option("path", cp).option("storeName", left.store_name).load()
+              .select("value.order_id", "value.matched").collect())
+    never_paid = [r for r in orders if cases[r.order_id] == "never_paid"]
+    assert never_paid and not any(r.matched for r in never_paid)  # they wait for a payment that never comes
+    assert "NO_WATERMARK" not in codes(report) and "EVICTION_STALLED" not in codes(report)
+
+
+def test_custom_state(reports):
+    report = reports["user_actions"]
+    [op] = report.operators
+    assert (op.operator_name, op.kind, op.event_time_column) == ("applyInPandasWithState", "custom",
+                                                                 "value.timeoutTimestamp")
+    assert op.rows_total == 60 and op.rows_behind_watermark == 0
+    assert "NO_WATERMARK" not in codes(report) and not report.has_errors
+
+
+def test_hdfs_provider(built, reports):
+    report = reports["hdfs"]
+    assert report.provider == HDFS_PROVIDER
+    [op] = report.operators
+    kinds = {f.kind for f in Checkpoint.open(built["cps"]["hdfs"]).state_files()}
+    assert kinds <= {"delta", "snapshot"} and "delta" in kinds
+    assert op.estimated_bytes == pytest.approx(2 * op.rows_total * (op.avg_key_bytes + op.avg_value_bytes), rel=0.01)
+
+
+def test_fast_audit_agrees_on_bytes_and_stores(built, reports):
+    for name, cp in built["cps"].items():
+        fast = fast_audit(cp)
+        deep = reports[name]
+        assert [(o.operator_id, o.store_name, o.kind) for o in fast.operators] == [
+            (o.operator_id, o.store_name, o.kind) for o in deep.operators], name
+        assert [o.bytes_per_partition for o in fast.operators] == [o.bytes_per_partition for o in deep.operators]
+        assert {f.code for f in fast.findings} & {"UNBOUNDED_DEDUP", "NO_WATERMARK"} == \
+            codes(deep) & {"UNBOUNDED_DEDUP", "NO_WATERMARK"}, name
+
+
+def test_older_batch_and_growth_history(spark, built, tmp_path):
+    cp = built["cps"]["unbounded_dedup"]
+    layout = Layout(str(tmp_path / "ops"))
+    t = Thresholds().with_overrides({"growth_min_rows": 1})
+    first = deep_audit(spark, cp, batch_id=0, thresholds=t, layout=layout,
+                       now=dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2))
+    assert nonzero(first.operators[0].rows_per_partition) == oracle_rows(spark, cp, batch_id=0)
+    assert first.operators[0].rows_total == 300
+    record(layout, first)
+    latest = deep_audit(spark, cp, thresholds=t, layout=layout)
+    [growth] = [f for f in latest.findings if f.code == "STATE_GROWTH"]
+    assert growth.severity == "error" and "rows grew 3.00x from 300 (batch 0" in growth.message
+    record(layout, latest)
+    assert [r["batch_id"] for r in load_history(layout, cp)] == [0, latest.batch_id]
+
+
+def test_bad_targets_are_clear_errors(spark, built, tmp_path):
+    with pytest.raises(NotACheckpointError, match="does not exist"):
+        deep_audit(spark, str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotACheckpointError, match="not a Structured Streaming checkpoint"):
+        deep_audit(spark, str(tmp_path / "empty"))
+    with pytest.raises(NotACheckpointError, match="batch 99 is not committed"):
+        deep_audit(spark, built["cps"]["no_watermark"], batch_id=99)
+
+
+def test_auditing_a_running_query_does_not_disturb_it(spark, tmp_path):
+    folder = tmp_path / "live"
+    write_batches(folder, [events(0, 200)], prefix="a")
+    cp = str(tmp_path / "live_cp")
+    frame = (event_stream(spark, folder).withWatermark("event_time", "10 minutes")
+             .dropDuplicatesWithinWatermark(["event_id"])
+             .groupBy(F.window("event_time", "5 minutes"), "user_id").count())
+    query = (frame.writeStream.format("noop").outputMode("update").option("checkpointLocation", cp)
+             .trigger(processingTime="1 second").start())
+    try:
+        deadline = time.monotonic() + 90
+        while not Path(cp, "commits", "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        report = deep_audit(spark, cp)
+        assert sum(o.rows_total for o in report.operators) > 0
+        write_batches(folder, [events(1, 200), events(2, 200)], prefix="b")
+        while time.monotonic() < deadline:
+            committed = Checkpoint.open(cp).committed_batches()
+            progress = query.recentProgress
+            if sum(p["numInputRows"] for p in progress) >= 600 and committed[-1] > report.batch_id:
+                break
+            assert query.exception() is None
+            time.sleep(0.5)
+        assert query.isActive and query.exception() is None
+        assert sum(p["numInputRows"] for p in query.recentProgress) >= 600
+        again = deep_audit(spark, cp)
+        assert again.batch_id > report.batch_id
+        for op in again.operators:
+            assert nonzero(op.rows_per_partition) == oracle_rows(spark, cp, batch_id=again.batch_id,
+                                                                 **store_options(op))
+    finally:
+        query.stop()
