@@ -101,8 +101,8 @@ def track_actions(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState
         millis = pdf["event_time"].astype("datetime64[ms]").astype("int64")
         latest = int(millis.idxmax())
         count += len(pdf)
-        if last_ms is None or millis[latest] > last_ms:
-            last_ms, last_action = int(millis[latest]), str(pdf["action"][latest])
+        if last_ms is None or millis.loc[latest] > last_ms:
+            last_ms, last_action = int(millis.loc[latest]), str(pdf.loc[latest, "action"])
         first_ms = int(millis.min()) if first_ms is None else min(first_ms, int(millis.min()))
     state.update((count, last_action, first_ms, last_ms))
     state.setTimeoutTimestamp(max(last_ms + ACTION_TIMEOUT_MS, watermark + 1))
