@@ -1,0 +1,133 @@
+"""State audits as assets, two per streaming job, in group `state_audits`:
+
+    <job>_state_audit       deep audit (Spark's state reader), hourly: exact rows per partition, eviction
+    <job>_state_audit_fast  fast audit (state files + progress rows), every 5 minutes: binds no Spark
+                            resource at all, so its runs never start a JVM
+
+Each materialization records the report in the `audits`/`findings` ops tables and shows it: markdown
+tables of operators and findings, counts per severity, and two charts embedded as PNG data URIs (the
+Dagster UI's markdown sanitizer allows `data:` image sources). A job without a committed batch fails the
+run with one line ("job X has no checkpoint yet ..."); the schedules skip such ticks instead.
+"""
+# No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
+import os
+
+from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, Failure, MaterializeResult,
+                     MetadataValue, asset)
+
+from jobs.audit_cli import resolve_target
+from jobs.catalog import load_config
+from jobs.spec import JobSpec
+from stateops.audit import AuditReport, Thresholds, fast_audit, load_history, record
+from stateops.audit.render import (findings_markdown, history_chart, image_markdown, operators_markdown,
+                                   partition_chart, severity_counts)
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from orchestration.assets import SPECS
+from orchestration.resources import PathsResource, SparkResource
+
+GROUP = "state_audits"
+
+
+def deep_audit_key(spec: JobSpec) -> AssetKey:
+    return AssetKey(f"{spec.name}_state_audit")
+
+
+def fast_audit_key(spec: JobSpec) -> AssetKey:
+    return AssetKey(f"{spec.name}_state_audit_fast")
+
+
+def audit_target(spec: JobSpec, layout: Layout) -> tuple[str, Thresholds]:
+    """The job's checkpoint and thresholds, resolved as `stateops audit JOB` does (STATEOPS_CONFIG)."""
+    config_path = os.environ.get("STATEOPS_CONFIG")
+    checkpoint, job = resolve_target(spec.name, layout, config_path)
+    return checkpoint, Thresholds.from_config(load_config(config_path), job)
+
+
+def one_line_failure(err: StateOpsError) -> Failure:
+    return Failure(description=str(err).splitlines()[0], allow_retries=False)
+
+
+def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[str, object]:
+    """What the UI shows for one audit: numbers (plotted over time by Dagster), tables, charts."""
+    history = load_history(layout, report.checkpoint, report.query_id)  # includes the audit just recorded
+    counts = severity_counts(report.findings)
+    skews = [op.skew_ratio for op in report.operators if op.skew_ratio is not None]
+    charts = []
+    bars = partition_chart(report)
+    if bars is not None:
+        basis = "rows" if any(op.rows_per_partition for op in report.operators) else "bytes"
+        charts.append(image_markdown(f"{basis} per partition", bars))
+    lines = history_chart(history)
+    if lines is not None:
+        charts.append(image_markdown("state rows and bytes over time", lines))
+    return {
+        "audit_kind": report.kind,
+        "audit_id": audit_id,
+        "checkpoint": MetadataValue.path(report.checkpoint),
+        "batch_id": report.batch_id,
+        "watermark": report.watermark.isoformat() if report.watermark else None,
+        "audit_seconds": report.duration_seconds,
+        "findings/error": counts["error"],
+        "findings/warn": counts["warn"],
+        "findings/info": counts["info"],
+        "finding_codes": ", ".join(sorted({f.code for f in report.findings})) or "none",
+        "state_rows_total": sum(op.rows_total or 0 for op in report.operators),
+        "state_bytes_total": sum(op.bytes_total for op in report.operators),
+        "max_skew_ratio": max(skews) if skews else None,
+        "operators": MetadataValue.md(operators_markdown(report)),
+        "findings": MetadataValue.md(findings_markdown(report.findings)),
+        "charts": MetadataValue.md("\n\n".join(charts) if charts else "_No state to chart._"),
+    }
+
+
+def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
+    key = deep_audit_key(spec)
+
+    @asset(key=key, group_name=GROUP, deps=[AssetKey(spec.sink_table)], kinds={"spark"},
+           description=f"Deep state audit of {spec.name} (Spark's state reader): exact rows per partition, "
+                       "skew, growth, eviction; recorded in the audits/findings ops tables.")
+    def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
+        from stateops.audit import deep_audit
+
+        layout = paths.layout
+        try:
+            checkpoint, thresholds = audit_target(spec, layout)
+            report = deep_audit(spark.spark_session, checkpoint, thresholds=thresholds, layout=layout,
+                                job=spec.name)
+        except StateOpsError as err:
+            raise one_line_failure(err) from None
+        audit_id = record(layout, report)
+        context.log.info(f"deep audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
+                         f"{len(report.findings)} finding(s)")
+        return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+
+    return _deep
+
+
+def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
+    key = fast_audit_key(spec)
+
+    @asset(key=key, group_name=GROUP, deps=[AssetKey(spec.sink_table)], kinds={"python"},
+           description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
+                       "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
+    def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:
+        layout = paths.layout
+        try:
+            checkpoint, thresholds = audit_target(spec, layout)
+            report = fast_audit(checkpoint, thresholds=thresholds, layout=layout, job=spec.name)
+        except StateOpsError as err:
+            raise one_line_failure(err) from None
+        audit_id = record(layout, report)
+        context.log.info(f"fast audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
+                         f"{len(report.findings)} finding(s)")
+        return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+
+    return _fast
+
+
+deep_audit_assets = {name: build_deep_audit_asset(spec) for name, spec in SPECS.items()}
+fast_audit_assets = {name: build_fast_audit_asset(spec) for name, spec in SPECS.items()}
+
+defs = Definitions(assets=[*deep_audit_assets.values(), *fast_audit_assets.values()])

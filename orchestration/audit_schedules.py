@@ -1,0 +1,71 @@
+"""Audit jobs and schedules per streaming job (stopped until an operator turns them on):
+
+    <job>_deep_audit  the deep audit asset, then the job asset's state checks   hourly      (Spark)
+    <job>_fast_audit  the fast audit asset                                     every 5 min (no JVM)
+
+A tick is skipped, without launching a run, while the job has no committed batch yet (a file listing,
+no JVM) or while the previous run of the same audit job is still active.
+"""
+
+import os
+
+from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, RunsFilter, ScheduleDefinition,
+                     ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
+
+from jobs.audit_cli import resolve_target
+from jobs.spec import JobSpec
+from stateops.checkpoint import Checkpoint
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from orchestration.assets import SPECS
+from orchestration.audit_assets import deep_audit_key, fast_audit_key
+from orchestration.audit_checks import state_checks
+from orchestration.resources import PathsResource
+from orchestration.schedules import ACTIVE
+
+DEEP_CRON = "0 * * * *"
+FAST_CRON = "*/5 * * * *"
+
+
+def not_ready(spec: JobSpec, layout: Layout) -> str | None:
+    """Why the job cannot be audited yet (no checkpoint, no committed batch), or None."""
+    try:
+        checkpoint, _job = resolve_target(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
+        if not Checkpoint.open(checkpoint).committed_batches():
+            return f"job {spec.name} has no committed batch yet at {checkpoint}; run it first"
+    except StateOpsError as err:
+        return str(err).splitlines()[0]
+    return None
+
+
+def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefinition:
+    """`job` is an asset job from define_asset_job."""
+    @schedule(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
+              default_status=DefaultScheduleStatus.STOPPED)
+    def _tick(context: ScheduleEvaluationContext, paths: PathsResource):
+        reason = not_ready(spec, paths.layout)
+        if reason:
+            return SkipReason(reason)
+        running = context.instance.get_run_records(RunsFilter(job_name=job.name, statuses=ACTIVE), limit=1)
+        if running:
+            return SkipReason(f"run {running[0].dagster_run.run_id} of {job.name} has not finished yet")
+        return RunRequest()
+
+    return _tick
+
+
+def build_audit_schedules(spec: JobSpec) -> list[ScheduleDefinition]:
+    deep = define_asset_job(
+        f"{spec.name}_deep_audit",
+        selection=AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(state_checks[spec.name]),
+        description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks.")
+    fast = define_asset_job(f"{spec.name}_fast_audit", selection=AssetSelection.assets(fast_audit_key(spec)),
+                            description=f"Fast state audit of {spec.name} (no JVM).")
+    return [audit_schedule(spec, deep, f"{spec.name}_deep_audit_hourly", DEEP_CRON),
+            audit_schedule(spec, fast, f"{spec.name}_fast_audit_every_5_minutes", FAST_CRON)]
+
+
+audit_schedules = [s for spec in SPECS.values() for s in build_audit_schedules(spec)]
+
+defs = Definitions(schedules=audit_schedules)
