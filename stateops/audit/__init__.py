@@ -5,20 +5,14 @@
     record(layout, report) -> audit id      load_history(layout, checkpoint) -> earlier audit rows
     Thresholds.from_config(config, job)     AuditReport.to_json(): the `stateops audit --json` contract
 
-Nothing here imports Dagster; the Spark imports happen inside deep_audit only.
+Nothing here imports Dagster; pyspark is imported inside the deep audit's functions only, so the fast
+audit and the tables load without it.
 """
+from stateops.audit.deep import deep_audit
 from stateops.audit.fast import fast_audit
 from stateops.audit.history import load_findings, load_history, record
 from stateops.audit.model import CODES, SEVERITIES, AuditReport, Finding, OperatorAudit, skew_ratio
 from stateops.audit.thresholds import Thresholds
-
-
-def deep_audit(spark, checkpoint_path, **kwargs) -> AuditReport:
-    """See stateops.audit.deep.deep_audit (imported lazily: it builds Spark expressions)."""
-    from stateops.audit.deep import deep_audit as _deep_audit
-
-    return _deep_audit(spark, checkpoint_path, **kwargs)
-
 
 __all__ = ["AuditReport", "CODES", "Finding", "OperatorAudit", "SEVERITIES", "Thresholds", "deep_audit",
            "fast_audit", "load_findings", "load_history", "record", "skew_ratio"]
