@@ -139,8 +139,8 @@ def generate_command(obj, **knobs) -> None:
                    f"{obj['layout'].landing(source)}")
 
 
-DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=300, hot_key_share=0.05, late_share=0.03,
-                             duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
+DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=300, minutes_per_file=15, hot_key_share=0.05,
+                             late_share=0.03, duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
 
 
 @main.command("demo")
@@ -159,6 +159,8 @@ def demo(obj) -> None:
         click.echo(_summary(result))
         click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")
     click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
+    click.echo("Next: stateops audit user_activity | stateops audit user_activity --fast | "
+               "stateops explain-key order_payments --key o000001")
 
 
 main.add_command(explain_key_command)
