@@ -139,7 +139,7 @@ def generate_command(obj, **knobs) -> None:
                    f"{obj['layout'].landing(source)}")
 
 
-DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=300, minutes_per_file=15, hot_key_share=0.05,
+DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=600, minutes_per_file=15, hot_key_share=0.05,
                              late_share=0.03, duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
 
 
