@@ -1,0 +1,99 @@
+"""Delta sink overhead: the real delta-rs foreachBatch sink (run_job) vs Spark's `noop` sink.
+
+Same job (`user_activity`), same input, project defaults (RocksDB, machine-sized partitions), one run.
+The `noop` run mirrors what run_job starts, minus the sink: the stateful query from the runner's
+`stateful_frame` and the dead-letter query from `deadletter_frame`, both with availableNow, their own
+checkpoints, and the runner's progress recorder attached; both write to `noop`. So the ratio isolates
+the cost of the Delta writes (MERGE of each micro-batch's updated windows, exactly-once bookkeeping).
+Runs alternate A B B A within a size (B A A B for the next), so drift of the machine's load hits both.
+
+  .venv/bin/python -m bench.bench_sink [--quick]
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Sequence
+
+from jobs.catalog import get_job
+from jobs.runner import ProgressRecorder, deadletter_frame, deadletter_query_name, run_job, stateful_frame
+from jobs.session import get_session
+
+from bench.common import (Measured, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, print_table,
+                          ratio, schedule, warm_up, workdir)
+
+JOB = "user_activity"
+
+
+def run_delta(spark, layout, spec) -> list[int]:
+    return run_job(spark, spec, layout).batch_durations_ms
+
+
+def run_noop(spark, layout, spec, poll_seconds: float = 2.0) -> list[int]:
+    """The runner's two queries with `noop` sinks (same trigger, options and listener)."""
+    names = {spec.name, deadletter_query_name(spec.name)}
+    recorder = ProgressRecorder(layout, spec.name, uuid.uuid4().hex, names)
+    spark.streams.addListener(recorder)
+    frames = [(spec.name, stateful_frame(spark, spec, layout), spec.output_mode, spec.checkpoint_path(layout)),
+              (deadletter_query_name(spec.name), deadletter_frame(spark, spec, layout), "append",
+               layout.deadletter_checkpoint(spec.name))]
+    queries = []
+    try:
+        for name, frame, output_mode, checkpoint in frames:
+            queries.append(frame.writeStream.queryName(name).format("noop").outputMode(output_mode)
+                           .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        while any(q.isActive for q in queries):
+            for query in queries:
+                if query.isActive:
+                    query.awaitTermination(poll_seconds)
+        for query in queries:
+            if query.exception() is not None:
+                raise query.exception()
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        for query in queries:
+            recorder.wait_for(query)
+        spark.streams.removeListener(recorder)
+    return [e["batchDuration"] for e in recorder.events
+            if e.get("name") == spec.name and e.get("numInputRows", 0) > 0]
+
+
+SINKS = {"delta": run_delta, "noop": run_noop}
+
+
+def main(argv: Sequence[str] | None = None, spark=None) -> list[Measured]:
+    args = parse_args(__doc__.split("\n")[0], argv)
+    spark = spark or get_session()
+    spec = get_job(JOB)
+    print(f"sink benchmark: {machine()}")
+    print(f"job {JOB}; project defaults ({spec.shuffle_partitions} partitions, "
+          f"{spark.conf.get('spark.sql.streaming.stateStore.providerClass').rsplit('.', 1)[-1]}); "
+          f"{args.files} micro-batches per run (first = warm-up, excluded); {args.repeats} run(s) per sink and "
+          f"size; sizes {list(args.sizes)}", flush=True)
+    results = {(size, name): Measured(size, name) for size in args.sizes for name in SINKS}
+    with workdir(args) as root:
+        warm_up(root, args.users, lambda layout: run_delta(spark, layout, spec))
+        for i, size in enumerate(args.sizes):
+            source = make_input(root, size, args.files, args.users)
+            for n, name in enumerate(schedule(list(SINKS), i, args.repeats)):
+                layout = new_home(root, f"{name}-{size}-{n}", source)
+                durations = SINKS[name](spark, layout, spec)
+                print(f"  {name:<5} {size:>7} events/batch: batches ms {durations}", flush=True)
+                results[size, name].add(durations, args.files)
+    rows = []
+    for size in args.sizes:
+        by = {name: results[size, name] for name in SINKS}
+        for name in ("noop", "delta"):
+            r = by[name]
+            rows.append([size, name, len(r.steady), fmt_ms(r.warmup_ms), fmt_ms(r.median_ms),
+                         fmt_ms(min(r.steady)), fmt_ms(max(r.steady)),
+                         fmt_ratio(ratio(r, by["noop"])) if name == "delta" else ""])
+    print_table("median micro-batch latency (ms), warm-up batch excluded; ratio = delta / noop",
+                ["events/batch", "sink", "batches", "warm-up", "median", "min", "max", "ratio"], rows)
+    print(f"\nfinished: load average {machine().rsplit('load average ', 1)[-1]}")
+    return list(results.values())
+
+
+if __name__ == "__main__":
+    main()
