@@ -1,9 +1,8 @@
 """Delta sink overhead: the real delta-rs foreachBatch sink (run_job) vs Spark's `noop` sink.
 
 Same job (`user_activity`), same input, project defaults (RocksDB, machine-sized partitions), one run.
-The `noop` run mirrors what run_job starts, minus the sink: the stateful query from the runner's
-`stateful_frame` and the dead-letter query from `deadletter_frame`, both with availableNow, their own
-checkpoints, and the runner's progress recorder attached; both write to `noop`. So the ratio isolates
+The `noop` run is run_job's dry run: the same two queries (stateful and dead-letter), availableNow,
+their own checkpoints and the progress recorder, writing to Spark's `noop` sink. So the ratio isolates
 the cost of the Delta writes (MERGE of each micro-batch's updated windows, exactly-once bookkeeping).
 Runs alternate A B B A within a size (B A A B for the next), so drift of the machine's load hits both.
 
@@ -11,11 +10,10 @@ Runs alternate A B B A within a size (B A A B for the next), so drift of the mac
 """
 from __future__ import annotations
 
-import uuid
 from typing import Sequence
 
 from jobs.catalog import get_job
-from jobs.runner import ProgressRecorder, deadletter_frame, deadletter_query_name, run_job, stateful_frame
+from jobs.runner import run_job
 from jobs.session import get_session
 
 from bench.common import (Measured, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, print_table,
@@ -28,35 +26,8 @@ def run_delta(spark, layout, spec) -> list[int]:
     return run_job(spark, spec, layout).batch_durations_ms
 
 
-def run_noop(spark, layout, spec, poll_seconds: float = 2.0) -> list[int]:
-    """The runner's two queries with `noop` sinks (same trigger, options and listener)."""
-    names = {spec.name, deadletter_query_name(spec.name)}
-    recorder = ProgressRecorder(layout, spec.name, uuid.uuid4().hex, names)
-    spark.streams.addListener(recorder)
-    frames = [(spec.name, stateful_frame(spark, spec, layout), spec.output_mode, spec.checkpoint_path(layout)),
-              (deadletter_query_name(spec.name), deadletter_frame(spark, spec, layout), "append",
-               layout.deadletter_checkpoint(spec.name))]
-    queries = []
-    try:
-        for name, frame, output_mode, checkpoint in frames:
-            queries.append(frame.writeStream.queryName(name).format("noop").outputMode(output_mode)
-                           .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-        while any(q.isActive for q in queries):
-            for query in queries:
-                if query.isActive:
-                    query.awaitTermination(poll_seconds)
-        for query in queries:
-            if query.exception() is not None:
-                raise query.exception()
-    finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
-        for query in queries:
-            recorder.wait_for(query)
-        spark.streams.removeListener(recorder)
-    return [e["batchDuration"] for e in recorder.events
-            if e.get("name") == spec.name and e.get("numInputRows", 0) > 0]
+def run_noop(spark, layout, spec) -> list[int]:
+    return run_job(spark, spec, layout, dry_run=True).batch_durations_ms
 
 
 SINKS = {"delta": run_delta, "noop": run_noop}

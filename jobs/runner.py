@@ -112,12 +112,12 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     return reduce(DataFrame.unionByName, frames)
 
 
-def _start(frame: DataFrame, name: str, sink: DeltaSink, mode: str, output_mode: str, spec: JobSpec,
+def _start(frame: DataFrame, name: str, sink: DeltaSink | None, mode: str, output_mode: str, spec: JobSpec,
            checkpoint: str) -> StreamingQuery:
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
     frame.sparkSession.conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
-    writer = (frame.writeStream.queryName(name).outputMode(output_mode).foreachBatch(sink)
-              .option("checkpointLocation", checkpoint))
+    writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
+    writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
     if mode == "bounded":
         writer = writer.trigger(availableNow=True)
     else:
@@ -135,8 +135,12 @@ def run_job(
     should_stop: Callable[[], bool] = lambda: False,
     max_seconds: float | None = None,
     poll_seconds: float = 2.0,
+    dry_run: bool = False,
 ) -> RunResult:
-    """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous)."""
+    """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous).
+
+    dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     run_id = run_id or uuid.uuid4().hex
@@ -152,10 +156,10 @@ def run_job(
     queries: list[StreamingQuery] = []
     started = time.monotonic()
     try:
-        queries.append(_start(stateful_frame(spark, spec, layout), spec.name, sink, mode,
+        queries.append(_start(stateful_frame(spark, spec, layout), spec.name, None if dry_run else sink, mode,
                               spec.output_mode, spec, checkpoint))
         queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                              dl_sink, mode, "append", spec, dl_checkpoint))
+                              None if dry_run else dl_sink, mode, "append", spec, dl_checkpoint))
         while any(q.isActive for q in queries):
             for query in queries:
                 if query.isActive:
