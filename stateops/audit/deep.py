@@ -6,6 +6,11 @@ the row count, key and value sizes, rows already behind the watermark, unmatched
 event time and the top-N rows by value size (`max_by(..., k)`). Stores are read concurrently (one Spark
 job each), so the audit costs about what the plain "read + groupBy count" notebook costs.
 
+top_keys is computed only for stores whose values can differ in size (strings, binaries, arrays, maps):
+with fixed-width values every row has the same value size, so there is nothing to rank, and skipping
+`max_by(..., k)` keeps the plan a hash aggregate (max_by with k plans as a sort aggregate, i.e. a sort
+of the whole store).
+
 Sizes are UnsafeRow sizes (the state store's row encoding, before compression): 8-byte null words,
 8 bytes per field, variable-length data rounded up to 8 bytes. Arrays and maps are approximated by their
 JSON length.
@@ -100,6 +105,15 @@ def _var_size(col, dtype):
     return None  # fixed width: lives in the 8-byte slot
 
 
+def constant_size(dtype) -> bool:
+    """True when every value of this type has the same UnsafeRow size (no strings, binaries, arrays, maps)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.StructType):
+        return all(constant_size(f.dataType) for f in dtype.fields)
+    return not isinstance(dtype, (T.StringType, T.BinaryType, T.ArrayType, T.MapType))
+
+
 def row_size(col, dtype):
     """UnsafeRow size of a struct column, as a Spark expression."""
     from pyspark.sql import functions as F
@@ -155,12 +169,10 @@ def _schema_json(df, name: str) -> dict | None:
     return df.schema[name].dataType.jsonValue() if name in df.columns else None
 
 
-def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> tuple[OperatorAudit, list]:
+def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProfile):
+    """The one pass: a groupBy(partition_id) with every per-partition number the audit needs."""
     from pyspark.sql import functions as F
 
-    df = _store_frame(spark, ctx, ref)
-    key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
-    prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
     value_cols = [c for c in df.columns if c not in ("key", "partition_id")]
     key_size = row_size(F.col("key"), df.schema["key"].dataType) if "key" in df.columns else F.lit(0)
     value_size = F.lit(0)
@@ -169,22 +181,30 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> tupl
     event_time, behind = _event_time_exprs(prof, ctx, t)
     projected = [F.col("partition_id"), key_size.alias("_kb"), value_size.alias("_vb")]
     aggs = [F.count(F.lit(1)).alias("rows"), F.sum("_kb").alias("key_bytes"), F.sum("_vb").alias("value_bytes")]
-    if "key" in df.columns and t.top_keys > 0:
+    variable_values = not all(constant_size(df.schema[c].dataType) for c in value_cols)
+    if "key" in df.columns and t.top_keys > 0 and variable_values:
         projected.append(F.col("key").alias("_key"))
         aggs.append(F.max_by(F.struct(F.col("_key").alias("key"), F.col("_kb").alias("key_bytes"),
                                       F.col("_vb").alias("value_bytes")), F.col("_vb"), int(t.top_keys))
                     .alias("top"))
     if event_time is not None:
         projected.append(event_time.alias("_et"))
-        aggs.append(F.min("_et").alias("oldest"))
+        aggs.append(F.min(F.unix_micros("_et")).alias("oldest"))  # epoch: no Python-side time zone
     if behind is not None:
         projected.append(behind.alias("_behind"))
         aggs.append(F.count_if(F.col("_behind")).alias("behind"))
     if prof.has_matched:
         projected.append((F.col("value.matched") == F.lit(False)).alias("_unmatched"))
         aggs.append(F.count_if(F.col("_unmatched")).alias("unmatched"))
+    return df.select(*projected).groupBy("partition_id").agg(*aggs).collect(), behind is not None
+
+
+def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> OperatorAudit:
     try:
-        per_partition = df.select(*projected).groupBy("partition_id").agg(*aggs).collect()
+        df = _store_frame(spark, ctx, ref)
+        key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
+        prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
+        per_partition, has_behind = _reduce(df, ctx, ref, t, prof)
     except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
@@ -216,14 +236,14 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> tupl
     if op.rows_total:
         op.avg_key_bytes = round(key_bytes / op.rows_total, 1)
         op.avg_value_bytes = round(value_bytes / op.rows_total, 1)
-    op.rows_behind_watermark = behind_total if behind is not None else None
+    op.rows_behind_watermark = behind_total if has_behind else None
     op.unmatched_rows = unmatched_total if prof.has_matched else None
-    if isinstance(oldest, _dt.datetime) and oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=_dt.timezone.utc)  # the session time zone is UTC (jobs.session)
+    if oldest is not None:
+        oldest = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=oldest)
     op.oldest_event_time = oldest
     op.top_keys = sorted(top, key=lambda k: -k["value_bytes"])[: t.top_keys]
     op.estimated_bytes = int(round((key_bytes + value_bytes) * ctx.versioning_factor(t)))
-    return op, per_partition
+    return op
 
 
 def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thresholds: Thresholds | None = None,
@@ -246,7 +266,7 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
                                  f"state of operator {ref.operator_id} (minBatchId {ref.min_batch_id})")
     files = files_by_store(ctx.checkpoint)
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_READS, len(refs)))) as pool:
-        audited = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t)[0], refs))
+        audited = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t), refs))
     for ref, op in zip(refs, audited):
         on_disk = files.get((ref.operator_id, ref.files_store)) if ref.files_store else None
         op.bytes_per_partition = {p: 0 for p in range(ref.num_partitions)}

@@ -131,6 +131,7 @@ def test_join_reports_all_four_stores_and_unmatched_rows(spark, built, reports):
         state = (spark.read.format("statestore").option("path", cp).option("storeName", op.store_name).load())
         assert op.unmatched_rows == state.where(~F.col("value.matched")).count()
         assert op.rows_behind_watermark == 0 and op.event_time_column.startswith("value.")
+        assert op.top_keys and op.top_keys[0]["key"]["field0"].startswith("o")  # string values: ranked
     left = report.operator(0, "left-keyWithIndexToValue")
     assert left.unmatched_rows > 0
     orders = (spark.read.format("statestore").option("path", cp).option("storeName", left.store_name).load()
