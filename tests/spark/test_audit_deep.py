@@ -47,6 +47,9 @@ def built(spark, tmp_path_factory):
     cps["no_watermark"] = run_bounded(event_stream(spark, root / "plain").groupBy("user_id").count(),
                                       str(root / "cp" / "nowm"), "update")
     cps["hdfs"] = hdfs_window_query(spark, root / "plain", str(root / "cp" / "hdfs"))
+    cps["complete_mode"] = run_bounded(  # complete mode never evicts, whatever the watermark says
+        event_stream(spark, root / "plain").withWatermark("event_time", "10 minutes")
+        .groupBy(F.window("event_time", "5 minutes"), "user_id").count(), str(root / "cp" / "complete"), "complete")
     return {"cps": cps, "layout": layout, "generated": generated, "root": root}
 
 
@@ -62,7 +65,8 @@ def store_options(op) -> dict:
     return options
 
 
-@pytest.mark.parametrize("name", JOBS + ("hot_partition", "unbounded_dedup", "no_watermark", "hdfs"))
+@pytest.mark.parametrize("name", JOBS + ("hot_partition", "unbounded_dedup", "no_watermark", "hdfs",
+                                  "complete_mode"))
 def test_rows_per_partition_equal_the_state_reader(spark, built, reports, name):
     report = reports[name]
     cp = built["cps"][name]
@@ -148,6 +152,17 @@ def test_custom_state(reports):
                                                                  "value.timeoutTimestamp")
     assert op.rows_total == 60 and op.rows_behind_watermark == 0
     assert "NO_WATERMARK" not in codes(report) and not report.has_errors
+
+
+def test_complete_mode_aggregation_gives_eviction_stalled(spark, built, reports):
+    report = reports["complete_mode"]
+    [op] = report.operators
+    behind = (spark.read.format("statestore").option("path", built["cps"]["complete_mode"]).load()
+              .where(F.col("key.window.end") < F.lit(report.watermark)).count())
+    assert op.rows_behind_watermark == behind > 0
+    [stalled] = [f for f in report.findings if f.code == "EVICTION_STALLED"]
+    assert stalled.severity in ("warn", "error") and f"{behind} of {op.rows_total} rows" in stalled.message
+    assert "complete mode" in stalled.recommendation
 
 
 def test_hdfs_provider(built, reports):
