@@ -21,3 +21,13 @@ def spark():
     session = get_session()
     yield session
     session.stop()
+
+
+@pytest.fixture
+def dagster_instance():
+    """A real ephemeral Dagster instance, disposed after the test: a live instance registers itself as the
+    process's definitions-state storage, and a leaked one breaks later definition loads."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.ephemeral() as instance:
+        yield instance

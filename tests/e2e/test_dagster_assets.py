@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import materialize
 from deltalake import DeltaTable
 
 from jobs.generator import GeneratorConfig, generate
@@ -64,12 +64,12 @@ def _metadata(result, asset_name: str) -> dict:
     return {key: value.value for key, value in event.metadata.items()}
 
 
-def test_materialize_every_job_asset_reports_true_metadata(layout, spark):
+def test_materialize_every_job_asset_reports_true_metadata(layout, spark, dagster_instance):
     generated = generate(layout, CONFIG)
     resources = default_resources()
     assert resources["paths"].layout == layout  # defaults follow STATEOPS_HOME
 
-    result = materialize(job_assets, resources=resources, instance=DagsterInstance.ephemeral())
+    result = materialize(job_assets, resources=resources, instance=dagster_instance)
     assert result.success
 
     for spec in SPECS.values():
@@ -104,18 +104,18 @@ def test_materialize_every_job_asset_reports_true_metadata(layout, spark):
     version = DeltaTable(layout.table(spec.sink_table)).version()
     config = {"ops": {spec.sink_table: {"config": {"mode": "continuous", "max_seconds": 3}}}}
     again = materialize([a for a in job_assets if a.key.path == [spec.sink_table]], resources=resources,
-                        run_config=config, instance=DagsterInstance.ephemeral())
+                        run_config=config, instance=dagster_instance)
     assert again.success
     meta = _metadata(again, spec.sink_table)
     assert meta["batches"] == 0 and meta["output_rows"] == 0
     assert meta["delta_version"] == version
 
 
-def test_max_seconds_in_bounded_mode_is_refused_before_spark_starts(layout):
+def test_max_seconds_in_bounded_mode_is_refused_before_spark_starts(layout, dagster_instance):
     asset = job_assets[0]
     config = {"ops": {asset.op.name: {"config": {"max_seconds": 5}}}}
     result = materialize([asset], resources=default_resources(), run_config=config,
-                         instance=DagsterInstance.ephemeral(), raise_on_error=False)
+                         instance=dagster_instance, raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.to_string()

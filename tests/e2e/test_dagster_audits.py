@@ -16,7 +16,7 @@ import re
 import statistics
 
 import pytest
-from dagster import (AssetCheckSeverity, DagsterInstance, Definitions, RunRequest, SkipReason, build_schedule_context,
+from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, build_schedule_context,
                      in_process_executor, instance_for_test)
 from pyspark.sql import functions as F
 
@@ -117,13 +117,13 @@ def _images(markdown: str) -> dict[str, bytes]:
             for alt, data in re.findall(r"!\[([^\]]+)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)}
 
 
-def _run_deep(defs: Definitions):
-    result = defs.resolve_job_def(f"{JOB}_deep_audit").execute_in_process(instance=DagsterInstance.ephemeral())
+def _run_deep(defs: Definitions, instance):
+    result = defs.resolve_job_def(f"{JOB}_deep_audit").execute_in_process(instance=instance)
     assert result.success
     return result
 
 
-def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monkeypatch, config):
+def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monkeypatch, config, dagster_instance):
     thresholds = Thresholds.from_config({"audit": {"jobs": {JOB: {"skew_min_rows": 50}}}}, JOB)
     spec = get_job(JOB)
     assert spec.shuffle_partitions == PARTITIONS
@@ -141,7 +141,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
         assert isinstance(defs.get_repository_def().get_schedule_def(f"{JOB}_deep_audit_hourly")(context),
                           RunRequest)
 
-    result = _run_deep(defs)
+    result = _run_deep(defs, dagster_instance)
     meta = _materialization(result, f"{JOB}_state_audit")
     assert meta["audit_kind"] == "deep" and meta["checkpoint"] == checkpoint
     recorded = {row["operator_id"]: row for row in _audit_rows(hot, meta["audit_id"])}
@@ -188,7 +188,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     # --- the fast audit: no Spark resource in its job, bytes per partition, recorded as "fast" ----------
     fast_job = defs.resolve_job_def(f"{JOB}_fast_audit")
     assert "spark" not in fast_job.required_resource_keys
-    fast = fast_job.execute_in_process(instance=DagsterInstance.ephemeral())
+    fast = fast_job.execute_in_process(instance=dagster_instance)
     assert fast.success
     fast_meta = _materialization(fast, f"{JOB}_state_audit_fast")
     assert fast_meta["audit_kind"] == "fast"
@@ -202,7 +202,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     generate(balanced, GeneratorConfig(events=800, files=4, users=100, hot_key_share=0.0, minutes_per_file=15,
                                        seed=31))
     run_job(spark, spec, balanced)
-    result = _run_deep(_defs())
+    result = _run_deep(_defs(), dagster_instance)
     meta = _materialization(result, f"{JOB}_state_audit")
     for row in _audit_rows(balanced, meta["audit_id"]):
         direct = _oracle(spark, spec.checkpoint_path(balanced), row["operator_id"])
@@ -214,10 +214,10 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert "STATE_SKEW" not in meta["finding_codes"]
 
 
-def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatch, config):
+def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatch, config, dagster_instance):
     layout = _use_home(monkeypatch, tmp_path / "empty")
     defs = _defs()
-    result = defs.resolve_job_def(f"{JOB}_deep_audit").execute_in_process(instance=DagsterInstance.ephemeral(),
+    result = defs.resolve_job_def(f"{JOB}_deep_audit").execute_in_process(instance=dagster_instance,
                                                                        raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
