@@ -82,6 +82,19 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[s
     }
 
 
+def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, layout, run_audit) -> MaterializeResult:
+    """Resolve the job's checkpoint and thresholds, audit, record in the ops tables, report as metadata."""
+    try:
+        checkpoint, thresholds = audit_target(spec, layout)
+        report = run_audit(checkpoint, thresholds, layout)
+    except StateOpsError as err:
+        raise one_line_failure(err) from None
+    audit_id = record(layout, report)
+    context.log.info(f"{report.kind} audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
+                     f"{len(report.findings)} finding(s)")
+    return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+
+
 def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     key = deep_audit_key(spec)
 
@@ -91,17 +104,8 @@ def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
         from stateops.audit import deep_audit
 
-        layout = paths.layout
-        try:
-            checkpoint, thresholds = audit_target(spec, layout)
-            report = deep_audit(spark.spark_session, checkpoint, thresholds=thresholds, layout=layout,
-                                job=spec.name)
-        except StateOpsError as err:
-            raise one_line_failure(err) from None
-        audit_id = record(layout, report)
-        context.log.info(f"deep audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
-                         f"{len(report.findings)} finding(s)")
-        return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+        return _audit_and_record(context, spec, paths.layout, lambda checkpoint, thresholds, layout: deep_audit(
+            spark.spark_session, checkpoint, thresholds=thresholds, layout=layout, job=spec.name))
 
     return _deep
 
@@ -113,16 +117,8 @@ def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
            description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
                        "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
     def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:
-        layout = paths.layout
-        try:
-            checkpoint, thresholds = audit_target(spec, layout)
-            report = fast_audit(checkpoint, thresholds=thresholds, layout=layout, job=spec.name)
-        except StateOpsError as err:
-            raise one_line_failure(err) from None
-        audit_id = record(layout, report)
-        context.log.info(f"fast audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
-                         f"{len(report.findings)} finding(s)")
-        return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+        return _audit_and_record(context, spec, paths.layout, lambda checkpoint, thresholds, layout: fast_audit(
+            checkpoint, thresholds=thresholds, layout=layout, job=spec.name))
 
     return _fast
 

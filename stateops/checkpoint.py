@@ -83,15 +83,53 @@ class Checkpoint:
             raise NotACheckpointError(f"{self.path}: no committed batch yet; run the job first")
         return committed[-1]
 
-    def batch_metadata(self, batch_id: int) -> dict:
-        """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
+    def _offset_lines(self, batch_id: int) -> list[str]:
         fs, p = filesystem(self._join("offsets", str(batch_id)))
         if not fs.exists(p):
             raise NotACheckpointError(f"{self.path}: batch {batch_id} is not in the offset log "
                                       f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})")
         with fs.open(p, "r") as handle:
-            lines = handle.read().splitlines()
-        return json.loads(lines[1])
+            return handle.read().splitlines()
+
+    def batch_metadata(self, batch_id: int) -> dict:
+        """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
+        return json.loads(self._offset_lines(batch_id)[1])
+
+    def source_offsets(self, batch_id: int) -> list[dict | None]:
+        """One offset per source for a batch (file sources: {"logOffset": n}); None where unreadable."""
+        offsets = []
+        for line in self._offset_lines(batch_id)[2:]:
+            try:
+                offsets.append(json.loads(line))
+            except ValueError:
+                offsets.append(None)
+        return offsets
+
+    def source_files(self) -> dict[int, list[tuple[str, int]]]:
+        """File sources' logs: source index -> [(file path, source batch id)], in batch order."""
+        fs, root = filesystem(self._join("sources"))
+        out: dict[int, list[tuple[str, int]]] = {}
+        if not fs.exists(root):
+            return out
+        for folder in fs.ls(root, detail=False):
+            index = posixpath.basename(folder.rstrip("/"))
+            if not index.isdigit():
+                continue
+            seen: dict[str, int] = {}
+            for entry in fs.ls(folder, detail=False):
+                name = posixpath.basename(entry)
+                if name.startswith(".") or not name.split(".")[0].isdigit():
+                    continue
+                with fs.open(entry, "r") as handle:
+                    for line in handle.read().splitlines()[1:]:
+                        try:
+                            record = json.loads(line)
+                        except ValueError:
+                            continue
+                        if isinstance(record, dict) and "path" in record and "batchId" in record:
+                            seen[record["path"]] = int(record["batchId"])
+            out[int(index)] = sorted(seen.items(), key=lambda item: item[1])
+        return out
 
     def watermark(self, batch_id: int) -> datetime | None:
         """The event-time watermark in force during `batch_id` (None before the first watermark)."""

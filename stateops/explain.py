@@ -37,7 +37,6 @@ other operators (windows, sessions, dedup, applyInPandasWithState, transformWith
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -45,7 +44,6 @@ from typing import Any, Iterable
 
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
 
 REASONS: dict[str, str] = {
     "emitted": "the key's result is in the output table",
@@ -307,46 +305,16 @@ def _read_changes(spark, checkpoint: str, stores: list[_Store], key: str, start:
     return events, info
 
 
-def _source_log(checkpoint: Checkpoint) -> dict[int, list[tuple[str, int]]]:
-    """File source logs: source index -> [(file path, source batch id)]."""
-    fs, root = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "sources"))
-    out: dict[int, list[tuple[str, int]]] = {}
-    if not fs.exists(root):
-        return out
-    for folder in fs.ls(root, detail=False):
-        index = posixpath.basename(folder.rstrip("/"))
-        if not index.isdigit():
-            continue
-        seen: dict[str, int] = {}
-        for entry in fs.ls(folder, detail=False):
-            name = posixpath.basename(entry)
-            if name.startswith(".") or not name.split(".")[0].isdigit():
-                continue
-            with fs.open(entry, "r") as handle:
-                for line in handle.read().splitlines()[1:]:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict) and "path" in record and "batchId" in record:
-                        seen[record["path"]] = int(record["batchId"])
-        out[int(index)] = sorted(seen.items(), key=lambda item: item[1])
-    return out
-
-
 def _micro_batch_of(checkpoint: Checkpoint, source_index: int, batches: list[int]) -> dict[int, int]:
     """Source batch id -> micro-batch id, from the file source's logOffset in each offsets/<batch>."""
-    fs, _ = filesystem(checkpoint.path)
     mapping: dict[int, int] = {}
     previous = -1
     for batch in batches:
-        _, path = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "offsets", str(batch)))
-        with fs.open(path, "r") as handle:
-            lines = handle.read().splitlines()[2:]
-        if source_index >= len(lines):
+        offsets = checkpoint.source_offsets(batch)
+        if source_index >= len(offsets):
             continue
         try:
-            offset = int(json.loads(lines[source_index]).get("logOffset"))
+            offset = int(offsets[source_index].get("logOffset"))
         except (ValueError, TypeError, AttributeError):
             continue
         for source_batch in range(previous + 1, offset + 1):
@@ -364,7 +332,7 @@ def _read_inputs(spark, checkpoint: Checkpoint, inputs: Iterable[InputSource], k
     """Rows of the key that the query read from its file inputs in micro-batches <= batch_id."""
     from pyspark.sql import functions as F
 
-    logs = _source_log(checkpoint)
+    logs = checkpoint.source_files()
     batches = [b for b in checkpoint.offset_batches() if b <= batch_id]
     found = []
     for inp in inputs:
