@@ -88,9 +88,8 @@ def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:
 def _late_marks(marks: list[int], restarts: Collection[int] = ()) -> list[int]:
     """Watermark for dropping late rows in each batch: the previous batch's watermark.
 
-    Measured on Spark 4.2: the first batch a restarted query runs drops no late rows (as if no watermark
-    existed yet), so a restart may admit late rows an uninterrupted run would drop. `restarts` lists
-    those batch ids.
+    `restarts`: batch ids that drop no late rows at all (all of them: the bound "every late row admitted";
+    a restarted Spark 4.2 query may admit late rows an uninterrupted run drops).
     """
     return [0 if i in restarts else m for i, m in enumerate([0, *marks[:-1]])]
 
@@ -135,25 +134,34 @@ def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     return {s for s in sessions if s[1] <= marks[-1]}
 
 
-def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int,
-                   restarts: Collection[int] = ()) -> set[tuple]:
-    """(order_id, payment_id, order_time, payment_time) for pairs within the bound, late rows dropped.
+def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> set[tuple]:
+    """(order_id, payment_id, order_time, payment_time) for pairs within the bound, replayed batch by batch.
 
-    Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum.
+    Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum. Late
+    rows are dropped against the previous batch's watermark; at the end of each batch, orders that no
+    future payment can match (order_time + bound behind the watermark) and payments that no future order
+    can match (payment_time behind the watermark) leave the state.
     """
     order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
-    late = _late_marks([min(a, b) for a, b in zip(order_marks, payment_marks)], restarts)
-    kept_orders = [r for batch, m in zip(orders, late) for r in batch if r["t"] > m]
-    kept_payments = {}
-    for batch, m in zip(payments, late):
-        for r in batch:
-            if r["t"] > m:
-                kept_payments.setdefault(r["order_id"], []).append(r)
-    return {
-        (o["order_id"], p["payment_id"], o["t"], p["t"])
-        for o in kept_orders for p in kept_payments.get(o["order_id"], [])
-        if o["t"] <= p["t"] <= o["t"] + PAYMENT_WITHIN_MS
-    }
+    marks = [min(a, b) for a, b in zip(order_marks, payment_marks)]
+    held_orders: list[dict] = []
+    held_payments: list[dict] = []
+    pairs = set()
+
+    def within(o: dict, p: dict) -> bool:
+        return o["order_id"] == p["order_id"] and o["t"] <= p["t"] <= o["t"] + PAYMENT_WITHIN_MS
+
+    for order_batch, payment_batch, late, mark in zip(orders, payments, _late_marks(marks), marks[1:]):
+        new_orders = [r for r in order_batch if r["t"] > late]
+        new_payments = [r for r in payment_batch if r["t"] > late]
+        for o in new_orders:
+            pairs.update((o["order_id"], p["payment_id"], o["t"], p["t"])
+                         for p in held_payments + new_payments if within(o, p))
+        for p in new_payments:
+            pairs.update((o["order_id"], p["payment_id"], o["t"], p["t"]) for o in held_orders if within(o, p))
+        held_orders = [o for o in held_orders + new_orders if o["t"] + PAYMENT_WITHIN_MS >= mark]
+        held_payments = [p for p in held_payments + new_payments if p["t"] > mark]
+    return pairs
 
 
 def user_actions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:

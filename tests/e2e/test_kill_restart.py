@@ -1,5 +1,9 @@
 """kill -9 of a running job process (Python driver and JVM together) at random points, then a restart:
-the Delta table still equals the oracle, with no duplicate and no loss."""
+no duplicate, no loss, nothing invented.
+
+Measured on Spark 4.2: a restarted query may admit late rows an uninterrupted run drops (seen with
+both the window and the join job). So the table must equal the oracle wherever no late row can reach,
+and elsewhere lie between the uninterrupted oracle and the oracle that admits every late row."""
 from __future__ import annotations
 
 import os
@@ -50,20 +54,35 @@ def _start_and_kill(job: str, home: str, after_commits: int, seed: int) -> int:
     return _committed(checkpoint)
 
 
-def _table_and_oracles(job: str, home, spec, restarted_at: int):
-    """The table, and the oracle's two admissible outcomes: the uninterrupted run, and the same run with
-    the restart's first batch admitting late rows (Spark 4.2 does that when it re-executes a batch)."""
+def _check_user_activity(home, spec, got: list[tuple]) -> None:
+    """Windows no late row can reach equal the uninterrupted oracle exactly; a window a late row could
+    reach holds between the uninterrupted count and the count with every late row admitted."""
+    events = oracle.typed_batches(home.landing("events"), "events")
     delay = spec.watermark_seconds * 1000
-    if job == "order_payments":
-        got = table_rows(home.table(job), ["order_id", "payment_id", "order_time", "payment_time"])
-        orders = oracle.typed_batches(home.landing("orders"), "orders")
-        payments = oracle.typed_batches(home.landing("payments"), "payments")
-        outcomes = [oracle.order_payments(orders, payments, delay, restarts=r) for r in ((), {restarted_at})]
-    else:
-        got = table_rows(home.table(job), ["window_start", "window_end", "user_id", "events", "value_sum"])
-        events = oracle.typed_batches(home.landing("events"), "events")
-        outcomes = [oracle.user_activity(events, delay, restarts=r) for r in ((), {restarted_at})]
-    return got, outcomes
+    normal = {row[:3]: row[3:] for row in oracle.user_activity(events, delay)}
+    admit_all = {row[:3]: row[3:] for row in oracle.user_activity(events, delay, restarts=range(len(events)))}
+    table = {row[:3]: row[3:] for row in got}
+    assert set(normal) <= set(table) <= set(admit_all)
+    for key, value in table.items():
+        if normal.get(key) == admit_all[key]:
+            assert value == normal[key], key
+        else:
+            assert normal.get(key, (0, 0.0))[0] <= value[0] <= admit_all[key][0], key
+
+
+def _check_order_payments(home, spec, got: list[tuple]) -> None:
+    """Every pair the uninterrupted run emits is there; any extra is a real in-bound pair of the input
+    (a late row a restarted batch admitted), and each order is paid once."""
+    orders = oracle.typed_batches(home.landing("orders"), "orders")
+    payments = oracle.typed_batches(home.landing("payments"), "payments")
+    normal = oracle.order_payments(orders, payments, spec.watermark_seconds * 1000)
+    payment_by_order = {p["order_id"]: p for batch in payments for p in batch}
+    in_bound = {(o["order_id"], payment_by_order[o["order_id"]]["payment_id"], o["t"],
+                 payment_by_order[o["order_id"]]["t"])
+                for batch in orders for o in batch if o["order_id"] in payment_by_order
+                and o["t"] <= payment_by_order[o["order_id"]]["t"] <= o["t"] + oracle.PAYMENT_WITHIN_MS}
+    assert normal <= set(got) <= in_bound
+    assert len({row[0] for row in got}) == len(got)
 
 
 @pytest.mark.parametrize("job,after_commits,seed", [
@@ -78,11 +97,11 @@ def test_kill_9_then_restart_equals_oracle(spark, layout, job, after_commits, se
     assert seen < INPUT.files, "the kill must land before the run finished"
     spec = load_jobs()[job]
     run_job(spark, spec, layout)
-    # Batches 0..seen-1 were committed; the restart runs batch `seen` first.
-    got, outcomes = _table_and_oracles(job, layout, spec, restarted_at=seen)
+    got = (table_rows(layout.table(job), ["order_id", "payment_id", "order_time", "payment_time"])
+           if job == "order_payments" else
+           table_rows(layout.table(job), ["window_start", "window_end", "user_id", "events", "value_sum"]))
     assert len(got) == len(set(got)), "no duplicate rows after the restart"
-    assert set(got) in outcomes, (f"{len(set(got) - outcomes[0])} rows not in the uninterrupted oracle, "
-                                  f"{len(outcomes[0] - set(got))} missing")
+    (_check_order_payments if job == "order_payments" else _check_user_activity)(layout, spec, got)
     malformed = sum(oracle.malformed_count(layout.landing(i.name), i.name) for i in spec.inputs)
     dead = table_rows(layout.deadletter_table(job), ["raw"]) if open_table(layout.deadletter_table(job)) else []
     assert len(dead) == malformed
