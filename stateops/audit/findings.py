@@ -67,22 +67,20 @@ def _finding(code: str, severity: str, op: OperatorAudit | None, message: str, r
 # --- STATE_SKEW --------------------------------------------------------------------------------------
 
 def skew_finding(op: OperatorAudit, t: Thresholds) -> Finding | None:
+    measures = (  # (per partition, total, minimum to judge, how a partition's share reads)
+        (op.rows_per_partition, op.rows_total or 0, t.skew_min_rows,
+         lambda v: f"{v} of {op.rows_total} rows", "rows"),
+        (op.bytes_per_partition, op.bytes_total or 0, t.skew_min_bytes,
+         lambda v: f"{human_bytes(v)} of {human_bytes(op.bytes_total)} on disk", "bytes"),
+    )
     parts, level = [], None
-    rows_ratio = skew_ratio(op.rows_per_partition) if op.rows_per_partition else None
-    if rows_ratio is not None and (op.rows_total or 0) >= t.skew_min_rows:
-        lvl = _level(rows_ratio, t.skew_ratio, t.skew_ratio_error)
+    for per_partition, total, minimum, share, unit in measures:
+        ratio = skew_ratio(per_partition) if per_partition else None
+        lvl = _level(ratio, t.skew_ratio, t.skew_ratio_error) if ratio is not None and total >= minimum else None
         if lvl:
-            hot, rows = max(op.rows_per_partition.items(), key=lambda kv: kv[1])
-            parts.append(f"partition {hot} holds {rows} of {op.rows_total} rows; max/median rows per partition "
-                         f"= {rows_ratio:g} (threshold {t.skew_ratio:g})")
-            level = _worst(level, lvl)
-    bytes_ratio = skew_ratio(op.bytes_per_partition) if op.bytes_per_partition else None
-    if bytes_ratio is not None and op.bytes_total >= t.skew_min_bytes:
-        lvl = _level(bytes_ratio, t.skew_ratio, t.skew_ratio_error)
-        if lvl:
-            hot, size = max(op.bytes_per_partition.items(), key=lambda kv: kv[1])
-            parts.append(f"partition {hot} holds {human_bytes(size)} of {human_bytes(op.bytes_total)} on disk; "
-                         f"max/median bytes per partition = {bytes_ratio:g} (threshold {t.skew_ratio:g})")
+            hot, value = max(per_partition.items(), key=lambda kv: kv[1])
+            parts.append(f"partition {hot} holds {share(value)}; max/median {unit} per partition "
+                         f"= {ratio:g} (threshold {t.skew_ratio:g})")
             level = _worst(level, lvl)
     if not level:
         return None
