@@ -31,17 +31,17 @@ class UnsupportedStorageError(StateOpsError):
     """STATEOPS_HOME is on a storage where the control plane cannot lock atomically."""
 
 
-def local_path(path: str) -> str:
-    """`path` as a local filesystem path; refuses URLs other than file://."""
-    if "://" not in path:
-        return path
-    url = urlparse(path)
+def local_home(home: str) -> str:
+    """STATEOPS_HOME as a local filesystem path; refuses URLs other than file://."""
+    if "://" not in home:
+        return home
+    url = urlparse(home)
     if url.scheme == "file":
         return url.path
     raise UnsupportedStorageError(
-        f"STATEOPS_HOME {path.split('/ops/')[0]}: the control plane (lease, stop request, maintenance lock, "
-        f"overrides) needs {SUPPORTED}; {url.scheme}:// has no atomic lock. Fix: keep STATEOPS_HOME on a "
-        "local or POSIX shared path (checkpoints may still live elsewhere: the job setting `checkpoint`)")
+        f"STATEOPS_HOME {home}: the control plane (lease, stop request, maintenance lock, overrides) needs "
+        f"{SUPPORTED}; {url.scheme}:// has no atomic lock. Fix: keep STATEOPS_HOME on a local or POSIX shared "
+        "path (checkpoints may still live elsewhere: the job setting `checkpoint`)")
 
 
 class ControlStore:
@@ -49,7 +49,7 @@ class ControlStore:
 
     def __init__(self, layout: Layout, job: str):
         self.job = job
-        self.dir = os.path.join(local_path(layout.ops_dir(job)), "control")
+        self.dir = os.path.join(Layout(local_home(layout.home)).ops_dir(job), "control")
 
     def path(self, name: str) -> str:
         return os.path.join(self.dir, f"{name}.json")
