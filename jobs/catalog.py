@@ -90,4 +90,5 @@ def get_job(name: str, config_path: str | None = None) -> JobSpec:
 
 def job_roots(layout: Layout, config_path: str | None = None) -> Roots:
     """The roots guard for every configured job (checkpoints configured outside the home included)."""
-    return Roots.from_layout(layout, {name: spec.checkpoint_path(layout) for name, spec in load_jobs(config_path).items()})
+    jobs = load_jobs(config_path)
+    return Roots.from_layout(layout, {name: spec.checkpoint_path(layout) for name, spec in jobs.items()})

@@ -123,7 +123,10 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     return reduce(DataFrame.unionByName, frames)
 
 
-def _fenced(sink: DeltaSink, lease: HeldLease) -> Callable[[DataFrame, int], None]:
+BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
+
+
+def _fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
     """Each batch checks the lease before it writes: a run that lost its lease writes nothing more."""
     def write(df: DataFrame, batch_id: int) -> None:
         lease.ensure_held()
@@ -149,7 +152,7 @@ def _stop_gracefully(queries: list[StreamingQuery], grace_seconds: float) -> boo
     return interrupted
 
 
-def _start(frame: DataFrame, name: str, sink: Callable[[DataFrame, int], None] | None, mode: str, output_mode: str, spec: JobSpec,
+def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
            checkpoint: str) -> StreamingQuery:
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
     frame.sparkSession.conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))

@@ -43,8 +43,8 @@ def effective_spec(spec: JobSpec, layout: Layout) -> JobSpec:
             raise ConfigError(f"override {setting} of {spec.name}",
                               f"set by {change.actor} at {change.changed_at.isoformat(timespec='seconds')}, "
                               f"no longer valid: {err.problem}",
-                              f"clear it (stateops jobs override {spec.name} --clear {CLI_NAMES[setting]} --reason ...) "
-                              "or set a valid value") from None
+                              f"clear it (stateops jobs override {spec.name} --clear {CLI_NAMES[setting]} "
+                              "--reason ...) or set a valid value") from None
     return replace(spec, **values)
 
 

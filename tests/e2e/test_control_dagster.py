@@ -27,10 +27,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FAST = ControlSettings(heartbeat_seconds=0.2, lease_timeout_seconds=5)
 
 
+def _tick(instance, name: str):
+    """Evaluate a schedule; the context is closed after, so the instance it opens does not outlive it."""
+    with build_schedule_context(instance=instance, resources=default_resources()) as context:
+        return defs.get_repository_def().get_schedule_def(name)(context)
+
+
 def _ticks(instance, names) -> dict:
-    repo = defs.get_repository_def()
-    return {name: repo.get_schedule_def(name)(build_schedule_context(instance=instance, resources=default_resources()))
-            for name in names}
+    return {name: _tick(instance, name) for name in names}
 
 
 def _job_schedules():
@@ -74,7 +78,8 @@ def dagster_instance():
 def test_maintenance_lock_blocks_materializations_and_every_schedule(layout, dagster_instance):
     for job in SPECS:
         _committed_checkpoint(layout, job)
-    assert all(isinstance(t, RunRequest) for t in _ticks(dagster_instance, _job_schedules() + _audit_schedules()).values())
+    ticks = _ticks(dagster_instance, _job_schedules() + _audit_schedules())
+    assert all(isinstance(t, RunRequest) for t in ticks.values())
     for job in SPECS:
         maintenance.acquire(layout, job, runbook_id=f"rb-{job}", actor="alice", reason="archive state")
 
@@ -97,7 +102,8 @@ def test_maintenance_lock_blocks_materializations_and_every_schedule(layout, dag
 def test_a_live_lease_skips_job_schedules_and_fails_materializations(layout, dagster_instance):
     _committed_checkpoint(layout, JOB)
     with acquire(layout, JOB, run_id="cli-run", dagster_run_id=None, settings=FAST):
-        ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly", f"{JOB}_fast_audit_every_5_minutes"])
+        ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly",
+                                          f"{JOB}_fast_audit_every_5_minutes"])
         skip = ticks[f"{JOB}_every_15_minutes"]
         assert isinstance(skip, SkipReason)
         assert f"{JOB} is already running: lease held by run cli-run, pid {os.getpid()} on {HOST}" in skip.skip_message

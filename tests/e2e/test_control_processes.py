@@ -94,11 +94,10 @@ def _dagster_run_is_refused(holder_words: list[str]) -> None:
         assert "\n" not in message and f"{JOB} is already running: lease held by run " in message
         for words in holder_words:
             assert words in message, (words, message)
-        tick = defs.get_repository_def().get_schedule_def(f"{JOB}_every_15_minutes")(
-            build_schedule_context(instance=instance, resources=default_resources()))
+        with build_schedule_context(instance=instance, resources=default_resources()) as context:
+            tick = defs.get_repository_def().get_schedule_def(f"{JOB}_every_15_minutes")(context)
+            audit = defs.get_repository_def().get_schedule_def(f"{JOB}_fast_audit_every_5_minutes")(context)
         assert isinstance(tick, SkipReason) and all(words in tick.skip_message for words in holder_words)
-        audit = defs.get_repository_def().get_schedule_def(f"{JOB}_fast_audit_every_5_minutes")(
-            build_schedule_context(instance=instance, resources=default_resources()))
         assert isinstance(audit, RunRequest), "a running job is audited"
 
 

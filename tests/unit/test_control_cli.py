@@ -69,7 +69,8 @@ def test_status_shows_lease_stop_lock_and_overrides(layout):
     status = json.loads(_run(layout, "jobs", "status", JOB, "--json").output)
     assert status["state"] == "running"
     lease = status["lease"]
-    assert (lease["run_id"], lease["dagster_run_id"], lease["pid"], lease["stale"]) == ("r-1", "d-1", os.getpid(), False)
+    assert (lease["run_id"], lease["dagster_run_id"], lease["pid"], lease["stale"]) == \
+        ("r-1", "d-1", os.getpid(), False)
     assert 0 <= lease["heartbeat_age_seconds"] < 5
     assert (status["stop_request"]["actor"], status["stop_request"]["grace_seconds"]) == ("bob", 30)
     assert (status["maintenance_lock"]["runbook_id"], status["maintenance_lock"]["reason"]) == ("rb-1", "repair")
@@ -126,7 +127,8 @@ def test_override_cli_refuses_out_of_bounds_and_describe_shows_sources(layout, t
     assert info["settings"]["max_files_per_trigger"] == {"value": 3, "source": "config file", "file": str(config)}
     assert info["settings"]["trigger_interval"] == {"value": "10 seconds", "source": "spec default"}
     text = _run(layout, "jobs", "describe", JOB, config=config).output
-    assert "watermark_delay        45 minutes (override by alice at " in text and "runbook rb-3: late partner feed" in text
+    assert "watermark_delay        45 minutes (override by alice at " in text
+    assert "runbook rb-3: late partner feed" in text
 
     # The config narrows the bounds after the override: describe says so, and a run refuses to start.
     config.write_text('[jobs.user_activity]\nwatermark_max = "30 minutes"\n')
