@@ -90,7 +90,11 @@ def stop_command(ctx: click.Context, name: str, wait_seconds: float | None, grac
     if wait_seconds is None:
         return
     if wait_released(layout, name, request.lease_id, wait_seconds, settings=settings):
-        click.echo(f"{name} stopped: run {request.run_id} no longer holds the lease")
+        holder = current_lease(layout, name)
+        died = holder is not None and holder.lease_id == request.lease_id
+        click.echo(f"{name} stopped: run {request.run_id} " + (
+            f"died ({holder.stale_reason(settings)}); the next run takes its stale lease over" if died
+            else "no longer holds the lease"))
         return
     click.echo(f"Error: {name} is still running after {wait_seconds:g} s: run {request.run_id} has not released "
                f"its lease (the stop request stays pending; see stateops jobs status {name})", err=True)
