@@ -14,6 +14,7 @@ from stateops.durations import parse_seconds
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\([0-9, ]+\))?)\s*$")
 _TYPES = {"string", "timestamp", "double", "long", "int", "integer", "boolean", "date", "float", "bigint"}
 
@@ -46,6 +47,12 @@ class JobSpec:
     watermark_min: str
     watermark_max: str
     merge_keys: tuple[str, ...] = ()
+    # Append sinks: the output columns that identify a row, so a replay (a rebuild) inserts a row only if absent.
+    idempotent_key: tuple[str, ...] = ()
+    # The output column where a row's event-time span starts (a rebuild's write floor and replay horizon).
+    output_time_column: str | None = None
+    # Where the runbook keeps this job's archives (default: ops/<job>/archives under STATEOPS_HOME).
+    archive_dir: str | None = None
     source: str = "json"
     shuffle_partitions: int = field(default_factory=default_shuffle_partitions)
     trigger_interval: str = "10 seconds"
@@ -60,6 +67,14 @@ class JobSpec:
 
     def checkpoint_path(self, layout: Layout) -> str:
         return self.checkpoint or layout.checkpoint(self.name)
+
+    def archive_path(self, layout: Layout) -> str:
+        return self.archive_dir or layout.archives(self.name)
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The columns that identify an output row: merge keys (update mode) or the idempotent key (append)."""
+        return self.merge_keys if self.output_mode == "update" else self.idempotent_key
 
 
 def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
@@ -117,6 +132,18 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
     if not _NAME.match(spec.sink_table or ""):
         raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name",
                           "use lower-case letters, digits and underscores")
+    for name in ("idempotent_key", "merge_keys"):
+        keys = getattr(spec, name)
+        if not isinstance(keys, tuple) or not all(isinstance(k, str) and _IDENTIFIER.match(k) for k in keys):
+            raise ConfigError(f"{where}.{name}", f"{list(keys) if isinstance(keys, tuple) else keys!r} is not a "
+                              "list of column names", "write output column names, e.g. ['user_id', 'session_start']")
+    if spec.output_time_column is not None and not _IDENTIFIER.match(str(spec.output_time_column)):
+        raise ConfigError(f"{where}.output_time_column", f"{spec.output_time_column!r} is not a column name",
+                          "name the output column where a row's event time starts, e.g. 'window_start'")
+    if spec.archive_dir is not None and not (isinstance(spec.archive_dir, str) and (
+            os.path.isabs(spec.archive_dir) or "://" in spec.archive_dir)):
+        raise ConfigError(f"{where}.archive_dir", f"{spec.archive_dir!r} is not an absolute path",
+                          "use an absolute path under STATEOPS_HOME, e.g. '/data/stateops/archives/user_activity'")
     delay = _seconds(f"{where}.watermark_delay", spec.watermark_delay)
     low = _seconds(f"{where}.watermark_min", spec.watermark_min)
     high = _seconds(f"{where}.watermark_max", spec.watermark_max)
@@ -146,6 +173,7 @@ def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
             raise ConfigError(f"jobs.{spec.name}.{key}", "is not a setting that can be overridden",
                               f"use one of {sorted(known)}")
     values = dict(overrides)
-    if "merge_keys" in values:
-        values["merge_keys"] = tuple(values["merge_keys"])
+    for name in ("merge_keys", "idempotent_key"):
+        if name in values and isinstance(values[name], list):
+            values[name] = tuple(values[name])
     return replace(spec, **values)

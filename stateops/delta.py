@@ -35,8 +35,10 @@ def write_batch(
     app_id: str,
     batch_id: int,
     merge_keys: Sequence[str] = (),
+    insert_only: bool = False,
 ) -> BatchWrite:
-    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id)."""
+    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id). insert_only: rows whose key is
+    in the table already are left as they are (insert if absent: a replay's repeats)."""
     table = open_table(uri)
     if table is not None:
         done = table.transaction_version(app_id)
@@ -47,13 +49,8 @@ def write_batch(
         write_deltalake(uri, data, mode="append", commit_properties=commit, schema_mode="merge")
     else:
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-        (
-            table.merge(data, predicate=predicate, source_alias="s", target_alias="t",
-                        commit_properties=commit)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
+        merge = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
+        (merge if insert_only else merge.when_matched_update_all()).when_not_matched_insert_all().execute()
     return BatchWrite(rows=data.num_rows, skipped=False, version=DeltaTable(uri).version())
 
 
