@@ -58,8 +58,8 @@ def built(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reports(spark, built):
     """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
-    return {name: deep_audit(spark, cp, join_bound=join_bound(get_job(name)) if name in JOBS else None)
-            for name, cp in built["cps"].items()}
+    return {name: deep_audit(spark, cp, job=name, join_bound=join_bound(get_job(name))) if name in JOBS
+            else deep_audit(spark, cp) for name, cp in built["cps"].items()}
 
 
 def store_options(op) -> dict:
