@@ -170,6 +170,10 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert [(f["operator_id"], f["severity"]) for f in skew] == [
         (op, "error") for op, name in names.items() if name == "dedupeWithinWatermark"]
     assert "| ERROR | STATE_SKEW |" in meta["findings"] and skew[0]["message"] in meta["findings"]
+    details = json.loads(skew[0]["details_json"])  # the numbers a remediation policy reads
+    direct = _oracle(spark, checkpoint, skew[0]["operator_id"])
+    assert details["ratio"] == pytest.approx(max(direct.values()) * PARTITIONS / sum(direct.values()), abs=1e-3)
+    assert (details["hot_partition"], details["cause"], details["partitions"]) == (0, "many_keys", PARTITIONS)
     images = _images(meta["charts"])
     assert set(images) == {"rows per partition", "state rows and bytes over time"}
     assert all(png_size(png) == PNG_SIZE for png in images.values())

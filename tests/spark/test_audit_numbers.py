@@ -3,7 +3,7 @@
 Two queries, built once for the module:
 
 - three deduplications in one query, one per input folder, whose event ids are chosen (ids_by_partition)
-  to land as Spark's hash partitioning sends them: balanced, 70% on one partition, evenly over 6 of 16;
+  to land where Spark's hash partitioning sends them: balanced, 70% on one partition, evenly over 6 of 16;
 - a stream-stream join with a 2-hour time bound and no matches: the orders side holds 3 order ids with
   400 rows each (few keys), the payments side one order id with 900 payments plus 300 single ones (a hot
   key). Event times sit around the wall clock, so the batch's own time is meaningful.
@@ -29,18 +29,17 @@ from tests.audit_support import (event_stream, events, ids_by_partition, oracle_
 pytestmark = pytest.mark.spark
 
 P = 16
-SCENARIOS = {"balanced": "b", "hot_partition": "x", "six_of_sixteen": "s"}  # folder -> id prefix
+SCENARIOS = ("balanced", "hot_partition", "six_of_sixteen")
 BOUND = JoinBound(lower_seconds=0, upper_seconds=2 * 3600)
 ORDERS = "order_id STRING, order_time TIMESTAMP"
 PAYMENTS = "payment_id STRING, order_id STRING, payment_time TIMESTAMP"
 
 
-def _dedup_input(spark, root) -> None:
-    balanced = [f"b{k}" for k in range(1600)]
-    hot = ids_by_partition(spark, P, {p: 700 if p == 5 else 20 for p in range(P)}, prefix="x")
-    six = ids_by_partition(spark, P, {p: 200 for p in range(6)}, prefix="s")
-    for name, ids in (("balanced", balanced), ("hot_partition", [i for p in sorted(hot) for i in hot[p]]),
-                      ("six_of_sixteen", [i for p in sorted(six) for i in six[p]])):
+def _dedup_input(spark, root, pool: dict[int, list[str]]) -> None:
+    """One input folder per scenario; the row counts (1600, 1000, 1200) tell the operators apart."""
+    hot = [i for p in range(P) for i in pool[p][:700 if p == 5 else 20]]
+    six = [i for p in range(6) for i in pool[p][:200]]
+    for name, ids in (("balanced", [f"b{k}" for k in range(1600)]), ("hot_partition", hot), ("six_of_sixteen", six)):
         write_batches(root / name, [events(0, len(ids), ids=ids)])
 
 
@@ -48,14 +47,13 @@ def _iso(moment: dt.datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def _join_input(spark, root, base: dt.datetime) -> dt.datetime:
+def _join_input(root, base: dt.datetime, pool: dict[int, list[str]]) -> dt.datetime:
     """Orders over [base, base + 110 min), payments over [base + 115, base + 125 min): the watermark ends
     10 minutes after the last order, every order is behind it but within the 2-hour bound, every payment
     ahead of it. Returns that watermark."""
-    keys = ids_by_partition(spark, P, {1: 1, 6: 1, 11: 1}, prefix="k")
     offsets = [(k * 41) % 6600 for k in range(400)]
-    orders = [{"order_id": keys[p][0], "order_time": _iso(base + dt.timedelta(seconds=s))}
-              for p in keys for s in offsets]
+    orders = [{"order_id": pool[p][0], "order_time": _iso(base + dt.timedelta(seconds=s))}
+              for p in (1, 6, 11) for s in offsets]
     payment_ids = ["HOT"] * 900 + [f"p{k}" for k in range(300)]
     payments = [{"payment_id": f"pay{k}", "order_id": order_id,
                  "payment_time": _iso(base + dt.timedelta(minutes=115, seconds=(k * 7) % 600))}
@@ -77,9 +75,10 @@ def _join_frame(spark, root):
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("audit_numbers")
-    _dedup_input(spark, root)
+    pool = ids_by_partition(spark, P, {p: 700 if p == 5 else 200 for p in range(P)})  # ids by where they hash
+    _dedup_input(spark, root, pool)
     base = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0) - dt.timedelta(hours=2)
-    watermark = _join_input(spark, root, base)
+    watermark = _join_input(root, base, pool)
     frames = [event_stream(spark, root / name).withWatermark("event_time", "30 minutes")
               .dropDuplicatesWithinWatermark(["event_id"]) for name in SCENARIOS]
     union = frames[0].unionByName(frames[1]).unionByName(frames[2])
@@ -87,11 +86,8 @@ def built(spark, tmp_path_factory):
     dedup_cp = with_conf(spark, settings, lambda: run_bounded(union, str(root / "cp" / "dedup")))
     join_cp = with_conf(spark, settings, lambda: run_bounded(_join_frame(spark, root), str(root / "cp" / "join")))
     dedup = deep_audit(spark, dedup_cp)
-    by_scenario = {}
-    for op in dedup.operators:  # which operator reads which folder: the ids' prefix says
-        first = (spark.read.format("statestore").option("path", dedup_cp).option("operatorId", op.operator_id)
-                 .load().select("key.event_id").first().event_id)
-        by_scenario[next(name for name, prefix in SCENARIOS.items() if first.startswith(prefix))] = op
+    by_rows = {1600: "balanced", 1000: "hot_partition", 1200: "six_of_sixteen"}
+    by_scenario = {by_rows[op.rows_total]: op for op in dedup.operators}
     return {"dedup_cp": dedup_cp, "dedup": dedup, "ops": by_scenario, "join_cp": join_cp, "watermark": watermark}
 
 

@@ -135,8 +135,11 @@ def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
     assert "bytes grew 2.82x from 16.4 KiB" in codes["STATE_GROWTH"].message
     assert codes["CLEANUP_STUCK"].severity == "error" and "minBatchId is still 0" in codes["CLEANUP_STUCK"].message
     record(layout, second)
-    assert {f["code"] for f in load_findings(layout, str(dedup_tree.root))} >= {"STATE_GROWTH", "CLEANUP_STUCK",
-                                                                              "UNBOUNDED_DEDUP"}
+    recorded = {f["code"]: f for f in load_findings(layout, str(dedup_tree.root))}
+    assert set(recorded) >= {"STATE_GROWTH", "CLEANUP_STUCK", "UNBOUNDED_DEDUP"}
+    growth = json.loads(recorded["STATE_GROWTH"]["details_json"])  # the numbers, for policies
+    assert growth["kind"] == "fast" and growth["bytes"]["from"] == 16800 and growth["window_seconds"] == 86400
+    assert recorded["UNBOUNDED_DEDUP"]["details_json"] is None
     assert load_history(layout, str(dedup_tree.root), query_id="another-query") == []
 
 
