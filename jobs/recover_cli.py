@@ -96,11 +96,23 @@ def run_command(ctx: click.Context, as_json: bool, confirm: str | None, dry_run:
         verification = report.verification or {}
         for check in verification.get("checks", []):
             click.echo(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:12} {check['detail']}")
+        for line in _state_rows(report.audit_before, report.audit_after):
+            click.echo(line)
         for note in report.notes:
             click.echo(f"  note: {note}")
         click.echo(f"  archive and journal: {report.archive_path}")
     if report.outcome in ("rolled_back", "failed"):
         ctx.exit(1)
+
+
+def _state_rows(before: dict | None, after: dict | None) -> list[str]:
+    """`state op/store: rows (partitions) before -> after` from the deep audits around the runbook."""
+    def per_store(audit: dict | None) -> dict[str, str]:
+        return {f"{op['operator_id']}/{op['store_name']}": f"{op['rows_total']} rows ({op['num_partitions']} partitions)"
+                for op in (audit or {}).get("operators", [])}
+
+    old, new = per_store(before), per_store(after)
+    return [f"  state {store:12} {old.get(store, '-')} -> {new.get(store, '-')}" for store in sorted({*old, *new})]
 
 
 @click.group("archives")

@@ -9,8 +9,8 @@ on `_metadata.file_modification_time`, since the streaming file source has no `m
 When files the old checkpoint read are gone, rows of a window or session that started before their rows
 could arrive would come out as partial aggregates: those must not overwrite correct rows. Every row of
 a missing file has an event time at or below max(event time seen) <= watermark + delay after the batch
-that read it; so rows whose span starts before that bound (the write floor, with the job's largest
-allowed delay) are not written. With several inputs the global watermark is their minimum and bounds
+that read it; so rows whose span starts before that bound (the write floor, with the largest delay the
+job ran with: its setting now and every watermark override in its history) are not written. With several inputs the global watermark is their minimum and bounds
 none of them: such a rebuild is refused.
 """
 from __future__ import annotations
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from stateops.checkpoint import Checkpoint
+from stateops.control import overrides
 from stateops.durations import parse_seconds
 from stateops.fs import filesystem
+from stateops.layout import Layout
 
 from stateops.recovery.model import RecoveryRefused
 from stateops.recovery.target import JobTarget
@@ -73,7 +75,14 @@ def next_watermark(checkpoint: Checkpoint, batch: int) -> int:
     return int(json.loads(lines[1]).get("nextBatchWatermarkMs", 0)) if len(lines) > 1 else 0
 
 
-def assess(checkpoint: Checkpoint, target: JobTarget) -> Coverage:
+def largest_delay_ms(layout: Layout, target: JobTarget) -> int:
+    """The longest watermark delay the job ran with: its setting now, or any override it ever had."""
+    values = [target.watermark_delay] + [c.value for c in overrides.history(layout, target.job)
+                                         if c.setting == overrides.WATERMARK_DELAY and c.value]
+    return max(parse_seconds(v) for v in values) * 1000
+
+
+def assess(layout: Layout, checkpoint: Checkpoint, target: JobTarget) -> Coverage:
     if not target.landing:
         raise RecoveryRefused(f"{target.job}: a rebuild replays the retained input of the file landing zone; this "
                               "job reads Kafka, whose retention the runbook cannot see. Fix: use rewind or restore")
@@ -89,6 +98,6 @@ def assess(checkpoint: Checkpoint, target: JobTarget) -> Coverage:
                                   "several inputs no watermark bounds their event times, so a rebuild cannot tell "
                                   "complete rows from partial ones. Fix: put the input back, or use rewind or restore")
         last = max(batch for files in gone.values() for _, batch in files)
-        floor = _floor(checkpoint, last, parse_seconds(target.bounds.high) * 1000)
+        floor = _floor(checkpoint, last, largest_delay_ms(layout, target))
     return Coverage(retained_files=len(retained), read_before=sum(len(f) for f in read.values()), missing=missing,
                     write_floor_ms=floor)

@@ -226,8 +226,8 @@ class Executor:
                                   f"({problems[0]}); nothing was changed")
         return {"archive_id": source}
 
-    def _stop(self) -> dict[str, Any]:
-        details = self._stop_holder(f"runbook {self.plan.runbook_id} ({self.plan.mode}): {self.plan.reason}")
+    def _stop(self, why: str | None = None) -> dict[str, Any]:
+        details = self._stop_holder(f"runbook {self.plan.runbook_id} ({self.plan.mode}): {why or self.plan.reason}")
         self._hold_lease()
         return details
 
@@ -319,7 +319,7 @@ class Executor:
 
     def _replay(self, epoch: int) -> str:
         """A rebuild's sink rules: the write floor (incomplete input) and the insert-if-absent horizon."""
-        cover = coverage.assess(Checkpoint(self.archived), self.target)
+        cover = coverage.assess(self.layout, Checkpoint(self.archived), self.target)
         horizon = (sinkstate.max_time(self.target.sink_table, self.target.output_time_column)
                    if self.target.output_mode == "append" else None)
         if self.target.output_mode == "append" and horizon is None and sinkstate.table_version(
@@ -359,7 +359,7 @@ class Executor:
         to_batch = self.plan.request["to_batch"]
         counts = surgery.rewind(self.target.roots.confine(self.target.checkpoint, job=self.target.job), to_batch,
                                 self.archived)
-        return {**counts, "to_batch": to_batch, "audit": self.runtime.audit(self.target.checkpoint, to_batch)}
+        return {**counts, "to_batch": to_batch}
 
     def _fresh_checkpoint(self) -> dict[str, Any]:
         self._hold_lease()
@@ -506,9 +506,11 @@ class Executor:
     def _verify(self) -> dict[str, Any]:
         mode, before = self.plan.mode, self.journal.details(AUDIT_BEFORE).get("audit")
         start = {"adjust": before, "repartition": self.journal.details(REPARTITION).get("audit"),
-                 "rewind": self.journal.details(REWIND_CUT).get("audit"), "rebuild": None,
+                 "rewind": None, "rebuild": None,
                  "restore": (archive.manifest(self.target.archive_root, self.plan.request.get("archive_id") or "")
                              or {}).get("audit_before")}[mode]
+        if mode == "rewind":  # the state the replay starts from (still retained: the cut kept version N+1)
+            start = self.runtime.audit(self.target.checkpoint, self.plan.request["to_batch"])
         partitions = (self.plan.settings_after["shuffle_partitions"] if mode in ("repartition", "rebuild")
                       else _partitions(start))
         first = self.plan.request["to_batch"] + 1 if mode == "rewind" else None
@@ -521,7 +523,7 @@ class Executor:
     # --- rollback ----------------------------------------------------------------------------------------
 
     def _rollback_handlers(self) -> dict[str, Callable[[], dict[str, Any]]]:
-        return dict(zip(ROLLBACK_STEPS, (self._rb_stop, self._rb_checkpoint, self._rb_settings, self._rb_sink,
+        return dict(zip(ROLLBACK_STEPS, (lambda: self._stop("rollback"), self._rb_checkpoint, self._rb_settings, self._rb_sink,
                                           self._rb_restart, self._rb_verify)))
 
     def _rollback(self) -> tuple[str, dict[str, Any]]:
@@ -544,11 +546,6 @@ class Executor:
         self.journal.record(ROLLBACK, "done", {"reason": reason})
         return "rolled_back", {"reason": reason,
                                "verification": self.journal.details("rollback_verify").get("verification")}
-
-    def _rb_stop(self) -> dict[str, Any]:
-        details = self._stop_holder(f"runbook {self.plan.runbook_id}: rollback")
-        self._hold_lease()
-        return details
 
     def _rb_checkpoint(self) -> dict[str, Any]:
         self._hold_lease()

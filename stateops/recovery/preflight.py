@@ -238,7 +238,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         if target.output_mode == "append" and not target.row_key:
             raise RecoveryRefused(f"{target.job}: a rebuild replays input into an append sink without an idempotent "
                                   "key, which would duplicate rows. Fix: declare the job's idempotent_key")
-        cover = coverage.assess(checkpoint, target)
+        cover = coverage.assess(layout, checkpoint, target)
     lease = current_lease(layout, target.job)
     running = None
     if lease is not None:

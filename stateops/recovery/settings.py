@@ -9,9 +9,9 @@ see the same values):
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+from stateops.envnumbers import from_env
 from stateops.errors import ConfigError
 
 ENV = {
@@ -42,14 +42,4 @@ class RecoverySettings:
 
     @classmethod
     def from_env(cls) -> "RecoverySettings":
-        types = {f.name: f.type for f in fields(cls)}
-        values = {}
-        for name, variable in ENV.items():
-            raw = os.environ.get(variable, "").strip()
-            if not raw:
-                continue
-            try:
-                values[name] = int(raw) if types[name] == "int" else float(raw)
-            except ValueError:
-                raise ConfigError(variable, f"{raw!r} is not a number", "use a number, e.g. 120") from None
-        return cls(**values)
+        return cls(**from_env(ENV, integers=("verify_batches", "archive_min_free_bytes")))
