@@ -55,11 +55,17 @@ ROLLBACK = "rollback"
 
 
 class StepFailed(StateOpsError):
-    """A step could not complete; after the archive this triggers the rollback."""
+    """A step could not complete; after the archive this triggers the rollback. `details` are journaled."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.details = details or {}
 
 
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
+    if isinstance(err, StateOpsError) and text:
+        return text[0]
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
@@ -136,7 +142,7 @@ class Executor:
         try:
             details = self.handlers[name]() if name in self.handlers else self._rollback_handlers()[name]()
         except Exception as err:
-            self.journal.record(name, "failed", {"error": _one_line(err)})
+            self.journal.record(name, "failed", {"error": _one_line(err), **getattr(err, "details", {})})
             raise
         fault_point("runbook.before_done", job=self.target.job, step=name)
         return self.journal.record(name, "done", details).details
@@ -516,8 +522,7 @@ class Executor:
         first = self.plan.request["to_batch"] + 1 if mode == "rewind" else None
         details = self._verification(RESTART, start, partitions, first)
         if not details["verification"]["ok"]:
-            self.journal.record(VERIFY, "failed", details)
-            raise StepFailed(f"verification failed: {verify.failures(details['verification'])}")
+            raise StepFailed(f"verification failed: {verify.failures(details['verification'])}", details)
         return details
 
     # --- rollback ----------------------------------------------------------------------------------------
@@ -580,7 +585,7 @@ class Executor:
             kept.get("audit_before")), None)
         if not details["verification"]["ok"]:
             raise StepFailed(f"the query did not run healthily after the rollback either: "
-                             f"{verify.failures(details['verification'])}")
+                             f"{verify.failures(details['verification'])}", details)
         return details
 
 
