@@ -263,10 +263,13 @@ def join_purged(ev: Evidence) -> str | None:
         return None
     d, names = deletes[-1], _names(ev)
     side = _side_of(d["store_name"]) or "left"
-    added = [e["batch_id"] for e in _updates(ev) if _side_of(e["store_name"]) == side]
-    return (f"{ev.key} entered the {names[side]} join state at batch {min(added) if added else '?'} and was "
-            f"evicted unmatched at batch {d['batch_id']} (watermark {ms_text(_wm(ev, d['batch_id']))}); no "
-            f"{names[_other(side)]} row arrived in time.")
+    # When it entered: the change feed, else the batch that read it (the feed may start after that).
+    added = [e["batch_id"] for e in _updates(ev) if _side_of(e["store_name"]) == side] or [
+        a.batch for a in arrivals(ev) if a.side == side and a.late is False]
+    when = f"at batch {min(added)}" if added else f"before batch {_feed_start(ev)}"
+    return (f"{ev.key} entered the {names[side]} join state {when} and was evicted unmatched at batch "
+            f"{d['batch_id']} (watermark {ms_text(_wm(ev, d['batch_id']))}); no {names[_other(side)]} row "
+            f"arrived in time.")
 
 
 def join_purged_earlier(ev: Evidence) -> str | None:

@@ -123,6 +123,14 @@ def test_an_old_never_paid_order_is_purged_at_the_batch_the_watermark_passed_it(
     assert "change feed starts at batch 10" in text
 
 
+def test_an_eviction_in_the_feed_of_a_row_stored_before_it_says_when_it_was_read():
+    ev = evidence("join", inputs=[order(9, 95)], history=[join_change("left", 10, "delete")])
+    reason, text = judge(ev)
+    assert reason == "purged_by_watermark" and "entered the orders join state at batch 9 and" in text, text
+    reason, text = judge(evidence("join", history=[join_change("left", 10, "delete")]))
+    assert "entered the orders join state before batch 10" in text, text
+
+
 def test_a_batch_whose_watermark_is_unknown_is_undetermined():
     watermarks = {b: m for b, m in WATERMARKS.items() if b != 2}
     reason, text = judge(evidence("join", watermarks=watermarks, inputs=[order(3, 35)]))
