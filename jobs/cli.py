@@ -1,11 +1,13 @@
 """The `stateops` command: the same operations as the Dagster UI, for scripts and other orchestrators.
 
-Exit codes: 0 success, 1 the operation found errors (e.g. error findings), 2 usage or configuration errors.
+Exit codes: 0 success, 1 the operation found errors (e.g. error findings) or a query failed (one line; the
+full trace in the run's log), 2 usage or configuration errors.
 """
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import asdict, fields
 
 import click
@@ -17,13 +19,15 @@ from stateops.layout import Layout
 from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
 from jobs.explain_cli import explain_key_command
+from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.spec import JobSpec
 
 
 class StateOpsGroup(click.Group):
-    """Turns StateOpsError into a one-line message and exit code 2 (no traceback)."""
+    """Turns StateOpsError into a one-line message and exit code 2, a failed query into one line and exit
+    code 1 (no traceback either way)."""
 
     def invoke(self, ctx):
         try:
@@ -31,6 +35,9 @@ class StateOpsGroup(click.Group):
         except StateOpsError as err:
             click.echo(f"Error: {err}", err=True)
             ctx.exit(2)
+        except QueryFailed as err:
+            click.echo(f"Error: {err}", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=StateOpsGroup)
@@ -78,6 +85,7 @@ def describe(spec: JobSpec, layout: Layout) -> dict:
         "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress")},
         "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": spec.watermark_delay,
                       "min": spec.watermark_min, "max": spec.watermark_max},
+        "future_tolerance": spec.future_tolerance,
         "shuffle_partitions": spec.shuffle_partitions,
         "trigger": {"bounded": "availableNow", "continuous": f"processingTime {spec.trigger_interval}",
                     "max_files_per_trigger": spec.max_files_per_trigger},
@@ -102,7 +110,9 @@ def _summary(result: RunResult) -> str:
     return (f"{result.job}: {result.batches} batches, {result.input_rows} input rows, {result.output_rows} rows "
             f"written, {result.deadletter_rows} dead letters (total {result.deadletter_total}), "
             f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "
-            f"Delta version {result.delta_version}")
+            f"Delta version {result.delta_version}"
+            + (f", {result.progress_write_failures} progress rows NOT recorded" if result.progress_write_failures
+               else ""))
 
 
 @jobs.command("run")
@@ -115,8 +125,11 @@ def _summary(result: RunResult) -> str:
 def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool) -> None:
     from jobs.session import get_session
 
-    spec = get_job(name, obj["config"])
-    result = run_job(get_session(), spec, obj["layout"], mode=mode, max_seconds=max_seconds)
+    spec, layout, run_id = get_job(name, obj["config"]), obj["layout"], uuid.uuid4().hex
+    # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
+    console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
+    result = run_job(get_session(console_log=console_log), spec, layout, mode=mode, max_seconds=max_seconds,
+                     run_id=run_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else _summary(result))
 
 
