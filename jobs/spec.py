@@ -1,6 +1,7 @@
 """A validated model per job. Every problem names the field and the fix, at load time."""
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -111,7 +112,7 @@ def _check_types(spec: JobSpec, where: str) -> None:
             raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not text",
                               f'write it in quotes, e.g. {f.name} = "..."')
         if hint == tuple[str, ...] and not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
-            example = f"[{value!r}]" if isinstance(value, str) else '["window_start", "user_id"]'
+            example = json.dumps([value] if isinstance(value, str) else ["window_start", "user_id"])
             raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a list of column names",
                               f"write a list, e.g. {f.name} = {example}")
 
