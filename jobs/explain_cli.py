@@ -18,7 +18,7 @@ from stateops.fs import filesystem
 from stateops.layout import Layout
 
 from jobs.catalog import get_job
-from jobs.durations import parse_seconds
+from stateops.durations import parse_seconds
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
 from jobs.transforms import PAYMENT_WITHIN

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, get_type_hints
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
-from jobs.durations import parse_seconds
+from stateops.durations import parse_seconds
 
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from jobs.durations import spark_interval
+from stateops.durations import spark_interval
 from jobs.spec import JobSpec
 
 ACTIVITY_WINDOW = "5 minutes"

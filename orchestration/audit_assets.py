@@ -12,7 +12,7 @@ run with one line ("job X has no checkpoint yet ..."); the schedules skip such t
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
 import os
 
-from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, Failure, MaterializeResult,
+from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
                      MetadataValue, asset)
 
 from jobs.audit_cli import resolve_target
@@ -24,7 +24,7 @@ from stateops.audit.render import (findings_markdown, history_chart, image_markd
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
+from orchestration.assets import SPECS, one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
@@ -43,10 +43,6 @@ def audit_target(spec: JobSpec, layout: Layout) -> tuple[str, Thresholds]:
     config_path = os.environ.get("STATEOPS_CONFIG")
     checkpoint, job = resolve_target(spec.name, layout, config_path)
     return checkpoint, Thresholds.from_config(load_config(config_path), job)
-
-
-def one_line_failure(err: StateOpsError) -> Failure:
-    return Failure(description=str(err).splitlines()[0], allow_retries=False)
 
 
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[str, object]:
