@@ -37,7 +37,8 @@ def _millis(text: str) -> int:
 
 
 def parse_line(source: str, line: str, arrival_ms: int, tolerance_ms: float = FUTURE_TOLERANCE_MS) -> dict | None:
-    """A typed row, or None when Spark must send the line to the dead-letter table."""
+    """A typed row, or None when Spark must send the line to the dead-letter table: it does not parse, or
+    its time lies more than `tolerance_ms` ahead of `arrival_ms` (its file's modification time)."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -57,20 +58,30 @@ def parse_line(source: str, line: str, arrival_ms: int, tolerance_ms: float = FU
     return row if row["t"] <= arrival_ms + tolerance_ms else None
 
 
+def file_lines(path: str) -> tuple[int, list[str]]:
+    """(modification time in whole ms, as Spark reads it; raw lines) of one landing file."""
+    with open(path) as handle:
+        return os.stat(path).st_mtime_ns // 1_000_000, [line for line in handle.read().splitlines() if line.strip()]
+
+
+def file_rows(path: str, source: str) -> list[dict]:
+    """The typed rows of one landing file (dead letters left out)."""
+    arrival, lines = file_lines(path)
+    return [r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
+
+
+def _landing_files(landing_dir: str) -> list[str]:
+    """The files in the order Spark's file source takes them (modification time): one per micro-batch."""
+    paths = [os.path.join(landing_dir, n) for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
+    return sorted(paths, key=lambda p: (os.stat(p).st_mtime_ns // 1_000_000, p))
+
+
 def landing_batches(landing_dir: str) -> list[tuple[int, list[str]]]:
-    """(modification time in ms, raw lines) per file, in the order Spark's file source takes them."""
-    names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
-    mtimes = {n: os.stat(os.path.join(landing_dir, n)).st_mtime_ns // 1_000_000 for n in names}
-    batches = []
-    for name in sorted(names, key=lambda n: (mtimes[n], n)):
-        with open(os.path.join(landing_dir, name)) as handle:
-            batches.append((mtimes[name], [line for line in handle.read().splitlines() if line.strip()]))
-    return batches
+    return [file_lines(path) for path in _landing_files(landing_dir)]
 
 
 def typed_batches(landing_dir: str, source: str) -> list[list[dict]]:
-    return [[r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
-            for arrival, lines in landing_batches(landing_dir)]
+    return [file_rows(path, source) for path in _landing_files(landing_dir)]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
