@@ -12,6 +12,7 @@ import click
 
 from stateops import progress
 from stateops.checkpoint import Checkpoint
+from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
 from stateops.explain import (REASONS, ExplainError, ExplainTarget, InputSource, JoinSpec, KeyExplanation,
                               explain_key, resolve_batch)
@@ -19,17 +20,16 @@ from stateops.fs import filesystem
 from stateops.layout import Layout
 
 from jobs.catalog import get_job
-from jobs.durations import parse_seconds
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
-from jobs.transforms import PAYMENT_WITHIN, SESSION_GAP
+from jobs.transforms import JOIN_BOUNDS, SESSION_GAP
 
 # How each transformation's state relates to its inputs: the join's sides and time condition, the kind of
 # state, how long after its event time an input row stays on time (a session stays open a gap after its
 # last event), and the column that carries the key in each input and in the output table.
 JOINS = {
     "order_payments": JoinSpec(left="orders", right="payments", left_time="order_time", right_time="payment_time",
-                               lower_seconds=0, upper_seconds=parse_seconds(PAYMENT_WITHIN) or 0),
+                               bound=JOIN_BOUNDS["order_payments"]),
 }
 STATE_KINDS = {
     "order_payments": ("join", 0),
@@ -53,7 +53,8 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
         app_id = query_app_id(spec.name, checkpoint)
     except (OSError, ValueError, KeyError):
         app_id = None
-    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column, keys.get(inp.name))
+    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column, keys.get(inp.name),
+                               spec.future_tolerance_seconds)
                    for inp in spec.inputs) if spec.source == "json" else ()
     kind, margin = STATE_KINDS.get(spec.transformation, ("custom", 0))
     return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),

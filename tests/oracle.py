@@ -1,7 +1,9 @@
 """The correctness oracle: a batch recomputation, in plain Python, of what each job must produce.
 
 It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
-read them), parses lines independently of Spark, and replays the watermark rules batch by batch.
+read them), parses lines independently of Spark, and replays the watermark rules batch by batch. A line is
+a dead letter when it does not parse, or when its time lies more than the job's future tolerance (default
+one day) ahead of its file's modification time (whole milliseconds, as Spark reads it).
 The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
 windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
 batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
@@ -18,6 +20,7 @@ WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
 PAYMENT_WITHIN_MS = 5 * 60_000
 ACTION_TIMEOUT_MS = 30 * 60_000
+FUTURE_TOLERANCE_MS = 24 * 3_600_000
 
 SCHEMAS = {
     "events": {"event_id": str, "user_id": str, "event_time": "ts", "action": str, "value": float},
@@ -33,8 +36,9 @@ def _millis(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def parse_line(source: str, line: str) -> dict | None:
-    """A typed row, or None when Spark must send the line to the dead-letter table."""
+def parse_line(source: str, line: str, arrival_ms: int, tolerance_ms: float = FUTURE_TOLERANCE_MS) -> dict | None:
+    """A typed row, or None when Spark must send the line to the dead-letter table: it does not parse, or
+    its time lies more than `tolerance_ms` ahead of `arrival_ms` (its file's modification time)."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -51,27 +55,45 @@ def parse_line(source: str, line: str) -> dict | None:
         except (TypeError, ValueError):
             return None
     row["t"] = row[TIME_COLUMN[source]]
-    return row
+    return row if row["t"] <= arrival_ms + tolerance_ms else None
 
 
-def landing_batches(landing_dir: str) -> list[list[str]]:
-    """Raw lines per file, files in the order Spark's file source takes them (modification time)."""
-    names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
-    names.sort(key=lambda n: (os.path.getmtime(os.path.join(landing_dir, n)), n))
-    batches = []
-    for name in names:
-        with open(os.path.join(landing_dir, name)) as handle:
-            batches.append([line for line in handle.read().splitlines() if line.strip()])
-    return batches
+def file_lines(path: str) -> tuple[int, list[str]]:
+    """(modification time in whole ms, as Spark reads it; raw lines) of one landing file."""
+    with open(path) as handle:
+        return os.stat(path).st_mtime_ns // 1_000_000, [line for line in handle.read().splitlines() if line.strip()]
+
+
+def file_rows(path: str, source: str) -> list[dict]:
+    """The typed rows of one landing file (dead letters left out)."""
+    arrival, lines = file_lines(path)
+    return [r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
+
+
+def _landing_files(landing_dir: str) -> list[str]:
+    """The files in the order Spark's file source takes them (modification time): one per micro-batch."""
+    paths = [os.path.join(landing_dir, n) for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
+    return sorted(paths, key=lambda p: (os.stat(p).st_mtime_ns // 1_000_000, p))
+
+
+def landing_batches(landing_dir: str) -> list[tuple[int, list[str]]]:
+    return [file_lines(path) for path in _landing_files(landing_dir)]
 
 
 def typed_batches(landing_dir: str, source: str) -> list[list[dict]]:
-    return [[r for r in (parse_line(source, line) for line in batch) if r is not None]
-            for batch in landing_batches(landing_dir)]
+    return [file_rows(path, source) for path in _landing_files(landing_dir)]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
-    return sum(parse_line(source, line) is None for batch in landing_batches(landing_dir) for line in batch)
+    """Lines the dead-letter table must hold: unparsable or too far in the future."""
+    return sum(parse_line(source, line, arrival) is None
+               for arrival, lines in landing_batches(landing_dir) for line in lines)
+
+
+def future_lines(landing_dir: str, source: str) -> list[str]:
+    """Lines that parse but lie more than the tolerance ahead of their file (poison timestamps)."""
+    return [line for arrival, lines in landing_batches(landing_dir) for line in lines
+            if parse_line(source, line, arrival) is None and parse_line(source, line, arrival, float("inf"))]
 
 
 def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:

@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable
+from urllib.parse import unquote
 
 from stateops.checkpoint import Checkpoint
 from stateops.explain.batches import BatchLog
@@ -168,7 +170,8 @@ def read_changes(spark, checkpoint: str, found_in: list[Store], key: str, start:
 
 
 def _norm_path(path: str) -> str:
-    return path.split("://", 1)[-1].rstrip("/")
+    """A path or URI as comparable text: file:///a/b, file:/a/b and /a/b alike."""
+    return unquote(re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path)).strip("/")
 
 
 def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: InputSource, batch_id: int
@@ -188,13 +191,23 @@ def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: Inp
     return files
 
 
+def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bool:
+    """What the job's dead-letter query takes (jobs/sources.py): a field missing or unparsable, or a time
+    more than the future tolerance ahead of the file's arrival."""
+    if any(v is None for v in values.values()):
+        return True
+    moment = values.get(inp.time_column)
+    return bool(inp.future_tolerance_seconds and arrival is not None and isinstance(moment, datetime)
+                and moment > arrival + timedelta(seconds=inp.future_tolerance_seconds))
+
+
 def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[InputSource], key: str,
-                batch_id: int) -> list[dict]:
-    """Rows of the key that the stateful query saw (every schema field parsed; the rest went to the
-    dead-letter table) in its file inputs, up to micro-batch `batch_id`."""
+                batch_id: int) -> tuple[list[dict], int]:
+    """Rows of the key that the stateful query saw in its file inputs, up to micro-batch `batch_id`, and
+    the number of the key's lines that went to the dead-letter table instead."""
     from pyspark.sql import functions as F
 
-    found, logs = [], checkpoint.source_files()
+    found, dead, logs = [], 0, checkpoint.source_files()
     for inp in inputs:
         if not inp.key_column:
             continue
@@ -204,7 +217,8 @@ def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[I
         by_path = {_norm_path(p): where for p, where in files.items()}
         try:
             rows = (spark.read.text(sorted(files)).select(
-                F.input_file_name().alias("file"),
+                F.col("_metadata.file_path").alias("file"),
+                F.col("_metadata.file_modification_time").alias("arrival"),
                 F.from_json("value", inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
                 .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
                 .collect())
@@ -215,13 +229,14 @@ def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[I
             if where is None or row["row"] is None:
                 continue
             values = row["row"].asDict()
-            if any(v is None for v in values.values()):
-                continue  # failed parsing: a dead letter, never seen by the stateful query
+            if _dead_letter(values, inp, row["arrival"]):
+                dead += 1
+                continue
             _, source_batch, micro = where
             found.append({"input": inp.name, "batch_id": micro, "source_batch_id": source_batch,
                           "event_time": plain(values.get(inp.time_column)), "row": plain(values)})
     found.sort(key=lambda r: (r["batch_id"] is None, r["batch_id"] or 0, r["source_batch_id"], r["input"]))
-    return found
+    return found, dead
 
 
 def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> list[dict] | None:

@@ -43,11 +43,11 @@ def gather(spark, target: ExplainTarget, checkpoint: Checkpoint, key: str, batch
     output = evidence.output_rows(target, key, batch, checkpoint.latest_committed_batch())
     log = batches.load(checkpoint, target.progress_table)
     inputs_read = not output and any(inp.key_column for inp in target.inputs)
-    inputs = evidence.read_inputs(spark, checkpoint, log, target.inputs, key, batch) if inputs_read else []
+    inputs, dead = evidence.read_inputs(spark, checkpoint, log, target.inputs, key, batch) if inputs_read else ([], 0)
     return Evidence(kind=target.kind, key=key, batch_id=batch, watermarks=log.watermarks, in_state=in_state,
                     history=history, inputs=inputs, output=output, feed=feed, join=target.join,
                     output_table=target.output_table, late_margin_seconds=target.late_margin_seconds,
-                    run_starts=log.run_starts, inputs_read=inputs_read)
+                    run_starts=log.run_starts, inputs_read=inputs_read, dead_letters=dead)
 
 
 def explain_key(spark, target: ExplainTarget, key: str, batch_id: int | None = None) -> KeyExplanation:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from stateops.errors import StateOpsError
+from stateops.joins import JoinBound
 
 # Stable reason names (README and the --json contract name them); one line each.
 REASONS: dict[str, str] = {
@@ -36,14 +37,13 @@ class ExplainError(StateOpsError):
 
 @dataclass(frozen=True)
 class JoinSpec:
-    """A stream-stream inner join with a time condition: lower <= right_time - left_time <= upper."""
+    """A stream-stream inner join: its two inputs, their event-time columns, and its time bound."""
 
     left: str
     right: str
     left_time: str
     right_time: str
-    lower_seconds: int
-    upper_seconds: int
+    bound: JoinBound
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class InputSource:
     schema: str
     time_column: str
     key_column: str | None = None
+    future_tolerance_seconds: int | None = None  # a time further ahead of its file's arrival is a dead letter
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Evidence:
     late_margin_seconds: int = 0
     run_starts: frozenset[int] = frozenset()  # batches that were the first of a (re)started run
     inputs_read: bool = False  # whether the input was searched for the key (inputs holds what was found)
+    dead_letters: int = 0  # lines of the key the stateful query never saw (unparsable, or too far ahead)
 
 
 @dataclass

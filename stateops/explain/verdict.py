@@ -7,9 +7,10 @@ on plain data.
 Spark's rules that the verdict replays (Spark 4, one global watermark, README "Late rows and restarts"):
 - an input row is dropped as late when event time (+ margin, e.g. a session's gap) <= the watermark of the
   batch *before* the one that read it (the plain watermark, for both sides of a join);
-- a join keeps a row only while a future row of the other side can still match it: an order until the
-  watermark passes order_time + bound, a payment until it passes payment_time - lower bound; a row that is
-  not late but already behind that at its own batch is joined against the state and not kept;
+- a join keeps a row only while a future row of the other side can still match it (stateops.joins): an
+  order until the watermark passes order_time + upper bound, a payment until it passes payment_time - lower
+  bound; a row that is not late but already behind that at its own batch is joined against the state and
+  not kept;
 - the first batch of a restarted run may admit late rows an uninterrupted run would drop.
 """
 from __future__ import annotations
@@ -144,8 +145,7 @@ def _stored(ev: Evidence) -> dict[str, set[datetime]]:
 
 def _keep_until(ev: Evidence, side: str, moment: datetime) -> datetime:
     """While the watermark is below this, a future row of the other side can still match."""
-    join = ev.join
-    return plus(moment, join.upper_seconds) if side == "left" else plus(moment, -join.lower_seconds)
+    return plus(moment, ev.join.bound.wait_seconds(side))
 
 
 def _not_kept(ev: Evidence, a: Arrival) -> bool:
@@ -191,13 +191,13 @@ def join_outside_bound(ev: Evidence) -> str | None:
     seen, join, times = _seen(ev), ev.join, _times(ev)
     if not (seen["left"] and seen["right"]):
         return None
+    low, high = join.bound.lower_seconds, join.bound.upper_seconds
     pairs = [(lt, rt) for lt in seen["left"] for rt in seen["right"]]
-    outside = [(lt, rt) for lt, rt in pairs
-               if not join.lower_seconds <= (rt - lt).total_seconds() <= join.upper_seconds]
+    outside = [(lt, rt) for lt, rt in pairs if not low <= (rt - lt).total_seconds() <= high]
     if len(outside) != len(pairs):
         return None
     lt, rt = outside[0]
-    bound = f"[{duration(join.lower_seconds)}, {duration(join.upper_seconds)}]"
+    bound = f"[{duration(low)}, {duration(high)}]"
     return (f"both sides arrived for {ev.key}: {join.left} {times['left']}={iso(lt)} and {join.right} "
             f"{times['right']}={iso(rt)}, {duration((rt - lt).total_seconds())} apart; the join needs "
             f"{times['right']} - {times['left']} within {bound}, so they never match and both are purged "
@@ -313,6 +313,9 @@ def never_arrived(ev: Evidence) -> str:
     if ev.output is not None:
         places.append("not in the output")
     note = f" (change feed unavailable: {ev.feed['error']})" if ev.feed.get("error") else ""
+    if ev.dead_letters:
+        note += (f"; {ev.dead_letters} line(s) of it in the input went to the dead-letter table (unparsable, or "
+                 f"a time too far ahead of its arrival), which the stateful query never sees")
     where = places[0] if len(places) == 1 else f"{', '.join(places[:-1])} and {places[-1]}"
     return f"{ev.key} is not in state at batch {ev.batch_id}, {where}{note}."
 

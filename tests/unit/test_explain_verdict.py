@@ -14,11 +14,12 @@ import pytest
 from stateops.explain import REASONS, Evidence, JoinSpec
 from stateops.explain.times import iso, to_ms
 from stateops.explain.verdict import RULES, judge
+from stateops.joins import JoinBound
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-JOIN = JoinSpec("orders", "payments", "order_time", "payment_time", lower_seconds=0, upper_seconds=300)
+JOIN = JoinSpec("orders", "payments", "order_time", "payment_time", JoinBound(lower_seconds=0, upper_seconds=300))
 WATERMARKS = {b: (to_ms(T0 + timedelta(minutes=10 * b - 2)) if b else 0) for b in range(20)}
 FEED = {"start_batch_id": 10, "end_batch_id": 19}
 
@@ -144,6 +145,11 @@ def test_a_late_row_in_the_first_batch_of_a_restart_says_it_may_have_been_admitt
     covered = evidence("join", inputs=[order(14, 144), payment(16, 146)], run_starts=frozenset({16}))
     reason, text = judge(covered)
     assert reason == "arrived_too_late" and "restarted" not in text, text  # the feed covers batch 16
+
+
+def test_never_arrived_counts_the_dead_letters_of_the_key():
+    reason, text = judge(evidence("custom", dead_letters=2))
+    assert reason == "never_arrived" and "2 line(s) of it in the input went to the dead-letter table" in text
 
 
 def test_a_row_found_in_state_is_never_judged_late():
