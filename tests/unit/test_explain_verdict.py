@@ -78,11 +78,13 @@ JOIN_CASES = {
     # A late payment: the order waited in state and was purged; the payment was read after the watermark.
     "arrived_too_late": (evidence("join", inputs=[order(10, 105), payment(13, 107)],
                                   history=[join_change("left", 10, "update", 105), join_change("left", 12, "delete")]),
-                         ["payments row", "batch 13", ts(118), "dropped it as late", "purged by the watermark at batch 12"]),
+                         ["payments row", "batch 13", ts(118), "dropped it as late",
+                          "purged by the watermark at batch 12"]),
     "waiting_for_match": (evidence("join", in_state=[join_state("left", 185)]),
                           ["orders join state", ts(190)]),
     "purged_by_watermark": (evidence("join", inputs=[order(15, 155)],
-                                     history=[join_change("left", 15, "update", 155), join_change("left", 16, "delete")]),
+                                     history=[join_change("left", 15, "update", 155),
+                                              join_change("left", 16, "delete")]),
                             ["entered the orders join state at batch 15", "evicted unmatched at batch 16"]),
     # Read before the retained offsets/, with no progress row: which batch read it is unknown.
     "undetermined": (evidence("join", inputs=[{**order(None, 35), "source_batch_id": 3}]),
