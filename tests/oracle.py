@@ -1,8 +1,10 @@
 """The correctness oracle: a batch recomputation, in plain Python, of what each job must produce.
 
 It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
-read them; or grouped as a crashed and restarted run really grouped them, from the checkpoint's offset
-and source logs), parses lines independently of Spark, and replays the watermark rules batch by batch.
+read them; or grouped as a run really grouped them, from the checkpoint's offset and source logs), parses
+lines independently of Spark, and replays the watermark rules batch by batch. A line is
+a dead letter when it does not parse, or when its time lies more than the job's future tolerance (default
+one day) ahead of its file's modification time (whole milliseconds, as Spark reads it).
 The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
 windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
 batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
@@ -19,6 +21,7 @@ WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
 PAYMENT_WITHIN_MS = 5 * 60_000
 ACTION_TIMEOUT_MS = 30 * 60_000
+FUTURE_TOLERANCE_MS = 24 * 3_600_000
 
 SCHEMAS = {
     "events": {"event_id": str, "user_id": str, "event_time": "ts", "action": str, "value": float},
@@ -34,8 +37,9 @@ def _millis(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def parse_line(source: str, line: str) -> dict | None:
-    """A typed row, or None when Spark must send the line to the dead-letter table."""
+def parse_line(source: str, line: str, arrival_ms: int, tolerance_ms: float = FUTURE_TOLERANCE_MS) -> dict | None:
+    """A typed row, or None when Spark must send the line to the dead-letter table: it does not parse, or
+    its time lies more than `tolerance_ms` ahead of `arrival_ms` (its file's modification time)."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -52,19 +56,29 @@ def parse_line(source: str, line: str) -> dict | None:
         except (TypeError, ValueError):
             return None
     row["t"] = row[TIME_COLUMN[source]]
-    return row
+    return row if row["t"] <= arrival_ms + tolerance_ms else None
 
 
-def _lines(landing_dir: str, name: str) -> list[str]:
-    with open(os.path.join(landing_dir, name)) as handle:
-        return [line for line in handle.read().splitlines() if line.strip()]
+def file_lines(path: str) -> tuple[int, list[str]]:
+    """(modification time in whole ms, as Spark reads it; raw lines) of one landing file."""
+    with open(path) as handle:
+        return os.stat(path).st_mtime_ns // 1_000_000, [line for line in handle.read().splitlines() if line.strip()]
 
 
-def landing_batches(landing_dir: str) -> list[list[str]]:
-    """Raw lines per file, files in the order Spark's file source takes them (modification time)."""
-    names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
-    names.sort(key=lambda n: (os.path.getmtime(os.path.join(landing_dir, n)), n))
-    return [_lines(landing_dir, name) for name in names]
+def file_rows(path: str, source: str) -> list[dict]:
+    """The typed rows of one landing file (dead letters left out)."""
+    arrival, lines = file_lines(path)
+    return [r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
+
+
+def _landing_files(landing_dir: str) -> list[str]:
+    """The files in the order Spark's file source takes them (modification time): one per micro-batch."""
+    paths = [os.path.join(landing_dir, n) for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
+    return sorted(paths, key=lambda p: (os.stat(p).st_mtime_ns // 1_000_000, p))
+
+
+def landing_batches(landing_dir: str) -> list[tuple[int, list[str]]]:
+    return [file_lines(path) for path in _landing_files(landing_dir)]
 
 
 def _json_lines(path: str) -> list:
@@ -72,13 +86,13 @@ def _json_lines(path: str) -> list:
         return [json.loads(line) if line.startswith("{") else None for line in handle.read().splitlines()[1:]]
 
 
-def batches_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
-    """Raw lines per micro-batch as Spark composed them, read back from the checkpoint's logs.
+def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
+    """The landing files of each micro-batch as Spark composed them, read back from the checkpoint's logs.
 
     offsets/<N> names, for each file source, the last entry of that source's own log (sources/<i>/) that
-    batch N covers; the entries name the files. Usually one file per batch, but a crash after the source
-    logged its next file and before offsets/<N> was written makes the first batch of the restart cover
-    two files (the logged one and one more).
+    batch N covers; the entries name the files. Usually one file per batch; a batch without new files (a
+    no-data batch, or a runbook's repartition batch) has none; a crash after the source logged its next file
+    and before offsets/<N> was written makes the first batch of the restart cover two files.
     """
     names = {n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))}
     log_batches: dict[int, dict[str, int]] = {}  # source index -> file name -> source log batch
@@ -94,20 +108,30 @@ def batches_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
     for batch_id in sorted(int(n) for n in os.listdir(offsets_dir) if n.isdigit()):
         offset = _json_lines(os.path.join(offsets_dir, str(batch_id)))[1:][index]
         upto = offset["logOffset"] if offset else -1
-        batch_files = sorted((b, n) for n, b in files.items() if covered < b <= upto)
-        batches.append([line for _, name in batch_files for line in _lines(landing_dir, name)])
+        batches.append([os.path.join(landing_dir, n) for _, n in sorted((b, n) for n, b in files.items()
+                                                                         if covered < b <= upto)])
         covered = upto
     return batches
 
 
 def typed_batches(landing_dir: str, source: str, checkpoint: str | None = None) -> list[list[dict]]:
     """Parsed rows per batch: one file per batch, or as a run composed them (`checkpoint` given)."""
-    raw = batches_as_run(checkpoint, landing_dir) if checkpoint else landing_batches(landing_dir)
-    return [[r for r in (parse_line(source, line) for line in batch) if r is not None] for batch in raw]
+    if checkpoint is None:
+        return [file_rows(path, source) for path in _landing_files(landing_dir)]
+    return [[row for path in paths for row in file_rows(path, source)]
+            for paths in files_as_run(checkpoint, landing_dir)]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
-    return sum(parse_line(source, line) is None for batch in landing_batches(landing_dir) for line in batch)
+    """Lines the dead-letter table must hold: unparsable or too far in the future."""
+    return sum(parse_line(source, line, arrival) is None
+               for arrival, lines in landing_batches(landing_dir) for line in lines)
+
+
+def future_lines(landing_dir: str, source: str) -> list[str]:
+    """Lines that parse but lie more than the tolerance ahead of their file (poison timestamps)."""
+    return [line for arrival, lines in landing_batches(landing_dir) for line in lines
+            if parse_line(source, line, arrival) is None and parse_line(source, line, arrival, float("inf"))]
 
 
 Delay = int | Sequence[int]  # one delay, or the delay in force in each batch (a runbook changed it)
@@ -141,10 +165,17 @@ def _watermarks(batches: list[list[dict]], delay_ms: Delay) -> list[int]:
 
 
 def _late_marks(marks: list[int], restarts: Collection[int] = ()) -> list[int]:
-    """Watermark for dropping late rows in each batch: the previous batch's watermark (also when Spark
-    re-runs a batch after a crash: it reads that watermark back from offsets/N-1). `restarts`: batches that
-    drop no late row at all (an upper bound for callers that cannot tell how a restart composed batches)."""
+    """Watermark for dropping late rows in each batch: the previous batch's watermark.
+
+    `restarts`: batch ids that drop no late rows at all (all of them: the bound "every late row admitted";
+    a restarted Spark 4.2 query may admit late rows an uninterrupted run drops).
+    """
     return [0 if i in restarts else m for i, m in enumerate([0, *marks[:-1]])]
+
+
+def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
+    """The watermark each batch's rows are checked against for lateness (that of the batch before)."""
+    return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
 
 
 def user_activity(batches: list[list[dict]], delay_ms: Delay, restarts: Collection[int] = ()) -> set[tuple]:
@@ -152,8 +183,8 @@ def user_activity(batches: list[list[dict]], delay_ms: Delay, restarts: Collecti
     marks, delays = _watermarks(batches, delay_ms), _delays(batches, delay_ms)
     seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
     windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
-    for batch, late, delay in zip(batches, _late_marks(marks, restarts), delays):  # previous watermark: drops, evicts
-        seen = {k: v for k, v in seen.items() if v > late}
+    for batch, late, mark, delay in zip(batches, _late_marks(marks, restarts), [0, *marks[:-1]], delays):
+        seen = {k: v for k, v in seen.items() if v > mark}
         for row in batch:
             if row["t"] <= late or row["event_id"] in seen:
                 continue
@@ -187,18 +218,23 @@ def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     return {s for s in sessions if s[1] <= marks[-1]}
 
 
+def join_watermarks(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> list[int]:
+    """The join's global watermark (the minimum of the two inputs') in force during each batch, plus the
+    final one; a row of batch i is late when its time <= entry i - 1 (0 for the first batch)."""
+    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
+    return [min(a, b) for a, b in zip(order_marks, payment_marks)]
+
+
 def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(order_id, payment_id, order_time, payment_time) for pairs within the bound, replayed batch by batch.
 
     Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum. Late
-    rows are dropped against the previous batch's watermark; at the end of each batch, orders that no
-    future payment can match (order_time + bound behind the batch's own watermark) and payments that no
-    future order can match (payment_time behind it) leave the state. (Evicting with the next batch's
-    watermark instead differs only when a payment lands between the two: the restart batch that read two
-    files did that, and Spark matched it.)
+    rows are dropped against the previous batch's watermark; new rows are joined with the state, and only
+    then, at the end of the batch and with the batch's own watermark, orders that no future payment can
+    match (order_time + bound behind the watermark) and payments that no future order can match
+    (payment_time behind the watermark) leave the state.
     """
-    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
-    marks = [min(a, b) for a, b in zip(order_marks, payment_marks)]
+    marks = join_watermarks(orders, payments, delay_ms)
     held_orders: list[dict] = []
     held_payments: list[dict] = []
     pairs = set()
