@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
 from jobs.catalog import get_job
 from jobs.cli import main
+from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover
 from jobs.runner import run_job
@@ -51,24 +53,26 @@ def _files(home: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
     return found
 
 
-def _refused(layout, args: list[str], config: str | None = None) -> str:
-    base = ["--home", layout.home] + (["--config", config] if config else [])
-    result = CliRunner().invoke(main, base + ["recover", "run", *args])
+def _refused(layout, args: list[str], started: bool = False) -> str:
+    """The one line of a refusal (exit 2). Refused in preflight, nothing else is printed; refused once started
+    (the stop), stdout shows the journaled steps."""
+    result = CliRunner().invoke(main, ["--home", layout.home, "recover", "run", *args])
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("Error: ") and result.stdout == ""
+    assert line.startswith("Error: ")
+    assert "refused" in result.stdout if started else result.stdout == ""
     return line
 
 
 def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, monkeypatch):
-    generate(layout, INPUT)
+    generate(layout, replace(INPUT, orders=60))
     run_job(spark, get_job(JOB), layout)
-    table = tmp_path / "stateops" / "tables" / "user_actions"
+    table = tmp_path / "stateops" / "tables" / "order_payments"
     table.mkdir(parents=True)
     (table / "_delta_log").write_text("not a Delta log")  # the sink's first write fails: batch 0 never commits
-    with pytest.raises(Exception):
-        run_job(spark, get_job("user_actions"), layout)
-    assert Checkpoint.open(layout.checkpoint("user_actions")).committed_batches() == []
+    with pytest.raises(QueryFailed):
+        run_job(spark, get_job("order_payments"), layout)
+    assert Checkpoint.open(layout.checkpoint("order_payments")).committed_batches() == []
     adjust = [JOB, "--mode", "adjust", "--watermark", "20 minutes"]
     before = _files(layout.home)
 
@@ -83,14 +87,16 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
     assert "--to-batch: is required for mode rewind" in _refused(layout, [JOB, "--mode", "rewind", "--confirm", JOB])
     assert "user_sessions: nothing to recover" in _refused(
         layout, ["user_sessions", "--mode", "adjust", "--watermark", "20 minutes", "--confirm", "user_sessions"])
-    assert "user_actions: nothing to recover" in _refused(
-        layout, ["user_actions", "--mode", "adjust", "--watermark", "20 minutes", "--confirm", "user_actions"])
+    assert "order_payments: nothing to recover: " in _refused(
+        layout, ["order_payments", "--mode", "adjust", "--watermark", "5 minutes", "--confirm", "order_payments"])
     assert "cannot rewind to batch 9: batch 9 is not before the latest committed batch" in _refused(
         layout, [JOB, "--mode", "rewind", "--to-batch", "9", "--confirm", JOB])
     outside = tmp_path / "elsewhere"
     config = tmp_path / "outside.toml"
     config.write_text(f'[jobs.{JOB}]\narchive_dir = "{outside}"\n')
-    assert "outside the roots" in _refused(layout, [*adjust, "--confirm", JOB], str(config))
+    monkeypatch.setenv("STATEOPS_CONFIG", str(config))
+    assert "outside the roots" in _refused(layout, [*adjust, "--confirm", JOB])
+    monkeypatch.delenv("STATEOPS_CONFIG")
     monkeypatch.setenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES", str(10 ** 18))
     assert "not enough room for the archive" in _refused(layout, [*adjust, "--confirm", JOB])
     monkeypatch.delenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES")
@@ -108,7 +114,7 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
     with acquire(layout, JOB, run_id="stuck-run", mode="continuous") as stuck:
         held = _files(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control/.lock"))
         assert "did not stop within 2 s and could not be terminated; nothing was changed" in _refused(
-            layout, [*adjust, "--confirm", JOB])
+            layout, [*adjust, "--confirm", JOB], started=True)
         assert current_lease(layout, JOB).lease_id == stuck.lease.lease_id
     assert _files(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control")) == {
         k: v for k, v in held.items() if not k.startswith(f"ops/{JOB}/control")}
@@ -167,6 +173,19 @@ def test_a_restart_that_fails_rolls_back_and_the_query_runs_on_the_archived_stat
     assert set(table_rows(layout.table(JOB), COLUMNS)) == oracle.user_activity(batches, 10 * MINUTE)
     steps = [(e["step"], e["phase"]) for e in report.steps]
     assert ("restart", "failed") in steps and ("rollback_verify", "done") in steps
+
+    listed = CliRunner().invoke(main, ["--home", layout.home, "archives", "list", JOB, "--json"])
+    (item,) = json.loads(listed.output)
+    assert (item["archive_id"], item["outcome"], item["latest_committed_batch"]) == (
+        report.runbook_id, "rolled_back", archived_batch)
+    shown = CliRunner().invoke(main, ["--home", layout.home, "archives", "show", report.runbook_id, "--verify"])
+    assert shown.exit_code == 0 and "verify: ok, every file matches the manifest" in shown.output
+    assert "outcome                  rolled_back: " in shown.output and "rollback_restart" in shown.output
+    offsets = os.path.join(directory, archive.CHECKPOINT, "offsets", str(archived_batch))
+    with open(offsets, "a") as handle:
+        handle.write("\n")
+    shown = CliRunner().invoke(main, ["--home", layout.home, "archives", "show", report.runbook_id, "--verify"])
+    assert shown.exit_code == 1 and f"verify: 1 problems: offsets/{archived_batch}: " in shown.output
 
 
 def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark, layout):
