@@ -33,11 +33,12 @@ def _request_options(command):
                      help="adjust: new watermark delay; repartition: state partitions, offline; rebuild: fresh "
                           "checkpoint replaying the retained input; rewind: back to --to-batch; restore: --archive."),
         click.option("--watermark", "watermark_delay", default=None,
-                     help='New watermark delay, e.g. "20 minutes" (adjust; rebuild optionally), within the job\'s bounds.'),
+                     help='New watermark delay, e.g. "20 minutes" (adjust; rebuild optionally), within the bounds.'),
         click.option("--partitions", "shuffle_partitions", type=int, default=None,
-                     help="State partitions (repartition; rebuild optionally: the new checkpoint's shuffle partitions)."),
+                     help="State partitions (repartition; rebuild optionally: the new checkpoint's partitions)."),
         click.option("--to-batch", type=int, default=None, help="rewind: the last batch kept; batch N+1 runs again."),
-        click.option("--archive", "archive_id", default=None, help="restore: the archive id (stateops archives list JOB)."),
+        click.option("--archive", "archive_id", default=None,
+                     help="restore: the archive id (stateops archives list JOB)."),
         click.option("--reason", default="", help="Why (journaled, in the maintenance lock and the archive)."),
         click.option("--actor", default=None, help="Who (default: user@host)."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
@@ -108,8 +109,9 @@ def run_command(ctx: click.Context, as_json: bool, confirm: str | None, dry_run:
 def _state_rows(before: dict | None, after: dict | None) -> list[str]:
     """`state op/store: rows (partitions) before -> after` from the deep audits around the runbook."""
     def per_store(audit: dict | None) -> dict[str, str]:
-        return {f"{op['operator_id']}/{op['store_name']}": f"{op['rows_total']} rows ({op['num_partitions']} partitions)"
-                for op in (audit or {}).get("operators", [])}
+        operators = (audit or {}).get("operators", [])
+        return {f"{op['operator_id']}/{op['store_name']}": f"{op['rows_total']} rows ({op['num_partitions']} "
+                "partitions)" for op in operators}
 
     old, new = per_store(before), per_store(after)
     return [f"  state {store:12} {old.get(store, '-')} -> {new.get(store, '-')}" for store in sorted({*old, *new})]

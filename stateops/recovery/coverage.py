@@ -10,8 +10,8 @@ When files the old checkpoint read are gone, rows of a window or session that st
 could arrive would come out as partial aggregates: those must not overwrite correct rows. Every row of
 a missing file has an event time at or below max(event time seen) <= watermark + delay after the batch
 that read it; so rows whose span starts before that bound (the write floor, with the largest delay the
-job ran with: its setting now and every watermark override in its history) are not written. With several inputs the global watermark is their minimum and bounds
-none of them: such a rebuild is refused.
+job ran with: its setting now and every watermark override in its history) are not written. With several
+inputs the global watermark is their minimum and bounds none of them: such a rebuild is refused.
 """
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ class Executor:
         self.target.roots.confine(self.directory, job=self.target.job)
         path = posixpath.join(self.directory, archive.MANIFEST)
         found = archive.read_json(path)
-        source = self.target.checkpoint
+        source = self.target.roots.confine(self.target.checkpoint, job=self.target.job)
         if found is None or archive.verify_tree(self.archived, found["files"]) and archive.tree_size(source):
             archive.remove_tree(self.archived)
             if self.plan.archive["method"] == "rename":
@@ -528,8 +528,8 @@ class Executor:
     # --- rollback ----------------------------------------------------------------------------------------
 
     def _rollback_handlers(self) -> dict[str, Callable[[], dict[str, Any]]]:
-        return dict(zip(ROLLBACK_STEPS, (lambda: self._stop("rollback"), self._rb_checkpoint, self._rb_settings, self._rb_sink,
-                                          self._rb_restart, self._rb_verify)))
+        return dict(zip(ROLLBACK_STEPS, (lambda: self._stop("rollback"), self._rb_checkpoint, self._rb_settings,
+                                          self._rb_sink, self._rb_restart, self._rb_verify)))
 
     def _rollback(self) -> tuple[str, dict[str, Any]]:
         reason = self.journal.details(ROLLBACK, "started").get("reason")

@@ -153,7 +153,8 @@ def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) 
                "continuous" else "run the job once (bounded), as it ran before")
     steps = [Step(STOP, "ask the running query to stop and wait for its lease; past the timeout terminate its run "
                   "(the orchestrator's callback) or refuse; then hold the job's lease", False, True),
-             Step(AUDIT_BEFORE, "deep audit of the stopped checkpoint (state reader): rows and partitions", False, True),
+             Step(AUDIT_BEFORE, "deep audit of the stopped checkpoint (state reader): rows and partitions", False,
+                  True),
              Step(ARCHIVE, f"{method} the checkpoint into the archive with a manifest (files, sizes, sha256, batch, "
                   "watermark, settings, sink version and epoch, audit); verify it before anything changes",
                   method == "rename", True),
