@@ -51,6 +51,7 @@ class RunResult:
     state_operators: list[dict[str, Any]] = field(default_factory=list)
     batch_durations_ms: list[int] = field(default_factory=list)
     delta_version: int | None = None
+    batches_skipped: int = 0  # batches the sink found already in Delta (re-run after a crash)
 
     @property
     def median_batch_ms(self) -> float | None:
@@ -200,4 +201,5 @@ def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, re
         state_operators=progress_table.operator_metrics(last),
         batch_durations_ms=[e.get("batchDuration", 0) for e in with_data],
         delta_version=out_table.version() if out_table is not None else None,
+        batches_skipped=sink.batches_skipped,
     )
