@@ -1,7 +1,8 @@
 """The correctness oracle: a batch recomputation, in plain Python, of what each job must produce.
 
 It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
-read them), parses lines independently of Spark, and replays the watermark rules batch by batch.
+read them; or grouped as a crashed and restarted run really grouped them, from the checkpoint's offset
+and source logs), parses lines independently of Spark, and replays the watermark rules batch by batch.
 The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
 windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
 batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
@@ -12,7 +13,6 @@ import json
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Collection
 
 WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
@@ -54,20 +54,55 @@ def parse_line(source: str, line: str) -> dict | None:
     return row
 
 
+def _lines(landing_dir: str, name: str) -> list[str]:
+    with open(os.path.join(landing_dir, name)) as handle:
+        return [line for line in handle.read().splitlines() if line.strip()]
+
+
 def landing_batches(landing_dir: str) -> list[list[str]]:
     """Raw lines per file, files in the order Spark's file source takes them (modification time)."""
     names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
     names.sort(key=lambda n: (os.path.getmtime(os.path.join(landing_dir, n)), n))
-    batches = []
-    for name in names:
-        with open(os.path.join(landing_dir, name)) as handle:
-            batches.append([line for line in handle.read().splitlines() if line.strip()])
+    return [_lines(landing_dir, name) for name in names]
+
+
+def _json_lines(path: str) -> list:
+    with open(path) as handle:
+        return [json.loads(line) if line.startswith("{") else None for line in handle.read().splitlines()[1:]]
+
+
+def batches_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
+    """Raw lines per micro-batch as Spark composed them, read back from the checkpoint's logs.
+
+    offsets/<N> names, for each file source, the last entry of that source's own log (sources/<i>/) that
+    batch N covers; the entries name the files. Usually one file per batch, but a crash after the source
+    logged its next file and before offsets/<N> was written makes the first batch of the restart cover
+    two files (the logged one and one more).
+    """
+    names = {n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))}
+    log_batches: dict[int, dict[str, int]] = {}  # source index -> file name -> source log batch
+    for index in os.listdir(os.path.join(checkpoint, "sources")):
+        folder = os.path.join(checkpoint, "sources", index)
+        for entry in os.listdir(folder):
+            if entry.split(".")[0].isdigit():
+                for record in filter(None, _json_lines(os.path.join(folder, entry))):
+                    log_batches.setdefault(int(index), {})[os.path.basename(record["path"])] = record["batchId"]
+    (index, files), = [(i, f) for i, f in log_batches.items() if set(f) <= names]
+    offsets_dir = os.path.join(checkpoint, "offsets")
+    batches, covered = [], -1
+    for batch_id in sorted(int(n) for n in os.listdir(offsets_dir) if n.isdigit()):
+        offset = _json_lines(os.path.join(offsets_dir, str(batch_id)))[1:][index]
+        upto = offset["logOffset"] if offset else -1
+        batch_files = sorted((b, n) for n, b in files.items() if covered < b <= upto)
+        batches.append([line for _, name in batch_files for line in _lines(landing_dir, name)])
+        covered = upto
     return batches
 
 
-def typed_batches(landing_dir: str, source: str) -> list[list[dict]]:
-    return [[r for r in (parse_line(source, line) for line in batch) if r is not None]
-            for batch in landing_batches(landing_dir)]
+def typed_batches(landing_dir: str, source: str, checkpoint: str | None = None) -> list[list[dict]]:
+    """Parsed rows per batch: one file per batch, or as a run composed them (`checkpoint` given)."""
+    raw = batches_as_run(checkpoint, landing_dir) if checkpoint else landing_batches(landing_dir)
+    return [[r for r in (parse_line(source, line) for line in batch) if r is not None] for batch in raw]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
@@ -85,22 +120,19 @@ def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:
     return marks
 
 
-def _late_marks(marks: list[int], restarts: Collection[int] = ()) -> list[int]:
-    """Watermark for dropping late rows in each batch: the previous batch's watermark.
-
-    `restarts`: batch ids that drop no late rows at all (all of them: the bound "every late row admitted";
-    a restarted Spark 4.2 query may admit late rows an uninterrupted run drops).
-    """
-    return [0 if i in restarts else m for i, m in enumerate([0, *marks[:-1]])]
+def _late_marks(marks: list[int]) -> list[int]:
+    """Watermark for dropping late rows in each batch: the previous batch's watermark (also when Spark
+    re-runs a batch after a crash: it reads that watermark back from offsets/N-1)."""
+    return [0, *marks[:-1]]
 
 
-def user_activity(batches: list[list[dict]], delay_ms: int, restarts: Collection[int] = ()) -> set[tuple]:
+def user_activity(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
     marks = _watermarks(batches, delay_ms)
     seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
     windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
-    for batch, late, mark in zip(batches, _late_marks(marks, restarts), [0, *marks[:-1]]):
-        seen = {k: v for k, v in seen.items() if v > mark}
+    for batch, late in zip(batches, _late_marks(marks)):  # the previous batch's watermark: drops and evicts
+        seen = {k: v for k, v in seen.items() if v > late}
         for row in batch:
             if row["t"] <= late or row["event_id"] in seen:
                 continue
@@ -139,8 +171,10 @@ def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_m
 
     Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum. Late
     rows are dropped against the previous batch's watermark; at the end of each batch, orders that no
-    future payment can match (order_time + bound behind the watermark) and payments that no future order
-    can match (payment_time behind the watermark) leave the state.
+    future payment can match (order_time + bound behind the batch's own watermark) and payments that no
+    future order can match (payment_time behind it) leave the state. (Evicting with the next batch's
+    watermark instead differs only when a payment lands between the two: the restart batch that read two
+    files did that, and Spark matched it.)
     """
     order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
     marks = [min(a, b) for a, b in zip(order_marks, payment_marks)]
@@ -151,7 +185,7 @@ def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_m
     def within(o: dict, p: dict) -> bool:
         return o["order_id"] == p["order_id"] and o["t"] <= p["t"] <= o["t"] + PAYMENT_WITHIN_MS
 
-    for order_batch, payment_batch, late, mark in zip(orders, payments, _late_marks(marks), marks[1:]):
+    for order_batch, payment_batch, late, mark in zip(orders, payments, _late_marks(marks), marks):
         new_orders = [r for r in order_batch if r["t"] > late]
         new_payments = [r for r in payment_batch if r["t"] > late]
         for o in new_orders:
