@@ -4,6 +4,8 @@ TARGET is a job name from the catalog or a checkpoint path. `--json` prints exac
 `stateops.audit.AuditReport.to_json()`. Exit codes: 0 no error findings, 1 error findings, 2 usage errors
 (unknown target, missing/empty/non-checkpoint path, uncommitted batch), as one line without a traceback.
 Thresholds: `[audit]` and `[audit.jobs.<job>]` in the STATEOPS_CONFIG file (see stateops.audit.thresholds).
+A job's stream-stream join is judged by the job's own time bound (jobs.transforms.JOIN_BOUNDS), also when
+TARGET is the job's checkpoint path.
 Every audit is appended to the `audits` and `findings` ops tables unless --no-record.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -20,9 +23,11 @@ from stateops.audit.history import normalize
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.errors import StateOpsError
 from stateops.fs import exists
+from stateops.joins import JoinBound
 from stateops.layout import Layout
 
 from jobs.catalog import load_config, load_jobs
+from jobs.transforms import join_bound
 
 
 def resolve_target(target: str, layout: Layout, config_path: str | None) -> tuple[str, str | None]:
@@ -44,6 +49,24 @@ def resolve_target(target: str, layout: Layout, config_path: str | None) -> tupl
     return target, job
 
 
+@dataclass(frozen=True)
+class AuditTarget:
+    """What an audit of TARGET needs to know beyond the checkpoint: the job (if any), its thresholds, and
+    its join's time bound (None: no stream-stream join, or a checkpoint path that is no job's)."""
+
+    checkpoint: str
+    job: str | None
+    thresholds: Thresholds
+    join_bound: JoinBound | None
+
+
+def resolve_audit(target: str, layout: Layout, config_path: str | None) -> AuditTarget:
+    """resolve_target, plus the job's thresholds (`[audit]`, `[audit.jobs.<job>]`) and join bound."""
+    checkpoint, job = resolve_target(target, layout, config_path)
+    thresholds = Thresholds.from_config(load_config(config_path), job)
+    return AuditTarget(checkpoint, job, thresholds, join_bound(load_jobs(config_path)[job]) if job else None)
+
+
 def _cell(value) -> str:
     return "-" if value is None else str(value)
 
@@ -53,7 +76,7 @@ def render(report: AuditReport) -> str:
     lag = report.watermark_lag_seconds
     lines = [f"{report.kind.capitalize()} audit of {report.checkpoint}" + (f" (job {report.job})" if report.job else ""),
              f"batch {report.batch_id}, watermark {report.watermark.isoformat() if report.watermark else 'none'}"
-             + (f" ({human_duration(lag)} behind now)" if lag is not None else "")
+             + (f" ({human_duration(lag)} behind {report.measured_against})" if lag is not None else "")
              + (f", provider {report.provider.rsplit('.', 1)[-1]}" if report.provider else "")
              + (f", {report.duration_seconds:.1f} s" if report.duration_seconds is not None else "")]
     header = ("op", "operator", "store", "kind", "rows", "skew", "bytes", "estimated", "behind wm", "unmatched",
@@ -99,16 +122,15 @@ def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_
         if fast and batch_id is not None:
             raise StateOpsError("--batch-id needs the deep audit (the fast audit reads the latest state only); "
                                 "drop --fast")
-        checkpoint, job = resolve_target(target, layout, config_path)
-        thresholds = Thresholds.from_config(load_config(config_path), job)
+        resolved = resolve_audit(target, layout, config_path)
         if fast:
-            report = fast_audit(checkpoint, thresholds=thresholds, layout=layout, job=job)
+            report = fast_audit(resolved.checkpoint, thresholds=resolved.thresholds, layout=layout, job=resolved.job)
         else:
             from jobs.session import get_session
             from stateops.audit import deep_audit
 
-            report = deep_audit(get_session(), checkpoint, batch_id=batch_id, thresholds=thresholds,
-                                layout=layout, job=job)
+            report = deep_audit(get_session(), resolved.checkpoint, batch_id=batch_id, thresholds=resolved.thresholds,
+                                layout=layout, job=resolved.job, join_bound=resolved.join_bound)
         if not no_record:
             record(layout, report)
     except StateOpsError as err:

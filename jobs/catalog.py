@@ -13,6 +13,8 @@ import tomllib
 from typing import Any, Mapping
 
 from stateops.errors import ConfigError
+from stateops.layout import Layout
+from stateops.roots import Roots
 
 from jobs.spec import InputSpec, JobSpec, validate, with_overrides
 from jobs.transforms import TRANSFORMATIONS
@@ -84,3 +86,9 @@ def get_job(name: str, config_path: str | None = None) -> JobSpec:
     if name not in jobs:
         raise ConfigError("job", f"unknown job {name!r}", f"use one of {sorted(jobs)} (stateops jobs list)")
     return jobs[name]
+
+
+def job_roots(layout: Layout, config_path: str | None = None) -> Roots:
+    """The roots guard for every configured job (checkpoints configured outside the home included)."""
+    jobs = load_jobs(config_path)
+    return Roots.from_layout(layout, {name: spec.checkpoint_path(layout) for name, spec in jobs.items()})

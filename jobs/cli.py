@@ -10,15 +10,18 @@ from dataclasses import asdict, fields
 
 import click
 
+from stateops import control
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
 from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
+from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
+from jobs.settings import settings_report
 from jobs.spec import JobSpec
 
 
@@ -59,8 +62,9 @@ def jobs_list(obj) -> None:
         click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
 
 
-def describe(spec: JobSpec, layout: Layout) -> dict:
-    """Everything an operator needs to find a job's data, as plain data."""
+def describe(spec: JobSpec, layout: Layout, config_path: str | None = None) -> dict:
+    """Everything an operator needs to find a job's data, and its effective settings, as plain data."""
+    settings = settings_report(spec, layout, config_path)
     return {
         "name": spec.name,
         "description": spec.description,
@@ -75,13 +79,29 @@ def describe(spec: JobSpec, layout: Layout) -> dict:
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},
-        "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress")},
-        "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": spec.watermark_delay,
+        "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress"),
+                "actions_table": layout.ops_table("actions"), "overrides_table": layout.ops_table("overrides")},
+        "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": settings["watermark_delay"]["value"],
                       "min": spec.watermark_min, "max": spec.watermark_max},
-        "shuffle_partitions": spec.shuffle_partitions,
-        "trigger": {"bounded": "availableNow", "continuous": f"processingTime {spec.trigger_interval}",
-                    "max_files_per_trigger": spec.max_files_per_trigger},
+        "shuffle_partitions": settings["shuffle_partitions"]["value"],
+        "trigger": {"bounded": "availableNow",
+                    "continuous": f"processingTime {settings['trigger_interval']['value']}",
+                    "max_files_per_trigger": settings["max_files_per_trigger"]["value"]},
+        "settings": settings,
     }
+
+
+def _setting_line(name: str, entry: dict) -> str:
+    """`value (source ...)` for one effective setting."""
+    source = entry["source"]
+    if source == "override":
+        runbook = f", runbook {entry['runbook_id']}" if entry["runbook_id"] else ""
+        source = f"override by {entry['actor']} at {entry['changed_at']}{runbook}: {entry['reason']}"
+    elif source == "config file":
+        source = f"config file {entry['file']}"
+    extra = "".join(f"; {key}: {entry[key]}" for key in ("problem", "in_checkpoint", "note")
+                    if entry.get(key) is not None)
+    return f"{name:22} {entry['value']} ({source}{extra})"
 
 
 @jobs.command("describe")
@@ -89,12 +109,16 @@ def describe(spec: JobSpec, layout: Layout) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def jobs_describe(obj, name: str, as_json: bool) -> None:
-    info = describe(get_job(name, obj["config"]), obj["layout"])
+    info = describe(get_job(name, obj["config"]), obj["layout"], obj["config"])
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
+    settings = info.pop("settings")
     for key, value in info.items():
         click.echo(f"{key:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    click.echo("effective settings:")
+    for name, entry in settings.items():
+        click.echo(f"  {_setting_line(name, entry)}")
 
 
 def _summary(result: RunResult) -> str:
@@ -102,7 +126,9 @@ def _summary(result: RunResult) -> str:
     return (f"{result.job}: {result.batches} batches, {result.input_rows} input rows, {result.output_rows} rows "
             f"written, {result.deadletter_rows} dead letters (total {result.deadletter_total}), "
             f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "
-            f"Delta version {result.delta_version}")
+            f"Delta version {result.delta_version}"
+            + (f", stopped by {result.stop_reason}" + (" (a batch was interrupted)" if result.hard_stopped else "")
+               if result.stop_reason else ""))
 
 
 @jobs.command("run")
@@ -111,12 +137,15 @@ def _summary(result: RunResult) -> str:
               help="bounded: process what has landed, then stop; continuous: run until stopped.")
 @click.option("--max-seconds", type=float, default=None, help="Continuous mode: stop after this long.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as JSON.")
+@click.option("--runbook-id", default=None, help="Start while this runbook holds the job's maintenance lock.")
 @click.pass_obj
-def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool) -> None:
+def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool, runbook_id: str | None) -> None:
+    """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
     from jobs.session import get_session
 
     spec = get_job(name, obj["config"])
-    result = run_job(get_session(), spec, obj["layout"], mode=mode, max_seconds=max_seconds)
+    control.check_can_start(obj["layout"], name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
+    result = run_job(get_session(), spec, obj["layout"], mode=mode, max_seconds=max_seconds, runbook_id=runbook_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else _summary(result))
 
 
@@ -163,5 +192,7 @@ def demo(obj) -> None:
                "stateops explain-key order_payments --key o000001")
 
 
+for command in CONTROL_COMMANDS:
+    jobs.add_command(command)
 main.add_command(explain_key_command)
 main.add_command(audit)

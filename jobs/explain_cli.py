@@ -18,16 +18,16 @@ from stateops.fs import filesystem
 from stateops.layout import Layout
 
 from jobs.catalog import get_job
-from jobs.durations import parse_seconds
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
-from jobs.transforms import PAYMENT_WITHIN
+from jobs.transforms import JOIN_BOUNDS
 
 # How each transformation's state relates to its inputs: the join's sides and time condition, and the
 # column that carries the key in each input and in the output table.
 JOINS = {
     "order_payments": JoinSpec(left="orders", right="payments", left_time="order_time", right_time="payment_time",
-                               lower_seconds=0, upper_seconds=parse_seconds(PAYMENT_WITHIN) or 0),
+                               lower_seconds=JOIN_BOUNDS["order_payments"].lower_seconds,
+                               upper_seconds=JOIN_BOUNDS["order_payments"].upper_seconds),
 }
 KEY_COLUMNS = {
     "order_payments": {"orders": "order_id", "payments": "order_id", "output": ("order_id",)},

@@ -4,6 +4,12 @@ A job runs as two queries on the same input: the stateful query (checkpoint `che
 stateless dead-letter query that keeps every line that failed parsing. Every progress event of both goes
 to the `progress` ops table. Queries are polled with a short awaitTermination so an interrupt (a Dagster
 run termination) stops them within seconds, and they are always stopped in `finally`.
+
+One writer per job: a run holds the job's lease (stateops.control) from before its first query starts
+until after its last one stopped; every batch checks it before writing (a run whose lease was taken
+over stops at once). Between batches the run polls its stop request and stops gracefully: the batch in
+flight completes, a hard stop comes only after the request's grace period. The overrides in force
+(watermark delay, shuffle partitions) are applied when the run starts.
 """
 from __future__ import annotations
 
@@ -12,19 +18,22 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from stateops import actions, control
 from stateops import progress as progress_table
+from stateops.control import ControlSettings, HeldLease
 from stateops.delta import open_table
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
 from jobs.session import delta_jars_on_classpath
+from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
 from jobs.sources import invalid_rows, raw_lines, valid_rows
 from jobs.spec import JobSpec
@@ -52,6 +61,8 @@ class RunResult:
     batch_durations_ms: list[int] = field(default_factory=list)
     delta_version: int | None = None
     batches_skipped: int = 0  # batches the sink found already in Delta (re-run after a crash)
+    stop_reason: str | None = None  # stop_request | max_seconds; None: the input was consumed
+    hard_stopped: bool = False      # a batch was still running when the stop's grace period ran out
 
     @property
     def median_batch_ms(self) -> float | None:
@@ -113,7 +124,36 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     return reduce(DataFrame.unionByName, frames)
 
 
-def _start(frame: DataFrame, name: str, sink: DeltaSink | None, mode: str, output_mode: str, spec: JobSpec,
+BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
+
+
+def _fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
+    """Each batch checks the lease before it writes: a run that lost its lease writes nothing more."""
+    def write(df: DataFrame, batch_id: int) -> None:
+        lease.ensure_held()
+        sink(df, batch_id)
+
+    return write
+
+
+def _stop_gracefully(queries: list[StreamingQuery], grace_seconds: float) -> bool:
+    """Stop each query once the batch in flight has completed (no trigger active, or a new progress
+    reported); past `grace_seconds`, stop it mid-batch (that batch re-runs at the next start, and Delta
+    writes stay exactly-once). Returns True when a batch was interrupted."""
+    deadline = time.monotonic() + grace_seconds
+    interrupted = False
+    for query in queries:
+        seen = query.lastProgress
+        while (query.isActive and query.status["isTriggerActive"] and query.lastProgress == seen
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        if query.isActive:
+            interrupted = interrupted or (query.status["isTriggerActive"] and query.lastProgress == seen)
+            query.stop()
+    return interrupted
+
+
+def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
            checkpoint: str) -> StreamingQuery:
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
     frame.sparkSession.conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
@@ -133,18 +173,32 @@ def run_job(
     *,
     mode: str = "bounded",
     run_id: str | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
+    dagster_run_id: str | None = None,
+    runbook_id: str | None = None,
     max_seconds: float | None = None,
     poll_seconds: float = 2.0,
     dry_run: bool = False,
+    control_settings: ControlSettings | None = None,
 ) -> RunResult:
-    """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous).
+    """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous), holding
+    the job's lease. Raises LeaseHeldError while another run holds it, MaintenanceLockedError while a
+    runbook other than `runbook_id` holds the maintenance lock, LeaseLostError when it was taken over.
 
     dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     run_id = run_id or uuid.uuid4().hex
+    settings = control_settings or ControlSettings.from_env()
+    with control.acquire(layout, spec.name, run_id=run_id, dagster_run_id=dagster_run_id, runbook_id=runbook_id,
+                         settings=settings) as lease:
+        return _run_queries(spark, effective_spec(spec, layout), layout, lease, mode=mode, run_id=run_id,
+                            max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
+                            grace_seconds=settings.stop_grace_seconds)
+
+
+def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
+                 max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float) -> RunResult:
     _ensure_landing(spec, layout)
     use_jvm = delta_jars_on_classpath(dict(spark.sparkContext.getConf().getAll()))
     checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
@@ -156,18 +210,26 @@ def run_job(
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     started = time.monotonic()
+    stop_reason, interrupted = None, False
     try:
-        queries.append(_start(stateful_frame(spark, spec, layout), spec.name, None if dry_run else sink, mode,
-                              spec.output_mode, spec, checkpoint))
+        queries.append(_start(stateful_frame(spark, spec, layout), spec.name,
+                              None if dry_run else _fenced(sink, lease), mode, spec.output_mode, spec, checkpoint))
         queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                              None if dry_run else dl_sink, mode, "append", spec, dl_checkpoint))
+                              None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint))
         while any(q.isActive for q in queries):
             for query in queries:
                 if query.isActive:
                     query.awaitTermination(poll_seconds)
-            if mode == "continuous" and (should_stop() or
-                                         (max_seconds is not None and time.monotonic() - started > max_seconds)):
+            lease.ensure_held()  # lost: stop at once (finally); this run may no longer write
+            request = lease.stop_request()
+            if request is not None:
+                stop_reason, grace = "stop_request", request.grace_seconds
+            elif mode == "continuous" and max_seconds is not None and time.monotonic() - started > max_seconds:
+                stop_reason, grace = "max_seconds", grace_seconds
+            if stop_reason:
+                interrupted = _stop_gracefully(queries, grace)
                 break
+        lease.ensure_held()
         for query in queries:
             if query.exception() is not None:
                 raise query.exception()
@@ -178,7 +240,13 @@ def run_job(
         for query in queries:
             recorder.wait_for(query)
         spark.streams.removeListener(recorder)
-    return _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
+    if stop_reason == "stop_request":
+        actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,
+                       dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,
+                       details={"reason": request.reason, "grace_seconds": request.grace_seconds,
+                                "interrupted_batch": interrupted})
+    result = _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
+    return replace(result, stop_reason=stop_reason, hard_stopped=interrupted)
 
 
 def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
-from jobs.durations import parse_seconds
+from stateops.durations import parse_seconds
 
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")

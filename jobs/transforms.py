@@ -8,13 +8,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from jobs.durations import spark_interval
+from stateops.durations import parse_seconds, spark_interval
+from stateops.joins import JoinBound
+
 from jobs.spec import JobSpec
 
 ACTIVITY_WINDOW = "5 minutes"
 SESSION_GAP = "15 minutes"
 PAYMENT_WITHIN = "5 minutes"
 ACTION_TIMEOUT_MS = 30 * 60 * 1000
+
+# The time bound of each join transformation, from the same constants as its join condition: the audit
+# (overdue join rows) and explain-key (late or waiting rows) read it here.
+JOIN_BOUNDS = {
+    "order_payments": JoinBound(lower_seconds=0, upper_seconds=parse_seconds(PAYMENT_WITHIN)),
+}
 
 Streams = Mapping[str, DataFrame]
 
@@ -113,6 +121,11 @@ def user_actions(streams: Streams, spec: JobSpec) -> DataFrame:
     return events.groupBy("user_id").applyInPandasWithState(
         track_actions, ACTIONS_OUTPUT, ACTIONS_STATE, "append", GroupStateTimeout.EventTimeTimeout
     )
+
+
+def join_bound(spec: JobSpec) -> JoinBound | None:
+    """The join time bound of a job's transformation (None: the job has no stream-stream join)."""
+    return JOIN_BOUNDS.get(spec.transformation)
 
 
 TRANSFORMATIONS: dict[str, Callable[[Streams, JobSpec], DataFrame]] = {

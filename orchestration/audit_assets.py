@@ -12,19 +12,18 @@ run with one line ("job X has no checkpoint yet ..."); the schedules skip such t
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
 import os
 
-from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, Failure, MaterializeResult,
+from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
                      MetadataValue, asset)
 
-from jobs.audit_cli import resolve_target
-from jobs.catalog import load_config
+from jobs.audit_cli import AuditTarget, resolve_audit
 from jobs.spec import JobSpec
-from stateops.audit import AuditReport, Thresholds, fast_audit, load_history, record
+from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import (findings_markdown, history_chart, image_markdown, operators_markdown,
                                    partition_chart, severity_counts)
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
+from orchestration.assets import SPECS, one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
@@ -38,15 +37,9 @@ def fast_audit_key(spec: JobSpec) -> AssetKey:
     return AssetKey(f"{spec.name}_state_audit_fast")
 
 
-def audit_target(spec: JobSpec, layout: Layout) -> tuple[str, Thresholds]:
-    """The job's checkpoint and thresholds, resolved as `stateops audit JOB` does (STATEOPS_CONFIG)."""
-    config_path = os.environ.get("STATEOPS_CONFIG")
-    checkpoint, job = resolve_target(spec.name, layout, config_path)
-    return checkpoint, Thresholds.from_config(load_config(config_path), job)
-
-
-def one_line_failure(err: StateOpsError) -> Failure:
-    return Failure(description=str(err).splitlines()[0], allow_retries=False)
+def audit_target(spec: JobSpec, layout: Layout) -> AuditTarget:
+    """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does (STATEOPS_CONFIG)."""
+    return resolve_audit(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
 
 
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[str, object]:
@@ -85,12 +78,12 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[s
 def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, layout, run_audit) -> MaterializeResult:
     """Resolve the job's checkpoint and thresholds, audit, record in the ops tables, report as metadata."""
     try:
-        checkpoint, thresholds = audit_target(spec, layout)
-        report = run_audit(checkpoint, thresholds, layout)
+        target = audit_target(spec, layout)
+        report = run_audit(target, layout)
     except StateOpsError as err:
         raise one_line_failure(err) from None
     audit_id = record(layout, report)
-    context.log.info(f"{report.kind} audit {audit_id} of {checkpoint}: batch {report.batch_id}, "
+    context.log.info(f"{report.kind} audit {audit_id} of {target.checkpoint}: batch {report.batch_id}, "
                      f"{len(report.findings)} finding(s)")
     return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
 
@@ -104,8 +97,9 @@ def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
         from stateops.audit import deep_audit
 
-        return _audit_and_record(context, spec, paths.layout, lambda checkpoint, thresholds, layout: deep_audit(
-            spark.spark_session, checkpoint, thresholds=thresholds, layout=layout, job=spec.name))
+        return _audit_and_record(context, spec, paths.layout, lambda target, layout: deep_audit(
+            spark.spark_session, target.checkpoint, thresholds=target.thresholds, layout=layout, job=spec.name,
+            join_bound=target.join_bound))
 
     return _deep
 
@@ -117,8 +111,8 @@ def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
            description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
                        "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
     def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:
-        return _audit_and_record(context, spec, paths.layout, lambda checkpoint, thresholds, layout: fast_audit(
-            checkpoint, thresholds=thresholds, layout=layout, job=spec.name))
+        return _audit_and_record(context, spec, paths.layout, lambda target, layout: fast_audit(
+            target.checkpoint, thresholds=target.thresholds, layout=layout, job=spec.name))
 
     return _fast
 

@@ -31,7 +31,7 @@ from orchestration.resources import PathsResource
 
 # check name -> (finding codes it reflects, what it is about)
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
-    "state_skew": (("STATE_SKEW",), "state concentrated on few partitions (max/median rows per partition)"),
+    "state_skew": (("STATE_SKEW",), "state concentrated on one partition (max/mean rows per partition)"),
     "state_growth": (("STATE_GROWTH",), "state rows/bytes growing against earlier audits of this checkpoint"),
     "state_eviction": (("EVICTION_STALLED", "UNBOUNDED_DEDUP", "CLEANUP_STUCK"),
                        "state the watermark should have evicted, dedup without event time, cleanup stuck"),
@@ -97,7 +97,7 @@ def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
         layout = paths.layout
         now = dt.datetime.now(dt.timezone.utc)
         try:
-            checkpoint, _thresholds = audit_target(spec, layout)
+            checkpoint = audit_target(spec, layout).checkpoint
         except StateOpsError as err:
             for name in CHECKS:
                 yield check_result(name, None, [], now, missing=str(err).splitlines()[0])

@@ -4,7 +4,9 @@
     <job>_fast_audit  the fast audit asset                                     every 5 min (no JVM)
 
 A tick is skipped, without launching a run, while the job has no committed batch yet (a file listing,
-no JVM) or while the previous run of the same audit job is still active.
+no JVM), while a runbook holds the job's maintenance lock (it may be moving the checkpoint), or while the
+previous run of the same audit job is still active. A running job is audited: the audits read committed
+batches only and never touch the running query, which is how long-running jobs get audited.
 """
 
 import os
@@ -15,6 +17,7 @@ from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequ
 from jobs.audit_cli import resolve_target
 from jobs.spec import JobSpec
 from stateops.checkpoint import Checkpoint
+from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
@@ -29,8 +32,11 @@ FAST_CRON = "*/5 * * * *"
 
 
 def not_ready(spec: JobSpec, layout: Layout) -> str | None:
-    """Why the job cannot be audited yet (no checkpoint, no committed batch), or None."""
+    """Why the job cannot be audited now (maintenance lock, no checkpoint, no committed batch), or None."""
     try:
+        lock = maintenance.current(layout, spec.name)
+        if lock is not None:
+            return str(MaintenanceLockedError(lock))
         checkpoint, _job = resolve_target(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
         if not Checkpoint.open(checkpoint).committed_batches():
             return f"job {spec.name} has no committed batch yet at {checkpoint}; run it first"

@@ -1,7 +1,8 @@
 """A schedule per job: a bounded run every 15 minutes (stopped until an operator turns it on).
 
 Two runs of one job at once would share one checkpoint, so a tick is skipped while the job's previous
-run is still queued or running.
+run is still queued or running, while any run (CLI, another orchestrator, a runbook) holds the job's
+lease, and while a runbook holds its maintenance lock; the skip reason names the holder or the runbook.
 """
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, Dagster
                      schedule)
 
 from jobs.spec import JobSpec
+from stateops.control import start_blocker
+from stateops.errors import StateOpsError
 
 from orchestration.assets import SPECS
+from orchestration.resources import PathsResource
 
 CRON = "*/15 * * * *"
 ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
@@ -25,11 +29,15 @@ def build_job_schedule(spec: JobSpec) -> ScheduleDefinition:
 
     @schedule(name=f"{spec.name}_every_15_minutes", cron_schedule=CRON, job=job, execution_timezone="UTC",
               default_status=DefaultScheduleStatus.STOPPED)
-    def _tick(context: ScheduleEvaluationContext):
+    def _tick(context: ScheduleEvaluationContext, paths: PathsResource):
         running = context.instance.get_run_records(RunsFilter(job_name=job.name, statuses=ACTIVE), limit=1)
         if running:
             return SkipReason(f"run {running[0].dagster_run.run_id} of {job.name} has not finished yet")
-        return RunRequest()
+        try:
+            blocker = start_blocker(paths.layout, spec.name)
+        except StateOpsError as err:  # e.g. STATEOPS_HOME on a storage the control plane refuses
+            blocker = err
+        return SkipReason(str(blocker)) if blocker is not None else RunRequest()
 
     return _tick
 

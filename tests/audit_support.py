@@ -66,21 +66,43 @@ def run_job_query(spark: SparkSession, layout: Layout, job: str) -> str:
     return run_bounded(stateful_frame(spark, spec, layout), checkpoint, spec.output_mode)
 
 
+def ids_by_partition(spark: SparkSession, partitions: int, counts: dict[int, int], prefix: str = "h") -> dict[int, list[str]]:
+    """For each partition, `counts[partition]` distinct ids that Spark's hash partitioning of a single string
+    key (pmod(murmur3(id), partitions)) sends there: one Spark job for all partitions."""
+    wanted = max(counts.values()) * partitions * 3
+    rows = (spark.range(wanted).select(F.concat(F.lit(prefix), F.col("id").cast("string")).alias("i"))
+            .select("i", F.pmod(F.hash("i"), F.lit(partitions)).alias("p")).collect())
+    out: dict[int, list[str]] = {p: [] for p in counts}
+    for r in rows:
+        if r.p in out and len(out[r.p]) < counts[r.p]:
+            out[r.p].append(r.i)
+    assert all(len(out[p]) == n for p, n in counts.items()), "not enough ids: widen the range"
+    return out
+
+
 def ids_on_partition(spark: SparkSession, partition: int, partitions: int, count: int) -> list[str]:
     """Event ids that Spark's hash partitioning sends to `partition` (as one hot key pattern would)."""
-    ids = (spark.range(count * partitions * 3).select(F.concat(F.lit("h"), F.col("id").cast("string")).alias("i"))
-           .where(F.pmod(F.hash("i"), F.lit(partitions)) == partition).limit(count).collect())
-    return [r.i for r in ids]
+    return ids_by_partition(spark, partitions, {partition: count})[partition]
+
+
+def with_conf(spark: SparkSession, settings: dict[str, str], build):
+    """Run `build()` with these session settings for the queries it starts; restore after."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        return build()
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def with_provider(spark: SparkSession, provider: str, build):
     """Run `build()` with another state store provider for the queries it starts; restore after."""
-    previous = spark.conf.get(PROVIDER_CONF)
-    spark.conf.set(PROVIDER_CONF, provider)
-    try:
-        return build()
-    finally:
-        spark.conf.set(PROVIDER_CONF, previous)
+    return with_conf(spark, {PROVIDER_CONF: provider}, build)
 
 
 def hdfs_window_query(spark: SparkSession, folder: Path, checkpoint: str) -> str:

@@ -1,7 +1,8 @@
 """State audits: exact (Spark's State Reader API), explained (findings with a fix), remembered (ops tables).
 
-    deep_audit(spark, checkpoint, batch_id=None, thresholds=..., layout=...) -> AuditReport   (Spark)
-    fast_audit(checkpoint, thresholds=..., layout=...) -> AuditReport                        (no JVM)
+    deep_audit(spark, checkpoint, batch_id=None, thresholds=..., layout=..., join_bound=None)   (Spark)
+    fast_audit(checkpoint, thresholds=..., layout=...)                                         (no JVM)
+        -> AuditReport
     record(layout, report) -> audit id      load_history(layout, checkpoint) -> earlier audit rows
     Thresholds.from_config(config, job)     AuditReport.to_json(): the `stateops audit --json` contract
 

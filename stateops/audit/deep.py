@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateops.audit.context import AuditContext, build_context
-from stateops.audit.findings import evaluate, operator_progress
+from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress
 from stateops.audit.inventory import files_by_store
-from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
-from stateops.audit.profile import StoreProfile, profile
+from stateops.audit.model import AuditReport, OperatorAudit, jsonable, skew_ratio
+from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
 from stateops.errors import StateOpsError
+from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
 MAX_PARALLEL_READS = 4
@@ -133,7 +134,16 @@ def row_size(col, dtype):
 
 # --- one pass over a store ------------------------------------------------------------------------------
 
-def _event_time_exprs(prof: StoreProfile, ctx: AuditContext, t: Thresholds):
+def _join_grace(ref: StoreRef, join_bound: JoinBound | None, t: Thresholds, job: str | None) -> tuple[int, str]:
+    """(seconds, source) a join value store's rows may lie behind the watermark and still match."""
+    side = ref.store_name.split("-", 1)[0]
+    if join_bound is not None and side in SIDES:
+        return join_bound.wait_seconds(side), f"the {side} side's wait under the join's time bound" + (
+            f" (job {job})" if job else "")
+    return t.join_eviction_grace_seconds, CONFIGURED_GRACE
+
+
+def _event_time_exprs(prof: StoreProfile, ctx: AuditContext, grace_seconds: int):
     """(event time as timestamp, "behind the watermark" predicate) for this store, or (None, None)."""
     from pyspark.sql import functions as F
 
@@ -153,7 +163,7 @@ def _event_time_exprs(prof: StoreProfile, ctx: AuditContext, t: Thresholds):
         ts = col
     if not ctx.watermark_ms:
         return ts, None
-    limit = ctx.watermark_ms - (t.join_eviction_grace_seconds * 1000 if et.join_grace else 0)
+    limit = ctx.watermark_ms - (grace_seconds * 1000 if et.join_grace else 0)
     return ts, ts < F.timestamp_millis(F.lit(limit))
 
 
@@ -169,7 +179,7 @@ def _schema_json(df, name: str) -> dict | None:
     return df.schema[name].dataType.jsonValue() if name in df.columns else None
 
 
-def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProfile):
+def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProfile, grace_seconds: int):
     """The one pass: a groupBy(partition_id) with every per-partition number the audit needs."""
     from pyspark.sql import functions as F
 
@@ -178,7 +188,7 @@ def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProf
     value_size = F.lit(0)
     for c in value_cols:
         value_size = value_size + row_size(F.col(c), df.schema[c].dataType)
-    event_time, behind = _event_time_exprs(prof, ctx, t)
+    event_time, behind = _event_time_exprs(prof, ctx, grace_seconds)
     projected = [F.col("partition_id"), key_size.alias("_kb"), value_size.alias("_vb")]
     aggs = [F.count(F.lit(1)).alias("rows"), F.sum("_kb").alias("key_bytes"), F.sum("_vb").alias("value_bytes")]
     variable_values = not all(constant_size(df.schema[c].dataType) for c in value_cols)
@@ -196,15 +206,22 @@ def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProf
     if prof.has_matched:
         projected.append((F.col("value.matched") == F.lit(False)).alias("_unmatched"))
         aggs.append(F.count_if(F.col("_unmatched")).alias("unmatched"))
+    if prof.counts_join_values:  # keyToNumValues: the join key with the most rows in the value store
+        projected += [F.col("key").alias("_jk"), F.col("value.value").alias("_n")]
+        aggs += [F.max_by("_jk", "_n").alias("heaviest_key"), F.max("_n").alias("heaviest_rows")]
     return df.select(*projected).groupBy("partition_id").agg(*aggs).collect(), behind is not None
 
 
-def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> OperatorAudit:
+def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bound: JoinBound | None,
+                 job: str | None) -> tuple[OperatorAudit, dict[int, dict[str, Any]]]:
+    """The store's numbers, and for a join's keyToNumValues store the heaviest join key per partition
+    (which describes the side's value store: see _link_join_sides)."""
+    grace, grace_source = _join_grace(ref, join_bound, t, job)
     try:
         df = _store_frame(spark, ctx, ref)
         key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
         prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
-        per_partition, has_behind = _reduce(df, ctx, ref, t, prof)
+        per_partition, has_behind = _reduce(df, ctx, ref, t, prof, grace)
     except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
@@ -215,13 +232,15 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> Oper
         kind=prof.kind, watermarked=prof.watermarked,
         key_columns=[f["name"] for f in (key_schema or {}).get("fields", [])],
         event_time_column=prof.event_time.column if prof.event_time else None)
+    if prof.event_time is not None and prof.event_time.join_grace:
+        op.join_grace_seconds, op.join_grace_source = grace, grace_source
     rows = {p: 0 for p in range(ref.num_partitions)}
-    key_bytes = value_bytes = behind_total = unmatched_total = 0
-    oldest, top = None, []
+    encoded = {p: 0 for p in range(ref.num_partitions)}
+    behind_total = unmatched_total = 0
+    oldest, top, heaviest = None, [], {}
     for r in per_partition:
         rows[r.partition_id] = r.rows
-        key_bytes += r.key_bytes or 0
-        value_bytes += r.value_bytes or 0
+        encoded[r.partition_id] = (r.key_bytes or 0) + (r.value_bytes or 0)
         d = r.asDict()
         behind_total += d.get("behind") or 0
         unmatched_total += d.get("unmatched") or 0
@@ -230,30 +249,51 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds) -> Oper
         for item in d.get("top") or []:
             top.append({"key": item.key, "partition_id": r.partition_id, "key_bytes": item.key_bytes,
                         "value_bytes": item.value_bytes})
+        if d.get("heaviest_rows"):
+            heaviest[r.partition_id] = {"key": jsonable(d["heaviest_key"]), "rows": d["heaviest_rows"]}
     op.rows_per_partition = rows
     op.rows_total = sum(rows.values())
+    op.keys_per_partition, op.keys_total = dict(rows), op.rows_total  # each row is a key; joins: see below
+    op.encoded_bytes_per_partition = encoded
     op.skew_ratio = skew_ratio(rows)
     if op.rows_total:
-        op.avg_key_bytes = round(key_bytes / op.rows_total, 1)
-        op.avg_value_bytes = round(value_bytes / op.rows_total, 1)
+        op.avg_key_bytes = round(sum(r.key_bytes or 0 for r in per_partition) / op.rows_total, 1)
+        op.avg_value_bytes = round(sum(r.value_bytes or 0 for r in per_partition) / op.rows_total, 1)
     op.rows_behind_watermark = behind_total if has_behind else None
     op.unmatched_rows = unmatched_total if prof.has_matched else None
     if oldest is not None:
         oldest = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=oldest)
     op.oldest_event_time = oldest
     op.top_keys = sorted(top, key=lambda k: -k["value_bytes"])[: t.top_keys]
-    op.estimated_bytes = int(round((key_bytes + value_bytes) * ctx.versioning_factor(t)))
-    return op
+    op.estimated_bytes = int(round(sum(encoded.values()) * ctx.versioning_factor(t)))
+    return op, heaviest
+
+
+def _link_join_sides(audited: list[tuple[OperatorAudit, dict[int, dict[str, Any]]]]) -> None:
+    """A join side's value store holds several rows per join key: its keys are the rows of the side's
+    keyToNumValues store, whose values count the rows per key."""
+    counts = {(op.operator_id, op.store_name.split("-", 1)[0]): (op, heaviest) for op, heaviest in audited
+              if op.kind == "join" and op.store_name.endswith(NUM_VALUES_STORE)}
+    for op, _ in audited:
+        if op.kind != "join" or not op.store_name.endswith(VALUES_STORE):
+            continue
+        found = counts.get((op.operator_id, op.store_name.split("-", 1)[0]))
+        if found:
+            numbers, heaviest = found
+            op.keys_per_partition = dict(numbers.rows_per_partition)
+            op.keys_total, op.heaviest_keys = numbers.rows_total, heaviest
 
 
 def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thresholds: Thresholds | None = None,
-               layout: Layout | None = None, job: str | None = None,
+               layout: Layout | None = None, job: str | None = None, join_bound: JoinBound | None = None,
                history: list[dict[str, Any]] | None = None, progress: list[dict[str, Any]] | None = None,
                now: _dt.datetime | None = None) -> AuditReport:
     """Audit every operator/store of `checkpoint_path` at `batch_id` (default: latest committed).
 
     With `layout`, earlier audits and the query's progress rows come from the ops tables (growth, cleanup,
-    late drops); pass `history`/`progress` to supply them directly. Does not record: see history.record.
+    late drops); pass `history`/`progress` to supply them directly. `join_bound`: the time bound of the
+    query's stream-stream join, when known (a job's: jobs.transforms.join_bound); without it join rows
+    get the configured join_eviction_grace_seconds. Does not record: see history.record.
     """
     t = thresholds or Thresholds()
     started = time.monotonic()
@@ -266,7 +306,9 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
                                  f"state of operator {ref.operator_id} (minBatchId {ref.min_batch_id})")
     files = files_by_store(ctx.checkpoint)
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_READS, len(refs)))) as pool:
-        audited = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t), refs))
+        results = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t, join_bound, job), refs))
+    _link_join_sides(results)
+    audited = [op for op, _ in results]
     for ref, op in zip(refs, audited):
         on_disk = files.get((ref.operator_id, ref.files_store)) if ref.files_store else None
         op.bytes_per_partition = {p: 0 for p in range(ref.num_partitions)}
@@ -277,7 +319,7 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
     report = AuditReport(checkpoint=checkpoint_path, batch_id=ctx.batch_id, watermark=ctx.watermark,
                          operators=audited, kind="deep", job=job, query_id=ctx.query_id,
                          audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,
-                         provider=ctx.provider)
+                         provider=ctx.provider, pinned_batch=batch_id is not None)
     input_rows, per_op = operator_progress(ctx.progress, [(o.operator_id, o.operator_name) for o in audited],
                                            t.late_drop_window_batches)
     for op in audited:

@@ -59,7 +59,7 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
         if op.operator_id in per_op:
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
             if stores_per_op[op.operator_id] == 1:
-                op.rows_total = per_op[op.operator_id]["rows_total"]
+                op.rows_total = op.keys_total = per_op[op.operator_id]["rows_total"]
     report = AuditReport(checkpoint=checkpoint_path, batch_id=ctx.batch_id, watermark=ctx.watermark,
                          operators=operators, kind="fast", job=job, query_id=ctx.query_id,
                          audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,

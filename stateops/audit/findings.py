@@ -10,10 +10,13 @@ import datetime as _dt
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from stateops.audit.model import AuditReport, Finding, OperatorAudit, skew_ratio
+from stateops.audit.model import AuditReport, Finding, OperatorAudit, jsonable
+from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
 
 EVICTING_KINDS = ("aggregation", "dedup", "dedup_within_watermark", "session", "join")
+# join_grace_source when no job names the join's bound (see OperatorAudit.join_grace_source).
+CONFIGURED_GRACE = "join_eviction_grace_seconds from the audit config (the join's time bound is unknown)"
 
 
 def _level(value: float, warn: float, error: float) -> str | None:
@@ -51,6 +54,13 @@ def human_duration(seconds: float) -> str:
     return f"{minutes} min {seconds % 60} s"
 
 
+def compact_duration(seconds: float) -> str:
+    """`5 min`, `24 h`, `1 h 30 min`: the nonzero parts only, for configured spans."""
+    seconds = int(seconds)
+    parts = [(seconds // 3600, "h"), (seconds % 3600 // 60, "min"), (seconds % 60, "s")]
+    return " ".join(f"{n} {unit}" for n, unit in parts if n) or "0 s"
+
+
 def _iso(moment: _dt.datetime | None) -> str:
     return moment.astimezone(_dt.timezone.utc).isoformat(timespec="seconds") if moment else "none"
 
@@ -59,40 +69,118 @@ def _where(op: OperatorAudit) -> str:
     return f"operator {op.operator_id} ({op.operator_name}, store {op.store_name})"
 
 
-def _finding(code: str, severity: str, op: OperatorAudit | None, message: str, recommendation: str) -> Finding:
+def _finding(code: str, severity: str, op: OperatorAudit | None, message: str, recommendation: str,
+             details: Mapping[str, Any] | None = None) -> Finding:
     return Finding(code, severity, op.operator_id if op else None, op.store_name if op else None, message,
-                   recommendation)
+                   recommendation, details)
 
 
 # --- STATE_SKEW --------------------------------------------------------------------------------------
 
-def skew_finding(op: OperatorAudit, t: Thresholds) -> Finding | None:
-    measures = (  # (per partition, total, minimum to judge, how a partition's share reads)
-        (op.rows_per_partition, op.rows_total or 0, t.skew_min_rows,
-         lambda v: f"{v} of {op.rows_total} rows", "rows"),
-        (op.bytes_per_partition, op.bytes_total or 0, t.skew_min_bytes,
-         lambda v: f"{human_bytes(v)} of {human_bytes(op.bytes_total)} on disk", "bytes"),
-    )
-    parts, level = [], None
-    for per_partition, total, minimum, share, unit in measures:
-        ratio = skew_ratio(per_partition) if per_partition else None
-        lvl = _level(ratio, t.skew_ratio, t.skew_ratio_error) if ratio is not None and total >= minimum else None
-        if lvl:
-            hot, value = max(per_partition.items(), key=lambda kv: kv[1])
-            parts.append(f"partition {hot} holds {share(value)}; max/median {unit} per partition "
-                         f"= {ratio:g} (threshold {t.skew_ratio:g})")
-            level = _worst(level, lvl)
+def _hot_key(op: OperatorAudit, basis: str, partition: int) -> HotKey | None:
+    """The heaviest key of `partition` in the basis' unit, as far as the audit knows it."""
+    if basis == "rows":
+        rows = op.rows_per_partition.get(partition) or 0
+        if not rows:
+            return None
+        heaviest = op.heaviest_keys.get(partition)
+        if heaviest:  # join value store: rows per join key, from the side's keyToNumValues store
+            mean = op.rows_total / op.keys_total if op.rows_total and op.keys_total else None
+            return HotKey(heaviest["key"], heaviest["rows"] / rows, heaviest["rows"] / mean if mean else None)
+        if op.keys_per_partition.get(partition) == rows:  # every key is one row
+            return HotKey(None, 1 / rows, 1.0)
+        return None
+    encoded = op.encoded_bytes_per_partition.get(partition)
+    mine = [k for k in op.top_keys if k.get("partition_id") == partition]
+    if not encoded or not mine:
+        return None
+    top = max(mine, key=lambda k: k["key_bytes"] + k["value_bytes"])
+    size = top["key_bytes"] + top["value_bytes"]
+    total = sum(op.encoded_bytes_per_partition.values())
+    mean = total / op.keys_total if op.keys_total else None
+    return HotKey(jsonable(top["key"]), size / encoded, size / mean if mean else None)
+
+
+def _skew_candidate(op: OperatorAudit, t: Thresholds, basis: str) -> tuple[str, dict[str, Any]] | None:
+    """(severity, numbers) for one basis, or None when the store is too small, even, or unmeasured."""
+    per_partition, total, minimum = ((op.rows_per_partition, op.rows_total or 0, t.skew_min_rows) if basis == "rows"
+                                     else (op.bytes_per_partition, op.bytes_total or 0, t.skew_min_bytes))
+    sp = spread(per_partition) if per_partition else None
+    if sp is None or sp.partitions < 2 or total < max(minimum, 1):
+        return None
+    hot_key = _hot_key(op, basis, sp.hot_partition)
+    cause, ceiling = cause_of(sp, op.keys_total, op.keys_per_partition.get(sp.hot_partition), hot_key,
+                              t.skew_ratio)
+    level = _worst(_level(sp.ratio, t.skew_ratio, t.skew_ratio_error),
+                   _level(sp.share, t.skew_share, t.skew_share_error))
+    if cause == "few_keys":
+        level = "info"  # the empty-partitions rule: fewer keys than partitions is not skew
+    elif cause == "hashing":
+        level = None
     if not level:
         return None
-    fix = ("One key or a few keys dominate one partition; more shuffle partitions do not split a key. "
-           "Look at top_keys: salt a hot grouping key (add a random suffix, aggregate, then combine), "
-           "filter or route a runaway key (a bot, a null or default id) to its own path, "
-           "or pre-aggregate it before the stateful operator.")
-    if op.kind == "join":
-        fix = ("One join key holds most rows of this join side: look at top_keys, drop or route that key "
-               "(often a null/default id or a bot) before the join, and keep a time bound on the join so the "
-               "rows are evicted.")
-    return _finding("STATE_SKEW", level, op, f"{_where(op)}: " + "; ".join(parts), fix)
+    return level, {
+        "basis": basis, "cause": cause, "ratio": sp.ratio, "partitions": sp.partitions,
+        "empty_partitions": sp.empty_partitions, "hot_partition": sp.hot_partition, "hot_value": sp.hot_value,
+        "total": sp.total, "hot_share": sp.share, "keys": op.keys_total,
+        "hot_partition_keys": op.keys_per_partition.get(sp.hot_partition), "hashing_max_keys": ceiling,
+        "hot_key": hot_key.key if hot_key else None,
+        "hot_key_share": round(hot_key.share, 4) if hot_key else None,
+        "warn_ratio": effective_threshold(t.skew_ratio, t.skew_share, sp.partitions),
+        "error_ratio": effective_threshold(t.skew_ratio_error, t.skew_share_error, sp.partitions),
+    }
+
+
+def _part_of(basis: str, value: int, total: int) -> str:
+    return f"{value} of {total} rows" if basis == "rows" else f"{human_bytes(value)} of {human_bytes(total)} on disk"
+
+
+def _skew_message(op: OperatorAudit, d: Mapping[str, Any]) -> str:
+    basis, partitions = d["basis"], d["partitions"]
+    fullest = (f"partition {d['hot_partition']} holds {d['hot_share']:.0%} of the {basis} "
+               f"({_part_of(basis, d['hot_value'], d['total'])})")
+    if d["cause"] == "few_keys":
+        return (f"{_where(op)}: only {d['keys']} keys for {partitions} partitions, so {d['empty_partitions']} "
+                f"partitions hold no state; {fullest}, no more than hashing {d['keys']} keys puts on one "
+                "partition: empty partitions, not skew")
+    levels = " and ".join(f"{name} at {d[f'{name}_ratio']:g}x" for name in ("warn", "error")
+                          if d[f"{name}_ratio"] is not None)
+    text = f"{_where(op)}: {fullest}, {d['ratio']:.3g}x an even split over {partitions} partitions ({levels})"
+    if d["cause"] == "hot_key":
+        key = "one key" if d["hot_key"] is None else f"one key, {json.dumps(d['hot_key'], default=str)},"
+        text += f"; {key} holds {d['hot_key_share']:.0%} of that partition"
+    elif d["cause"] == "many_keys":
+        text += (f"; it holds {d['hot_partition_keys'] if d['hot_partition_keys'] is not None else 'more'} keys, "
+                 f"while hashing {d['keys']} keys puts at most {d['hashing_max_keys']} on one partition")
+    return text
+
+
+_SKEW_FIX = {
+    "hot_key": "One key holds most of the busiest partition, and no partition count splits a key. Salt it (add "
+               "a random suffix, aggregate, then combine), filter or route a runaway key (a bot, a null or "
+               "default id) to its own path, or pre-aggregate it before the stateful operator.",
+    "many_keys": "Many keys hash onto the busiest partition, more than chance does: another number of shuffle "
+                 "partitions spreads them (shuffle_partitions in the job's config, on a new checkpoint).",
+    "unknown": "Run the deep audit (rows and keys per partition) to see whether one key or many keys cause it; "
+               "one key needs salting or routing, many keys another number of shuffle partitions.",
+    "few_keys": "Nothing to fix in the keys. If the key space stays this small, fewer shuffle partitions "
+                "(shuffle_partitions in the job's config, on a new checkpoint) save a task per empty partition "
+                "in every batch.",
+}
+
+
+def skew_finding(op: OperatorAudit, t: Thresholds) -> Finding | None:
+    """The worse of rows and bytes (rows on ties: exact counts); see stateops.audit.skew for the causes."""
+    candidates = [c for c in (_skew_candidate(op, t, "rows"), _skew_candidate(op, t, "bytes")) if c]
+    if not candidates:
+        return None
+    order = {"info": 1, "warn": 2, "error": 3}
+    level, details = max(candidates, key=lambda c: order[c[0]])  # max keeps the first (rows) on ties
+    fix = _SKEW_FIX[details["cause"]]
+    if op.kind == "join" and details["cause"] == "hot_key":
+        fix = ("One join key holds most rows of this join side: drop or route that key (often a null/default id "
+               "or a bot) before the join, and keep a time bound on the join so its rows are evicted.")
+    return _finding("STATE_SKEW", level, op, _skew_message(op, details), fix, details)
 
 
 # --- EVICTION_STALLED, UNBOUNDED_DEDUP, NO_WATERMARK ---------------------------------------------------
@@ -105,7 +193,7 @@ _EVICTION_FIX = {
                "the output mode and that every input's watermark advances.",
     "join": "Join state is evicted only when the join condition bounds event time between the two sides (e.g. "
             "p.time BETWEEN o.time AND o.time + INTERVAL 5 MINUTES) and both inputs have watermarks: add the "
-            "time-range condition, or raise join_eviction_grace_seconds if the bound is wider.",
+            "time-range condition, and check that both watermarks advance.",
     "custom": "Rows whose event-time timeout has passed are still in state: call state.remove() when "
               "state.hasTimedOut, set a timeout on every update, or use TTL (transformWithState).",
     "dedup": "Expired dedup keys are still in state: check that the watermark advances on every input.",
@@ -122,13 +210,21 @@ def eviction_finding(op: OperatorAudit, watermark: _dt.datetime | None, t: Thres
     if not level:
         return None
     rule = f"{op.event_time_column} < watermark"
-    if op.kind == "join":
-        rule = f"{op.event_time_column} < watermark - {t.join_eviction_grace_seconds} s grace"
+    fix = _EVICTION_FIX.get(op.kind, "Check the output mode and that the watermark advances.")
+    details: dict[str, Any] = {"rows_behind": op.rows_behind_watermark, "rows_total": op.rows_total,
+                               "share": round(share, 4), "watermark": _iso(watermark)}
+    if op.join_grace_seconds is not None:
+        limit = "watermark" if op.join_grace_seconds == 0 else (
+            f"watermark {'-' if op.join_grace_seconds > 0 else '+'} {compact_duration(abs(op.join_grace_seconds))}")
+        rule = f"{op.event_time_column} < {limit}: {op.join_grace_source}"
+        details.update(join_grace_seconds=op.join_grace_seconds, join_grace_source=op.join_grace_source)
+        if op.join_grace_source == CONFIGURED_GRACE:
+            fix += (" The join's time bound is unknown for this checkpoint path: audit it by job name, or set "
+                    "join_eviction_grace_seconds to the bound if it is wider.")
     oldest = f"; the oldest is {_iso(op.oldest_event_time)}" if op.oldest_event_time else ""
     message = (f"{_where(op)}: {op.rows_behind_watermark} of {op.rows_total} rows ({share:.1%}) are behind the "
                f"watermark {_iso(watermark)} ({rule}) and should have been evicted{oldest}")
-    return _finding("EVICTION_STALLED", level, op, message,
-                    _EVICTION_FIX.get(op.kind, "Check the output mode and that the watermark advances."))
+    return _finding("EVICTION_STALLED", level, op, message, fix, details)
 
 
 def unbounded_dedup_finding(op: OperatorAudit) -> Finding | None:
@@ -192,27 +288,36 @@ def _same_store(row: Mapping[str, Any], op: OperatorAudit) -> bool:
     return row.get("operator_id") == op.operator_id and row.get("store_name") == op.store_name
 
 
-def growth_finding(op: OperatorAudit, previous: Sequence[Mapping[str, Any]], t: Thresholds) -> Finding | None:
-    """Against the oldest of the last `growth_lookback` earlier audits of this store (oldest first in)."""
-    rows = [r for r in previous if _same_store(r, op)][-max(t.growth_lookback, 1):]
+def growth_finding(op: OperatorAudit, previous: Sequence[Mapping[str, Any]], t: Thresholds, kind: str,
+                   now: _dt.datetime) -> Finding | None:
+    """Against the oldest earlier audit of the same kind (deep or fast) and store in the growth window
+    before `now`: fast audits every 5 minutes and hourly deep ones then span the same time."""
+    since = now - _dt.timedelta(seconds=t.growth_window_seconds)
+    rows = [r for r in previous if _same_store(r, op) and r.get("kind") == kind
+            and isinstance(r.get("audited_at"), _dt.datetime) and since <= r["audited_at"] < now]
     if not rows:
         return None
-    parts, level = [], None
-    for label, now, min_delta, fmt in (("rows", op.rows_total, t.growth_min_rows, str),
-                                       ("bytes", op.bytes_total, t.growth_min_bytes, human_bytes)):
+    rows.sort(key=lambda r: r["audited_at"])
+    window = compact_duration(t.growth_window_seconds)
+    parts, level, details = [], None, {"kind": kind, "window_seconds": t.growth_window_seconds}
+    for label, current, min_delta, fmt in (("rows", op.rows_total, t.growth_min_rows, str),
+                                           ("bytes", op.bytes_total, t.growth_min_bytes, human_bytes)):
         base_row = next((r for r in rows if r.get(f"{label}_total") is not None), None)
-        if now is None or base_row is None:
+        if current is None or base_row is None:
             continue
         base = base_row[f"{label}_total"]
-        if now - base < max(min_delta, 1):
+        if current - base < max(min_delta, 1):
             continue
-        ratio = now / base if base else float("inf")
+        ratio = current / base if base else float("inf")
         lvl = _level(ratio, t.growth_ratio, t.growth_ratio_error)
         if lvl:
-            when = base_row.get("audited_at")
-            when = _iso(when) if isinstance(when, _dt.datetime) else str(when)
-            parts.append(f"{label} grew {ratio:.2f}x from {fmt(base)} (batch {base_row.get('batch_id')}, {when}) "
-                         f"to {fmt(now)} (threshold {t.growth_ratio:g}x)")
+            span = human_duration((now - base_row["audited_at"]).total_seconds())
+            parts.append(f"{label} grew {ratio:.2f}x from {fmt(base)} (batch {base_row.get('batch_id')}, "
+                         f"{_iso(base_row['audited_at'])}, {span} earlier) to {fmt(current)} (threshold "
+                         f"{t.growth_ratio:g}x)")
+            details[label] = {"ratio": round(ratio, 3), "from": base, "to": current,
+                              "baseline_batch_id": base_row.get("batch_id"),
+                              "baseline_audited_at": _iso(base_row["audited_at"])}
             level = _worst(level, lvl)
     if not level:
         return None
@@ -224,7 +329,9 @@ def growth_finding(op: OperatorAudit, previous: Sequence[Mapping[str, Any]], t: 
         "custom": "Custom state grows when keys are never removed: remove state on timeout, or use TTL.",
     }.get(op.kind, "Check that the watermark advances (WATERMARK_LAG) and the operator evicts "
                    "(EVICTION_STALLED). If the key space really grows, plan capacity before it pages you.")
-    return _finding("STATE_GROWTH", level, op, f"{_where(op)}: " + "; ".join(parts), fix)
+    message = (f"{_where(op)}: " + "; ".join(parts)
+               + f", against the oldest {kind} audit in the last {window} (growth window)")
+    return _finding("STATE_GROWTH", level, op, message, fix, details)
 
 
 def cleanup_finding(op: OperatorAudit, previous: Mapping[str, Any] | None, t: Thresholds) -> Finding | None:
@@ -242,26 +349,29 @@ def cleanup_finding(op: OperatorAudit, previous: Mapping[str, Any] | None, t: Th
                f"{t.min_batches_to_retain}, spark.sql.streaming.minBatchesToRetain)")
     fix = ("State cleanup runs in the state store maintenance task of a running query: check that queries run "
            "long enough for maintenance (spark.sql.streaming.stateStore.maintenanceInterval), that the "
-           "executor can delete files on the checkpoint storage, and that minBatchesToRetain was not raised; "
-           "then use StateOps retention (dry-run first) to trim old versions.")
+           "executor can delete files on the checkpoint storage, and that minBatchesToRetain was not raised. "
+           "Spark then trims old versions itself; never delete state files by age by hand (SST files are "
+           "shared between versions).")
     return _finding("CLEANUP_STUCK", level, op, message, fix)
 
 
 # --- WATERMARK_LAG, LATE_DATA_DROPS ---------------------------------------------------------------------
 
-def watermark_lag_finding(watermark: _dt.datetime | None, now: _dt.datetime, t: Thresholds) -> Finding | None:
+def watermark_lag_finding(watermark: _dt.datetime | None, now: _dt.datetime, t: Thresholds,
+                          reference: str = "now") -> Finding | None:
+    """`now`: the wall clock, or the audited batch's own time (`reference` names which, for the message)."""
     if watermark is None:
         return None
     lag = (now - watermark).total_seconds()
     level = _level(lag, t.watermark_lag_seconds, t.watermark_lag_error_seconds)
     if not level:
         return None
-    message = (f"the watermark {_iso(watermark)} is {human_duration(lag)} behind now {_iso(now)} "
+    message = (f"the watermark {_iso(watermark)} is {human_duration(lag)} behind {reference} {_iso(now)} "
                f"(threshold {human_duration(t.watermark_lag_seconds)})")
     fix = ("Expected while replaying history. Otherwise the query is stopped or falling behind: check that it "
            "runs (progress table), that every input advances (with several inputs the slowest one sets the "
            "watermark) and that no input partition is idle; a stalled watermark stops all eviction.")
-    return _finding("WATERMARK_LAG", level, None, message, fix)
+    return _finding("WATERMARK_LAG", level, None, message, fix, {"lag_seconds": lag, "reference": reference})
 
 
 def operator_progress(progress: Iterable[Mapping[str, Any]], operators: Sequence[tuple[int, str]],
@@ -317,7 +427,7 @@ def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, 
     """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first)."""
     earlier = [r for r in history if r.get("audited_at") is None or r["audited_at"] < report.audited_at]
     findings: list[Finding] = []
-    lag = watermark_lag_finding(report.watermark, report.audited_at, t)
+    lag = watermark_lag_finding(report.watermark, report.measured_at, t, report.measured_against)
     if lag:
         findings.append(lag)
     findings += late_drop_findings(report, input_rows, t)
@@ -329,7 +439,7 @@ def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, 
                                        report.watermark, report.batch_id, any(o.watermarked for o in stores))
         if finding and len(stores) > 1:
             finding = Finding(finding.code, finding.severity, finding.operator_id, None, finding.message,
-                              finding.recommendation)
+                              finding.recommendation, finding.details)
         if finding:
             findings.append(finding)
     for op in report.operators:
@@ -338,7 +448,7 @@ def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, 
             unbounded_dedup_finding(op),
             eviction_finding(op, report.watermark, t),
             skew_finding(op, t),
-            growth_finding(op, earlier, t),
+            growth_finding(op, earlier, t, report.kind, report.audited_at),
             cleanup_finding(op, same_kind[-1] if same_kind else None, t),
             large_state_finding(op, t),
         ):

@@ -1,6 +1,7 @@
 """The `audits` and `findings` ops tables: what every audit saw, so growth and cleanup show over time.
 
-`audits`: one row per operator/store per audit (deep or fast). `findings`: one row per finding. Both are
+`audits`: one row per operator/store per audit (deep or fast). `findings`: one row per finding, with its
+numbers as JSON in `details_json` (e.g. STATE_SKEW's ratio, cause and hot partition, for policies). Both are
 append-only Delta tables (delta-rs), readable by sensors with pyarrow alone. History is matched on the
 checkpoint path *and* the query id, because a recreated checkpoint at the same path starts over.
 """
@@ -36,7 +37,7 @@ FINDINGS_SCHEMA = pa.schema([
     ("audit_id", pa.string()), ("audited_at", _TS), ("kind", pa.string()), ("job", pa.string()),
     ("checkpoint", pa.string()), ("query_id", pa.string()), ("batch_id", pa.int64()), ("code", pa.string()),
     ("severity", pa.string()), ("operator_id", pa.int64()), ("store_name", pa.string()),
-    ("message", pa.string()), ("recommendation", pa.string()),
+    ("message", pa.string()), ("recommendation", pa.string()), ("details_json", pa.string()),
 ])
 
 
@@ -72,7 +73,9 @@ def audit_rows(report: AuditReport, audit_id: str) -> list[dict[str, Any]]:
 def finding_rows(report: AuditReport, audit_id: str) -> list[dict[str, Any]]:
     return [{"audit_id": audit_id, "audited_at": report.audited_at, "kind": report.kind, "job": report.job,
              "checkpoint": normalize(report.checkpoint), "query_id": report.query_id,
-             "batch_id": report.batch_id, **f.contract()} for f in report.findings]
+             "batch_id": report.batch_id, **f.contract(),
+             "details_json": json.dumps(jsonable(f.details)) if f.details is not None else None}
+            for f in report.findings]
 
 
 def record(layout: Layout, report: AuditReport) -> str:

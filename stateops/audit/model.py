@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from stateops.audit.skew import spread
 
 SEVERITIES = ("info", "warn", "error")
 
@@ -20,14 +21,10 @@ CODES = ("STATE_SKEW", "STATE_GROWTH", "EVICTION_STALLED", "UNBOUNDED_DEDUP", "N
 
 
 def skew_ratio(per_partition: Mapping[int, int | None]) -> float | None:
-    """max / median over every partition (empty ones count as 0); the median is floored at 1.
-
-    None when there is nothing to measure (no partitions, or all of them empty).
-    """
-    values = [v or 0 for v in per_partition.values()]
-    if not values or max(values) == 0:
-        return None
-    return round(max(values) / max(statistics.median(values), 1), 3)
+    """max / mean over every partition, empty ones included: the busiest task against an even split
+    (1.0 even, at most the partition count). None when there is nothing to measure."""
+    measured = spread(per_partition)
+    return measured.ratio if measured else None
 
 
 def jsonable(value: Any) -> Any:
@@ -58,7 +55,9 @@ class OperatorAudit:
     rows_*: exact counts from Spark's statestore reader (deep), or the progress table's numRowsTotal
     (fast; None when the operator has several stores, e.g. joins, whose split progress does not give).
     bytes_*: state files on disk now (see stateops.audit.inventory for what is counted).
-    skew_ratio: max/median of rows per partition (deep) or of bytes per partition (fast: no row counts).
+    skew_ratio: max/mean of rows per partition (deep) or of bytes per partition (fast: no row counts).
+    keys_*: distinct partitioning keys, which is the rows except in join value stores (several rows per
+    join key: counted from the side's keyToNumValues store).
     """
 
     operator_id: int
@@ -87,6 +86,13 @@ class OperatorAudit:
     avg_value_bytes: float | None = None
     estimated_bytes: int | None = None  # rows x (avg key + avg value) x versioning factor
     rows_dropped_by_watermark: int | None = None  # from progress: late rows this operator dropped
+    keys_total: int | None = None
+    keys_per_partition: dict[int, int] = field(default_factory=dict)  # deep audit only
+    heaviest_keys: dict[int, dict[str, Any]] = field(default_factory=dict)  # join value stores: per partition
+    # the join key with the most rows, {"key", "rows"}; elsewhere every key is one row
+    encoded_bytes_per_partition: dict[int, int] = field(default_factory=dict)  # UnsafeRow key + value bytes
+    join_grace_seconds: int | None = None  # join value stores: rows older than watermark - this are overdue
+    join_grace_source: str | None = None  # where that grace comes from (the job's join bound, or config)
 
     def contract(self) -> dict[str, Any]:
         return {
@@ -113,6 +119,8 @@ class Finding:
     store_name: str | None
     message: str
     recommendation: str
+    details: Mapping[str, Any] | None = field(default=None, compare=False)  # the numbers, for policies;
+    # recorded in the findings table (details_json), not part of the CLI contract
 
     def __post_init__(self):
         if self.code not in CODES:
@@ -140,13 +148,29 @@ class AuditReport:
     batch_timestamp: _dt.datetime | None = None
     provider: str | None = None
     duration_seconds: float | None = None
+    pinned_batch: bool = False  # the caller chose the batch (--batch-id) instead of the latest
+
+    @property
+    def measured_at(self) -> _dt.datetime:
+        """What the watermark's lag is measured against: the batch's own time (batchTimestampMs) for a batch
+        the caller chose, since an old batch's watermark is not late by today's clock; else the wall clock."""
+        if self.pinned_batch and self.batch_timestamp is not None:
+            return self.batch_timestamp
+        return self.audited_at
+
+    @property
+    def measured_against(self) -> str:
+        """`measured_at` in words, for messages."""
+        if self.pinned_batch and self.batch_timestamp is not None:
+            return f"batch {self.batch_id}'s own time"
+        return "now"
 
     @property
     def watermark_lag_seconds(self) -> float | None:
-        """Event-time lag of the watermark behind the audit's wall clock."""
+        """Event-time lag of the watermark behind `measured_at`."""
         if self.watermark is None:
             return None
-        return (self.audited_at - self.watermark).total_seconds()
+        return (self.measured_at - self.watermark).total_seconds()
 
     @property
     def has_errors(self) -> bool:

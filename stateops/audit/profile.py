@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 WATERMARK_META = "spark.watermarkDelayMs"
+VALUES_STORE = "keyWithIndexToValue"  # a join side's rows, several per join key
+NUM_VALUES_STORE = "keyToNumValues"  # a join side's keys, each with its number of rows
 _STRUCT_START = re.compile(r'\{\s*"type"\s*:\s*"struct"')
 
 KINDS = {
@@ -53,6 +55,7 @@ class StoreProfile:
     event_time: EventTime | None
     watermarked: bool  # some column carries the watermark tag: this operator's input has a watermark
     has_matched: bool  # join value store with the `matched` flag
+    counts_join_values: bool = False  # a join side's keyToNumValues store: value.value = rows per join key
 
     @property
     def unbounded_dedup(self) -> bool:
@@ -103,12 +106,14 @@ def profile(operator_name: str, store_name: str, key_schema: Mapping[str, Any] |
         event_time = EventTime("value", ("expiresAtMicros",), "micros")
     elif kind == "session":
         event_time = _tagged_time(value_schema, "value") or _tagged_time(key_schema, "key")
-    elif kind == "join" and store_name.endswith("keyWithIndexToValue"):
+    elif kind == "join" and store_name.endswith(VALUES_STORE):
         event_time = _tagged_time(value_schema, "value", join_grace=True)
         has_matched = _field(value_schema, "matched") is not None
     elif kind == "custom" and _field(value_schema, "timeoutTimestamp"):
         event_time = EventTime("value", ("timeoutTimestamp",), "millis")
-    return StoreProfile(kind, event_time, watermarked, has_matched)
+    counts_join_values = (kind == "join" and store_name.endswith(NUM_VALUES_STORE)
+                          and _field(value_schema, "value") is not None)
+    return StoreProfile(kind, event_time, watermarked, has_matched, counts_join_values)
 
 
 def parse_schema_file(data: bytes) -> tuple[dict | None, dict | None]:

@@ -62,7 +62,7 @@ def operators_markdown(report: AuditReport) -> str:
     if not report.operators:
         return "_No stateful operators in this checkpoint._"
     header = ("op", "operator", "store", "kind", "partitions", "rows", "rows per partition (min / median / max)",
-              "bytes", "bytes per partition (min / median / max)", "skew (max/median)", "behind watermark",
+              "bytes", "bytes per partition (min / median / max)", "skew (max/mean)", "behind watermark",
               "batches")
     rows = []
     for op in report.operators:

@@ -3,13 +3,14 @@
 In the STATEOPS_CONFIG file (a top-level `audit` table, so `[jobs.<name>]` stays the job spec):
 
     [audit]                      # every job
-    skew_ratio = 10
+    skew_ratio = 5
     [audit.jobs.user_activity]   # one job
-    skew_ratio = 20
+    skew_ratio = 6
     growth_min_rows = 50000
 
 An "error" threshold of 0 disables that error level (the warning stays). Unknown keys and wrong types are
-ConfigErrors naming the field, so a typo never silently falls back to a default.
+ConfigErrors naming the field, so a typo never silently falls back to a default; shares are fractions
+(0.6, not 60).
 """
 from __future__ import annotations
 
@@ -20,28 +21,37 @@ from stateops.errors import ConfigError
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+SHARE_SUFFIXES = ("_share", "_share_error")
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    # STATE_SKEW: max/median rows (or bytes) per partition; small stores are noise, not skew.
-    skew_ratio: float = 10.0
-    skew_ratio_error: float = 50.0
+    # STATE_SKEW: max/mean rows (or bytes) per partition over every partition, i.e. the busiest task against
+    # an even split (1 = even, at most the partition count). warn/error when the ratio reaches skew_ratio /
+    # skew_ratio_error, or when the busiest partition holds skew_share / skew_share_error of the store
+    # (what applies with few partitions, where max/mean cannot reach the ratio: 4 partitions -> 2.4x / 3.2x).
+    # Spreads that hashing the store's keys explains (few keys, chance) are not skew; small stores are noise.
+    skew_ratio: float = 4.0
+    skew_ratio_error: float = 8.0
+    skew_share: float = 0.6
+    skew_share_error: float = 0.8
     skew_min_rows: int = 1000
     skew_min_bytes: int = 64 * MiB
-    # STATE_GROWTH: now against the oldest of the last `growth_lookback` audits of the same checkpoint.
+    # STATE_GROWTH: now against the oldest earlier audit of the same kind (deep or fast) and store within
+    # the last growth_window_seconds.
     growth_ratio: float = 1.5
     growth_ratio_error: float = 3.0
     growth_min_rows: int = 10_000
     growth_min_bytes: int = 256 * MiB
-    growth_lookback: int = 24
+    growth_window_seconds: int = 24 * 3600
     # EVICTION_STALLED: share of a store's rows already behind the watermark.
     eviction_share: float = 0.01
     eviction_share_error: float = 0.25
-    # Join rows count as behind only when older than watermark - this grace (the join's time bound,
-    # which the state does not record, must fit in it).
+    # Join rows count as behind only when older than watermark - the join's time bound. The bound is known
+    # for catalog jobs; for a checkpoint path that is no job's, this grace stands in for it.
     join_eviction_grace_seconds: int = 3600
-    # WATERMARK_LAG: wall clock minus the watermark.
+    # WATERMARK_LAG: the audit's wall clock (the batch's own time when a batch id was asked for) minus the
+    # watermark.
     watermark_lag_seconds: int = 6 * 3600
     watermark_lag_error_seconds: int = 0
     # LATE_DATA_DROPS: rows dropped by the watermark over input rows, across recent progress rows.
@@ -89,6 +99,8 @@ class Thresholds:
                 raise ConfigError(f"{where}.{key}", f"{value!r} is not a number", "write a plain number")
             if value < 0:
                 raise ConfigError(f"{where}.{key}", f"{value} is negative", "use 0 or more")
+            if key.endswith(SHARE_SUFFIXES) and value > 1:
+                raise ConfigError(f"{where}.{key}", f"{value} is above 1", "write a share as a fraction: 0.6 for 60%")
             if types[key] is int and float(value) != int(value):
                 raise ConfigError(f"{where}.{key}", f"{value} is not a whole number", "write an integer")
             clean[key] = types[key](value)

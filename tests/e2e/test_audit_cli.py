@@ -96,11 +96,13 @@ def test_fast_json_contract_and_exit_codes(home):
 
 def test_thresholds_per_job_from_config(home, tmp_path):
     config = tmp_path / "stateops.toml"
-    config.write_text("[audit]\nskew_min_bytes = 1\n[audit.jobs.user_activity]\nskew_ratio = 1.001\n"
-                      "skew_ratio_error = 0\n")
+    # The generated events are from 2026-01-01: the watermark lags by months, a warning by default.
+    config.write_text("[audit]\nwatermark_lag_seconds = 7200\n[audit.jobs.user_activity]\n"
+                      "watermark_lag_error_seconds = 86400\n")
     result = stateops(home, "audit", "user_activity", "--fast", "--json", config=str(config))
-    assert result.returncode == 0, result.stderr
-    assert {f["code"] for f in json.loads(result.stdout)["findings"]} >= {"STATE_SKEW"}
+    assert result.returncode == 1, result.stderr
+    [lag] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "WATERMARK_LAG"]
+    assert lag["severity"] == "error" and "(threshold 2 h 0 min)" in lag["message"]
     config.write_text("[audit.jobs.user_activity]\nskew_ration = 3\n")
     result = stateops(home, "audit", "user_activity", "--fast", config=str(config))
     assert result.returncode == 2 and "audit.jobs.user_activity.skew_ration: is not an audit threshold" in result.stderr

@@ -10,6 +10,7 @@ from dagster import (AssetKey, DagsterRun, DagsterRunStatus, DefaultScheduleStat
 
 from orchestration.assets import GROUP, SPECS
 from orchestration.definitions import defs
+from orchestration.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 
@@ -42,10 +43,12 @@ def test_one_asset_and_one_stopped_schedule_per_job():
         assert [k.to_user_string() for k in job.asset_layer.selected_asset_keys] == [spec.sink_table]
 
 
-def test_schedule_skips_while_the_jobs_previous_run_is_active():
+def test_schedule_skips_while_the_jobs_previous_run_is_active(layout):
     schedule = defs.get_repository_def().get_schedule_def("user_activity_every_15_minutes")
     with instance_for_test() as instance:
-        assert isinstance(schedule(build_schedule_context(instance=instance)), RunRequest)
+        context = build_schedule_context(instance=instance, resources=default_resources())
+        assert isinstance(schedule(context), RunRequest)
         instance.add_run(DagsterRun(job_name=schedule.job_name, run_id=str(uuid.uuid4()),
                                     status=DagsterRunStatus.STARTED))
-        assert isinstance(schedule(build_schedule_context(instance=instance)), SkipReason)
+        assert isinstance(schedule(build_schedule_context(instance=instance, resources=default_resources())),
+                          SkipReason)

@@ -17,8 +17,10 @@ from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, rec
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.layout import Layout
 
+from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.session import HDFS_PROVIDER
+from jobs.transforms import join_bound
 from tests.audit_support import (event_stream, events, hdfs_window_query, ids_on_partition, nonzero,
                                  oracle_rows, run_bounded, run_job_query, write_batches)
 
@@ -55,7 +57,9 @@ def built(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reports(spark, built):
-    return {name: deep_audit(spark, cp) for name, cp in built["cps"].items()}
+    """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
+    return {name: deep_audit(spark, cp, job=name, join_bound=join_bound(get_job(name))) if name in JOBS
+            else deep_audit(spark, cp) for name, cp in built["cps"].items()}
 
 
 def store_options(op) -> dict:
@@ -100,13 +104,15 @@ def test_balanced_job_has_no_false_skew(reports):
     assert agg.event_time_column == "key.window.end" and agg.oldest_event_time > report.watermark
 
 
-def test_hot_partition_gives_state_skew(reports):
+def test_hot_partition_gives_state_skew(spark, built, reports):
     report = reports["hot_partition"]
     [op] = report.operators
-    assert max(op.rows_per_partition, key=op.rows_per_partition.get) == 2
-    assert op.skew_ratio >= 10
+    counts = oracle_rows(spark, built["cps"]["hot_partition"])
+    assert max(counts, key=counts.get) == 2 and counts[2] >= 1800
+    assert op.skew_ratio == pytest.approx(counts[2] * 4 / sum(counts.values()), abs=1e-3)  # max/mean: ~3.7 of 4
     [skew] = [f for f in report.findings if f.code == "STATE_SKEW"]
-    assert skew.operator_id == 0 and skew.store_name == "default" and "partition 2 holds" in skew.message
+    assert skew.operator_id == 0 and skew.store_name == "default" and "partition 2 holds 9" in skew.message
+    assert skew.severity == "error" and skew.details["cause"] == "many_keys"  # 1800 distinct ids, not one key
 
 
 def test_unbounded_dedup(reports):
@@ -143,6 +149,14 @@ def test_join_reports_all_four_stores_and_unmatched_rows(spark, built, reports):
     never_paid = [r for r in orders if cases[r.order_id] == "never_paid"]
     assert never_paid and not any(r.matched for r in never_paid)  # they wait for a payment that never comes
     assert "NO_WATERMARK" not in codes(report) and "EVICTION_STALLED" not in codes(report)
+    # The job's own bound (payment within 5 minutes) decides which rows are overdue: left rows wait 5 minutes
+    # behind the watermark for a payment, right rows none. Rows that wait are there, and are not behind.
+    assert (left.join_grace_seconds, report.operator(0, "right-keyWithIndexToValue").join_grace_seconds) == (300, 0)
+    assert "job order_payments" in left.join_grace_source
+    waiting = (spark.read.format("statestore").option("path", cp).option("storeName", left.store_name).load()
+               .where((F.col("value.order_time") < F.lit(report.watermark))
+                      & (F.col("value.order_time") >= F.lit(report.watermark - dt.timedelta(minutes=5)))).count())
+    assert waiting > 0 and left.rows_behind_watermark == 0
 
 
 def test_custom_state(reports):

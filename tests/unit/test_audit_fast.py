@@ -105,10 +105,11 @@ def test_inventory_bytes_versions_schema_and_progress(dedup_tree):
     assert op.bytes_per_partition == {0: 15000, 1: 600, 2: 600, 3: 600} and op.bytes_total == 16800
     assert (op.min_batch_id, op.max_batch_id) == (0, 2)
     assert op.rows_total == 3000 and op.rows_per_partition == {} and op.skew_basis == "bytes"
-    assert op.skew_ratio == 25.0 and op.rows_dropped_by_watermark == 120
+    assert op.skew_ratio == 3.571 and op.rows_dropped_by_watermark == 120  # max/mean bytes: 15000 / 4200
     codes = {f.code: f for f in report.findings}
     assert codes["UNBOUNDED_DEDUP"].severity == "error" and "(event_id)" in codes["UNBOUNDED_DEDUP"].message
-    assert codes["STATE_SKEW"].severity == "warn" and "partition 0" in codes["STATE_SKEW"].message
+    assert codes["STATE_SKEW"].severity == "error" and "partition 0 holds 89% of the bytes" in codes["STATE_SKEW"].message
+    assert codes["STATE_SKEW"].details["cause"] == "unknown"  # no keys per partition without the state reader
     assert codes["LATE_DATA_DROPS"].severity == "warn" and "120 late rows" in codes["LATE_DATA_DROPS"].message
     assert "WATERMARK_LAG" not in codes  # now == T0, watermark 20 min ahead
     doc = report.to_json()
@@ -134,8 +135,11 @@ def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
     assert "bytes grew 2.82x from 16.4 KiB" in codes["STATE_GROWTH"].message
     assert codes["CLEANUP_STUCK"].severity == "error" and "minBatchId is still 0" in codes["CLEANUP_STUCK"].message
     record(layout, second)
-    assert {f["code"] for f in load_findings(layout, str(dedup_tree.root))} >= {"STATE_GROWTH", "CLEANUP_STUCK",
-                                                                              "UNBOUNDED_DEDUP"}
+    recorded = {f["code"]: f for f in load_findings(layout, str(dedup_tree.root))}
+    assert set(recorded) >= {"STATE_GROWTH", "CLEANUP_STUCK", "UNBOUNDED_DEDUP"}
+    growth = json.loads(recorded["STATE_GROWTH"]["details_json"])  # the numbers, for policies
+    assert growth["kind"] == "fast" and growth["bytes"]["from"] == 16800 and growth["window_seconds"] == 86400
+    assert recorded["UNBOUNDED_DEDUP"]["details_json"] is None
     assert load_history(layout, str(dedup_tree.root), query_id="another-query") == []
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stateops.audit.findings import (cleanup_finding, evaluate, eviction_finding, growth_finding,
+from stateops.audit.findings import (CONFIGURED_GRACE, cleanup_finding, evaluate, eviction_finding, growth_finding,
                                      large_state_finding, no_watermark_finding, operator_progress,
                                      skew_finding, unbounded_dedup_finding, watermark_lag_finding)
 from stateops.audit.model import CODES, AuditReport, Finding, OperatorAudit, skew_ratio
@@ -33,38 +33,112 @@ def rows(*counts: int) -> dict[int, int]:
 
 # --- skew ----------------------------------------------------------------------------------------------
 
-def test_skew_ratio_is_max_over_median_with_empty_partitions_counted():
+def test_skew_ratio_is_max_over_mean_over_every_partition():
     assert skew_ratio(rows(10, 10, 10, 10)) == 1.0
-    assert skew_ratio(rows(900, 30, 30, 40)) == pytest.approx(900 / 35, abs=1e-3)
-    assert skew_ratio(rows(5, 0, 0, 0)) == 5.0  # median floored at 1
+    assert skew_ratio(rows(900, 30, 30, 40)) == 3.6
+    assert skew_ratio(rows(5, 0, 0, 0)) == 4.0  # the ceiling: the partition count
+    assert skew_ratio(rows(*[200] * 6, *[0] * 10)) == pytest.approx(200 / 75, abs=1e-3)  # the issue's 6 of 16
+    assert skew_ratio(rows(*[100] * 9, *[0] * 7)) == pytest.approx(100 / 56.25, abs=1e-3)  # and 9 of 16
     assert skew_ratio(rows(0, 0)) is None
     assert skew_ratio({}) is None
 
 
-def test_balanced_store_has_no_skew_finding():
-    assert skew_finding(op(rows_total=4000, rows_per_partition=rows(1000, 1100, 950, 950)), T) is None
+def keyed(*counts: int, **kw) -> OperatorAudit:
+    """A store whose rows are its keys (aggregation, dedup): what the deep audit reports."""
+    per_partition = rows(*counts)
+    return op(rows_total=sum(counts), rows_per_partition=per_partition, keys_total=sum(counts),
+              keys_per_partition=dict(per_partition), **kw)
 
 
-def test_hot_partition_gives_skew_with_the_numbers():
-    audit = op(rows_total=2000, rows_per_partition=rows(1820, 60, 60, 60))
-    finding = skew_finding(audit, T)
-    assert finding.code == "STATE_SKEW" and finding.severity == "warn"
-    assert "partition 0 holds 1820 of 2000 rows" in finding.message and "30.3" in finding.message
-    assert "salt" in finding.recommendation
-    assert skew_finding(op(rows_total=6000, rows_per_partition=rows(5940, 20, 20, 20)), T).severity == "error"
+def skew(audit: OperatorAudit, t: Thresholds = T):
+    finding = skew_finding(audit, t)
+    return (finding.severity, finding.details["cause"]) if finding else None
 
 
-def test_skew_ignores_small_stores_and_respects_configured_ratio():
-    assert skew_finding(op(rows_total=100, rows_per_partition=rows(97, 1, 1, 1)), T) is None
-    audit = op(rows_total=2000, rows_per_partition=rows(1820, 60, 60, 60))
-    assert skew_finding(audit, T.with_overrides({"skew_ratio": 40, "skew_ratio_error": 0})) is None
+def test_the_issues_examples_get_the_severity_a_user_expects():
+    assert skew(keyed(*[200] * 6, *[0] * 10)) is None  # evenly over 6 of 16: 2.7x, no partition is hot
+    assert skew(keyed(*[100] * 9, *[0] * 7)) is None
+    hot = keyed(700, *[20] * 15)  # one partition of 16 holds 70%
+    assert skew(hot) == ("error", "many_keys")
+    d = skew_finding(hot, T).details
+    assert (d["basis"], d["ratio"], d["hot_partition"], d["hot_share"], d["partitions"], d["empty_partitions"]) == (
+        "rows", 11.2, 0, 0.7, 16, 0)
+    assert (d["hot_partition_keys"], d["keys"], d["hot_key_share"]) == (700, 1000, pytest.approx(1 / 700, abs=1e-4))
+    assert d["hashing_max_keys"] < 700 and (d["warn_ratio"], d["error_ratio"]) == (4.0, 8.0)
+
+
+def test_thresholds_work_at_4_and_at_200_partitions():
+    assert skew(keyed(1000, 1100, 950, 950)) is None
+    assert skew(keyed(1820, 60, 60, 60)) == ("error", "many_keys")  # 91% of 4: 3.64x, above 0.8 x 4 = 3.2x
+    warn = skew_finding(keyed(1300, 240, 230, 230), T)  # 65% of 4: 2.6x, above 0.6 x 4 = 2.4x
+    assert warn.severity == "warn" and (warn.details["warn_ratio"], warn.details["error_ratio"]) == (2.4, 3.2)
+    assert "partition 0 holds 65% of the rows (1300 of 2000 rows), 2.6x an even split over 4 partitions" in warn.message
+    assert skew(keyed(1100, 300, 300, 300)) is None  # 55%: a lopsided split, not a hot partition
+    spread_200 = [5] * 200
+    assert skew(keyed(*spread_200[:-1], 105)) == ("error", "many_keys")  # 105 of 1100 keys on one of 200: 19x
+    assert skew(keyed(*[4] * 199, 17)) is None  # 3.4x, what hashing 813 keys over 200 partitions does anyway
+
+
+def test_spreads_that_hashing_explains_are_not_skew():
+    # 1000 keys over 400 partitions: 2.5 per partition on average, 12 on one is chance (4.8x).
+    chance = keyed(12, *[3] * 190, *[2] * 209)
+    assert skew_ratio(chance.rows_per_partition) == 4.8
+    assert skew(chance) is None
+    crowded = keyed(60, *[3] * 142, *[2] * 257)  # 60 keys on one partition are not chance
+    assert skew_ratio(crowded.rows_per_partition) == 24.0 and skew(crowded) == ("error", "many_keys")
+
+
+def join_side(per_partition: dict[int, int], keys_per_partition: dict[int, int], heaviest: dict[int, dict]):
+    return op(kind="join", operator_name="symmetricHashJoin", store_name="left-keyWithIndexToValue",
+              rows_total=sum(per_partition.values()), rows_per_partition=per_partition,
+              keys_total=sum(keys_per_partition.values()), keys_per_partition=keys_per_partition,
+              heaviest_keys=heaviest, num_partitions=len(per_partition))
+
+
+def test_few_keys_leave_partitions_empty_and_that_is_not_skew():
+    # Three join keys with 400 rows each over 16 partitions: 13 partitions must stay empty.
+    per = {p: 0 for p in range(16)} | {3: 400, 7: 400, 11: 400}
+    keys = {p: 0 for p in range(16)} | {3: 1, 7: 1, 11: 1}
+    heaviest = {p: {"key": {"field0": f"k{p}"}, "rows": 400} for p in (3, 7, 11)}
+    finding = skew_finding(join_side(per, keys, heaviest), T)
+    assert (finding.severity, finding.details["cause"], finding.details["empty_partitions"]) == ("info", "few_keys", 13)
+    assert "only 3 keys for 16 partitions, so 13 partitions hold no state" in finding.message
+    assert "not skew" in finding.message and "fewer shuffle partitions" in finding.recommendation
+    # Two of them on one partition (hashing does that): still few keys, not a hot partition.
+    per2 = {p: 0 for p in range(16)} | {3: 800, 11: 400}
+    keys2 = {p: 0 for p in range(16)} | {3: 2, 11: 1}
+    heaviest2 = {3: {"key": {"field0": "k3"}, "rows": 400}, 11: {"key": {"field0": "k11"}, "rows": 400}}
+    assert skew(join_side(per2, keys2, heaviest2)) == ("info", "few_keys")
+
+
+def test_one_hot_join_key():
+    per = {0: 930, 1: 25, 2: 20, 3: 25}  # 900 rows of one order id plus 100 single-row keys
+    keys = {0: 31, 1: 25, 2: 20, 3: 25}
+    heaviest = {0: {"key": {"field0": "HOT"}, "rows": 900}, 1: {"key": {"field0": "a"}, "rows": 1}}
+    finding = skew_finding(join_side(per, keys, heaviest), T)
+    d = finding.details
+    assert (finding.severity, d["cause"], d["hot_key"], d["hot_key_share"]) == ("error", "hot_key", {"field0": "HOT"},
+                                                                                pytest.approx(900 / 930, abs=1e-4))
+    assert 'one key, {"field0": "HOT"}, holds 97% of that partition' in finding.message
+    assert "before the join" in finding.recommendation
 
 
 def test_skew_by_bytes_for_fast_audits():
     mib = 1024 * 1024
     audit = op(rows_total=None, bytes_total=130 * mib, bytes_per_partition=rows(100 * mib, 10 * mib, 10 * mib, 10 * mib))
     finding = skew_finding(audit, T)
-    assert finding and "MiB" in finding.message and "bytes per partition = 10" in finding.message
+    assert finding.severity == "warn" and finding.details["cause"] == "unknown"  # no key counts in a fast audit
+    assert "(100.0 MiB of 130.0 MiB on disk)" in finding.message and "3.08x an even split" in finding.message
+    assert skew_finding(op(rows_total=None, bytes_total=13 * mib, bytes_per_partition=rows(10 * mib, mib, mib, mib)),
+                        T) is None  # below skew_min_bytes
+
+
+def test_skew_ignores_small_stores_and_respects_configured_thresholds():
+    assert skew_finding(keyed(97, 1, 1, 1), T) is None
+    assert skew_finding(keyed(1820, 60, 60, 60), T.with_overrides({"skew_share": 0.95, "skew_share_error": 0})) is None
+    assert skew(keyed(1820, 60, 60, 60), T.with_overrides({"skew_share_error": 0})) == ("warn", "many_keys")
+    with pytest.raises(ConfigError, match=r"audit.skew_share: 60 is above 1.*0.6 for 60%"):
+        Thresholds.from_config({"audit": {"skew_share": 60}})
 
 
 # --- eviction, dedup, watermark ----------------------------------------------------------------------
@@ -76,10 +150,22 @@ def test_eviction_stalled_share_levels():
     warn = eviction_finding(op(rows_total=1000, rows_behind_watermark=50), wm, T)
     assert warn.severity == "warn" and "50 of 1000 rows (5.0%)" in warn.message
     assert "complete mode" in warn.recommendation
-    join = eviction_finding(op(kind="join", store_name="left-keyWithIndexToValue", rows_total=100,
-                               rows_behind_watermark=60, event_time_column="value.order_time"), wm, T)
-    assert join.severity == "error" and "grace" in join.message and "time-range" in join.recommendation
     assert eviction_finding(op(rows_total=1000, rows_behind_watermark=500), None, T) is None
+
+
+def test_eviction_stalled_names_the_join_bound_it_used():
+    wm = NOW - dt.timedelta(hours=1)
+    side = dict(kind="join", store_name="left-keyWithIndexToValue", rows_total=100, rows_behind_watermark=60,
+                event_time_column="value.order_time")
+    bound = eviction_finding(op(**side, join_grace_seconds=300, join_grace_source="the left side's wait under the "
+                                "join's time bound (job order_payments)"), wm, T)
+    assert bound.severity == "error" and "time-range" in bound.recommendation
+    assert ("(value.order_time < watermark - 5 min: the left side's wait under the join's time bound (job "
+            "order_payments))") in bound.message
+    assert "join_eviction_grace_seconds" not in bound.recommendation and bound.details["join_grace_seconds"] == 300
+    fallback = eviction_finding(op(**side, join_grace_seconds=3600, join_grace_source=CONFIGURED_GRACE), wm, T)
+    assert "watermark - 1 h: join_eviction_grace_seconds from the audit config" in fallback.message
+    assert "audit it by job name" in fallback.recommendation
 
 
 def test_unbounded_dedup_only_for_dedup_without_event_time_keys():
@@ -118,10 +204,25 @@ def test_join_watermark_is_judged_per_operator_not_per_store():
 def test_watermark_lag():
     assert watermark_lag_finding(NOW - dt.timedelta(minutes=30), NOW, T) is None
     finding = watermark_lag_finding(NOW - dt.timedelta(days=2), NOW, T)
-    assert finding.severity == "warn" and "2 d 0 h behind" in finding.message and finding.operator_id is None
+    assert finding.severity == "warn" and "2 d 0 h behind now" in finding.message and finding.operator_id is None
     strict = T.with_overrides({"watermark_lag_error_seconds": 86400})
     assert watermark_lag_finding(NOW - dt.timedelta(days=2), NOW, strict).severity == "error"
     assert watermark_lag_finding(None, NOW, T) is None
+
+
+def test_watermark_lag_of_a_chosen_batch_is_measured_at_the_batch_time():
+    batch_time = NOW - dt.timedelta(days=3)
+    watermark = batch_time - dt.timedelta(minutes=12)
+    chosen = AuditReport("/cp", 7, watermark, [], audited_at=NOW, batch_timestamp=batch_time, pinned_batch=True)
+    assert chosen.watermark_lag_seconds == 12 * 60
+    assert [f.code for f in evaluate(chosen, T)] == []
+    latest = AuditReport("/cp", 7, watermark, [], audited_at=NOW, batch_timestamp=batch_time)
+    [lag] = evaluate(latest, T)
+    assert lag.code == "WATERMARK_LAG" and "behind now" in lag.message
+    stalled = AuditReport("/cp", 7, batch_time - dt.timedelta(days=1), [], audited_at=NOW, batch_timestamp=batch_time,
+                          pinned_batch=True)
+    [lag] = evaluate(stalled, T)
+    assert "1 d 0 h behind batch 7's own time" in lag.message
 
 
 # --- growth, cleanup, size --------------------------------------------------------------------------
@@ -133,17 +234,40 @@ def history_row(**kw):
     return base
 
 
-def test_growth_against_the_oldest_audit_in_the_lookback():
+def test_growth_against_the_oldest_audit_in_the_window():
     history = [history_row(rows_total=10_000, batch_id=10), history_row(rows_total=14_000, batch_id=20)]
-    finding = growth_finding(op(rows_total=25_000, bytes_total=1_000_000), history, T)
+    finding = growth_finding(op(rows_total=25_000, bytes_total=1_000_000), history, T, "deep", NOW)
     assert finding.severity == "warn" and "rows grew 2.50x" in finding.message
     assert "from 10000 (batch 10" in finding.message and "to 25000" in finding.message
-    assert growth_finding(op(rows_total=40_000), history, T).severity == "error"
-    assert growth_finding(op(rows_total=12_000), history, T) is None  # 1.2x
-    assert growth_finding(op(rows_total=30_000), [], T) is None
+    assert "against the oldest deep audit in the last 24 h (growth window)" in finding.message
+    assert finding.details["rows"]["baseline_batch_id"] == 10 and finding.details["window_seconds"] == 86400
+    assert growth_finding(op(rows_total=40_000), history, T, "deep", NOW).severity == "error"
+    assert growth_finding(op(rows_total=12_000), history, T, "deep", NOW) is None  # 1.2x
+    assert growth_finding(op(rows_total=30_000), [], T, "deep", NOW) is None
     tiny = [history_row(rows_total=10, bytes_total=10)]
-    assert growth_finding(op(rows_total=100, bytes_total=10), tiny, T) is None  # below growth_min_rows
-    assert growth_finding(op(rows_total=100, bytes_total=10), tiny, T.with_overrides({"growth_min_rows": 1}))
+    assert growth_finding(op(rows_total=100, bytes_total=10), tiny, T, "deep", NOW) is None  # below growth_min_rows
+    assert growth_finding(op(rows_total=100, bytes_total=10), tiny, T.with_overrides({"growth_min_rows": 1}),
+                          "deep", NOW)
+
+
+def test_growth_compares_like_with_like_over_the_window():
+    hours = lambda h: NOW - dt.timedelta(hours=h)  # noqa: E731
+    history = [  # oldest first, as load_history returns them
+        history_row(kind="deep", rows_total=5_000, batch_id=1, audited_at=hours(30)),  # before the window
+        history_row(kind="deep", rows_total=10_000, batch_id=5, audited_at=hours(20)),
+        history_row(kind="fast", rows_total=4_000, batch_id=6, audited_at=hours(19)),
+        history_row(kind="fast", rows_total=16_000, batch_id=40, audited_at=hours(2)),
+        history_row(kind="deep", rows_total=15_000, batch_id=41, audited_at=hours(1)),
+    ]
+    deep = growth_finding(op(rows_total=25_000), history, T, "deep", NOW)
+    assert "rows grew 2.50x from 10000 (batch 5, 2025-12-31T16:00:00+00:00, 20 h 0 min earlier)" in deep.message
+    fast = growth_finding(op(rows_total=25_000), history, T, "fast", NOW)
+    assert "rows grew 6.25x from 4000 (batch 6" in fast.message and "oldest fast audit" in fast.message
+    narrow = T.with_overrides({"growth_window_seconds": 3 * 3600})
+    assert "rows grew 1.67x from 15000 (batch 41" in growth_finding(op(rows_total=25_000), history, narrow, "deep",
+                                                                    NOW).message
+    narrow_fast = growth_finding(op(rows_total=30_000), history, narrow, "fast", NOW).message
+    assert "rows grew 1.88x from 16000 (batch 40" in narrow_fast and "in the last 3 h (growth window)" in narrow_fast
 
 
 def test_cleanup_stuck_needs_min_batch_frozen_across_audits():
@@ -211,7 +335,7 @@ def test_contract_names_are_exact():
 
 def test_thresholds_from_config_defaults_global_and_per_job():
     config = {"audit": {"skew_ratio": 12, "jobs": {"user_activity": {"skew_ratio": 20, "growth_min_rows": 5}}}}
-    assert Thresholds.from_config({}, "x").skew_ratio == 10
+    assert Thresholds.from_config({}, "x").skew_ratio == 4
     assert Thresholds.from_config(config, "user_sessions").skew_ratio == 12
     job = Thresholds.from_config(config, "user_activity")
     assert (job.skew_ratio, job.growth_min_rows, job.top_keys) == (20, 5, 5)

@@ -1,0 +1,166 @@
+"""Holding a job's lease: take it (with the maintenance lock checked in the same critical section),
+heartbeat it from a background thread, fence writes with it, release it.
+
+Taking it: under the job's control lock, refuse while a runbook other than the caller's holds the
+maintenance lock, refuse while a live lease exists, take over a stale one (journaled as
+`lease_takeover` in `actions`, with the previous holder and why it was stale). A holder that finds on a
+heartbeat or a fence check that the record names another lease has lost the right to write: `lost` is
+set and `ensure_held()` raises LeaseLostError; the runner then stops its queries.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import replace
+
+from stateops import actions
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from stateops.control import lease as leases
+from stateops.control import maintenance, stop
+from stateops.control.lease import Lease, LeaseHeldError, LeaseLostError
+from stateops.control.maintenance import MaintenanceLockedError
+from stateops.control.process import HOST, default_actor, start_ticks
+from stateops.control.records import now_iso
+from stateops.control.settings import ControlSettings
+from stateops.control.store import ControlStore
+
+log = logging.getLogger(__name__)
+
+
+def _blocker(store: ControlStore, runbook_id: str | None,
+             settings: ControlSettings) -> tuple[StateOpsError | None, Lease | None]:
+    """(why a run may not start, the stale lease it would take over)."""
+    lock = maintenance.read(store)
+    if lock is not None and lock.runbook_id != runbook_id:
+        return MaintenanceLockedError(lock), None
+    holder = leases.read(store)
+    if holder is None:
+        return None, None
+    if holder.stale_reason(settings) is None:
+        return LeaseHeldError(holder), None
+    return None, holder
+
+
+def start_blocker(layout: Layout, job: str, *, runbook_id: str | None = None,
+                  settings: ControlSettings | None = None) -> StateOpsError | None:
+    """Why a run of `job` could not start now (maintenance lock, live lease), or None. A cheap read without
+    the lock, for schedules and for failing before a JVM starts; `acquire` decides atomically."""
+    return _blocker(ControlStore(layout, job), runbook_id, settings or ControlSettings.from_env())[0]
+
+
+def check_can_start(layout: Layout, job: str, *, runbook_id: str | None = None,
+                    settings: ControlSettings | None = None) -> None:
+    blocker = start_blocker(layout, job, runbook_id=runbook_id, settings=settings)
+    if blocker is not None:
+        raise blocker
+
+
+class HeldLease:
+    """A lease this process holds. Use as a context manager, or call release()."""
+
+    def __init__(self, layout: Layout, store: ControlStore, lease: Lease, settings: ControlSettings):
+        self.layout, self.store, self.lease, self.settings = layout, store, lease, settings
+        self.lost: LeaseLostError | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"stateops-lease-{lease.job}", daemon=True)
+
+    def __enter__(self) -> "HeldLease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.settings.heartbeat_seconds):
+            try:
+                if not self.heartbeat():
+                    return
+            except OSError as err:  # keep trying: the fence catches a takeover if beats stay away too long
+                log.warning("%s: lease heartbeat failed: %s", self.lease.job, err)
+
+    def heartbeat(self) -> bool:
+        """Rewrite the heartbeat; False (and `lost` set) when the record names another lease."""
+        with self.store.critical():
+            holder = leases.read(self.store)
+            if holder is None or holder.lease_id != self.lease.lease_id:
+                self.lost = self.lost or LeaseLostError(self.lease, holder)
+                return False
+            self.store.write(leases.RECORD, replace(holder, heartbeat=now_iso()).to_dict())
+        return True
+
+    def ensure_held(self) -> None:
+        """The fence before a write: raises LeaseLostError once the record names another lease."""
+        if self.lost is None:
+            holder = leases.read(self.store)
+            if holder is None or holder.lease_id != self.lease.lease_id:
+                self.lost = LeaseLostError(self.lease, holder)
+        if self.lost is not None:
+            raise LeaseLostError(self.lost.mine, self.lost.now_held_by)
+
+    def stop_request(self) -> stop.StopRequest | None:
+        """A pending stop request aimed at this lease."""
+        return stop.pending(self.store, self.lease.lease_id)
+
+    def release(self) -> None:
+        """Stop heartbeating; remove the lease and its stop request, unless another run holds it now."""
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.settings.heartbeat_seconds + 10)
+        with self.store.critical():  # the request first: whoever sees the lease gone sees no request
+            if stop.pending(self.store, self.lease.lease_id) is not None:
+                self.store.remove(stop.RECORD)
+            holder = leases.read(self.store)
+            if holder is not None and holder.lease_id == self.lease.lease_id:
+                self.store.remove(leases.RECORD)
+
+
+def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None = None,
+            runbook_id: str | None = None, actor: str | None = None,
+            settings: ControlSettings | None = None) -> HeldLease:
+    """Take the job's lease for this process, or raise MaintenanceLockedError / LeaseHeldError."""
+    settings = settings or ControlSettings.from_env()
+    store = ControlStore(layout, job)
+    with store.critical():
+        blocker, previous = _blocker(store, runbook_id, settings)
+        if blocker is not None:
+            raise blocker
+        stale_reason = previous.stale_reason(settings) if previous is not None else None
+        stamp = now_iso()
+        mine = Lease(lease_id=uuid.uuid4().hex, job=job, run_id=run_id, dagster_run_id=dagster_run_id,
+                     runbook_id=runbook_id, pid=os.getpid(), pid_started=start_ticks(os.getpid()), host=HOST,
+                     started=stamp, heartbeat=stamp)
+        store.write(leases.RECORD, mine.to_dict())
+        if stop.read(store) is not None:  # aimed at an earlier lease: void now
+            store.remove(stop.RECORD)
+    held = HeldLease(layout, store, mine, settings)
+    held._thread.start()
+    if previous is not None:
+        try:
+            actions.record(layout, job, "lease_takeover", "done", actor=actor or default_actor(), run_id=run_id,
+                           dagster_run_id=dagster_run_id, runbook_id=runbook_id,
+                           details={"previous": previous.to_dict(), "stale_reason": stale_reason,
+                                    "lease_id": mine.lease_id})
+        except BaseException:
+            held.release()  # a takeover that cannot be journaled does not happen
+            raise
+    return held
+
+
+def wait_released(layout: Layout, job: str, lease_id: str, timeout: float, *, poll_seconds: float = 0.5,
+                  settings: ControlSettings | None = None) -> bool:
+    """Wait up to `timeout` s until lease `lease_id` is no longer live (released, replaced, or stale)."""
+    settings = settings or ControlSettings.from_env()
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = leases.current(layout, job)
+        if holder is None or holder.lease_id != lease_id or holder.stale_reason(settings) is not None:
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(poll_seconds, remaining))

@@ -1,0 +1,87 @@
+"""The lease record: who runs a job's queries now (run ids, pid, host, started, heartbeat).
+
+A lease is live while its holder heartbeats; it is stale when no heartbeat came for the timeout, or when
+its pid no longer runs on this host (a kill -9; the pid's start time guards against pid reuse). Only a
+stale lease may be taken over (holder.acquire). The record lives in `ops/<job>/control/lease.json`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from stateops.control.process import HOST, alive
+from stateops.control.records import age_seconds
+from stateops.control.settings import ControlSettings
+from stateops.control.store import ControlStore
+
+RECORD = "lease"
+
+
+@dataclass(frozen=True)
+class Lease:
+    lease_id: str
+    job: str
+    run_id: str
+    dagster_run_id: str | None
+    runbook_id: str | None
+    pid: int
+    pid_started: int | None  # clock ticks since boot, from /proc (pid reuse guard)
+    host: str
+    started: str
+    heartbeat: str
+
+    def heartbeat_age(self, now: datetime | None = None) -> float:
+        return age_seconds(self.heartbeat, now)
+
+    def stale_reason(self, settings: ControlSettings, now: datetime | None = None) -> str | None:
+        """Why the lease may be taken over, or None while it is live."""
+        age = self.heartbeat_age(now)
+        if age > settings.lease_timeout_seconds:
+            return f"no heartbeat for {age:.0f} s (timeout {settings.lease_timeout_seconds:g} s)"
+        if self.host == HOST and not alive(self.pid, self.pid_started):
+            return f"pid {self.pid} on {self.host} is no longer running"
+        return None
+
+    def describe(self) -> str:
+        dagster = f" (Dagster run {self.dagster_run_id})" if self.dagster_run_id else ""
+        runbook = f" for runbook {self.runbook_id}" if self.runbook_id else ""
+        return f"run {self.run_id}{dagster}{runbook}, pid {self.pid} on {self.host}, since {self.started}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class LeaseHeldError(StateOpsError):
+    """A live lease is held by another run: the job is already running."""
+
+    def __init__(self, holder: Lease):
+        self.holder = holder
+        super().__init__(
+            f"{holder.job} is already running: lease held by {holder.describe()}, last heartbeat "
+            f"{holder.heartbeat_age():.0f} s ago. Fix: wait for that run to end, or stop it: "
+            f"stateops jobs stop {holder.job} --wait 120")
+
+
+class LeaseLostError(StateOpsError):
+    """This run's lease was taken over: it lost the right to write and stopped its queries."""
+
+    def __init__(self, mine: Lease, now_held_by: Lease | None):
+        self.mine, self.now_held_by = mine, now_held_by
+        by = f"now held by {now_held_by.describe()}" if now_held_by else "the lease record is gone"
+        super().__init__(
+            f"{mine.job}: run {mine.run_id} lost its lease ({by}); its queries were stopped. Fix: check "
+            f"`stateops jobs status {mine.job}`; the heartbeat stalled past the lease timeout "
+            "(STATEOPS_LEASE_TIMEOUT_SECONDS) or someone removed the lease")
+
+
+def read(store: ControlStore) -> Lease | None:
+    record = store.read(RECORD)
+    return Lease(**record) if record else None
+
+
+def current(layout: Layout, job: str) -> Lease | None:
+    """The lease record as it is now (live or stale), read without the lock."""
+    return read(ControlStore(layout, job))

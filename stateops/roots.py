@@ -1,0 +1,78 @@
+"""The roots guard: every path a destructive step (archive, delete, rewrite) touches goes through
+`Roots.confine(path, job=...)` first, and the step acts on the path it returns.
+
+A path is refused when it is relative, contains `..`, resolves (following every symlink) outside the
+configured roots, is the home itself, or lies inside or contains another job's area: its checkpoint, its
+dead-letter checkpoint, its ops directory. Roots are STATEOPS_HOME plus any job checkpoint configured
+outside it. Object-store URLs cannot hold symlinks: they are normalized as text and held to the same rules.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from typing import Mapping
+
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+
+class OutsideRootsError(StateOpsError):
+    """A destructive step was about to touch a path it must not."""
+
+
+def _resolve(path: str) -> str:
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://{posixpath.normpath(rest)}"
+    return os.path.realpath(path)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class Roots:
+    home: str                                   # resolved
+    roots: tuple[str, ...]                      # resolved: home, plus checkpoints outside it
+    areas: Mapping[str, tuple[str, ...]]        # job -> resolved paths only that job's steps may touch
+
+    @classmethod
+    def from_layout(cls, layout: Layout, checkpoints: Mapping[str, str]) -> "Roots":
+        """`checkpoints`: every configured job -> its checkpoint path (a job may keep it outside the home)."""
+        home = _resolve(layout.home)
+        areas = {job: tuple(_resolve(p) for p in (checkpoint, layout.deadletter_checkpoint(job),
+                                                  layout.ops_dir(job)))
+                 for job, checkpoint in checkpoints.items()}
+        outside = tuple(sorted({a[0] for a in areas.values() if not _within(a[0], home)}))
+        return cls(home=home, roots=(home, *outside), areas=areas)
+
+    def confine(self, path: str, *, job: str) -> str:
+        """The resolved path, if a destructive step of `job` may touch it; else OutsideRootsError."""
+        def refuse(problem: str, fix: str) -> OutsideRootsError:
+            return OutsideRootsError(f"refusing {path} for job {job}: {problem}. Fix: {fix}")
+
+        if job not in self.areas:
+            raise refuse("unknown job", f"use one of {sorted(self.areas)}")
+        if ".." in path.replace("\\", "/").split("/"):
+            raise refuse("the path contains '..'", "pass the path without '..' components")
+        if "://" not in path and not os.path.isabs(path):  # file:// URLs are absolute
+            raise refuse("the path is relative", "pass an absolute path")
+        real = _resolve(path)
+        if not any(_within(real, root) for root in self.roots):
+            shown = f" (resolves to {real})" if real != path.rstrip("/") else ""
+            raise refuse(f"outside the roots{shown} {list(self.roots)}",
+                         "only paths under STATEOPS_HOME or a job's configured checkpoint may be touched")
+        if real == self.home:
+            raise refuse("it is the StateOps home itself", "name the job's own checkpoint, archive or file")
+        for other, owned in self.areas.items():
+            if other == job:
+                continue
+            for area in owned:
+                if _within(real, area) or _within(area, real):
+                    raise refuse(f"it resolves to {real}, which touches {other}'s {area}",
+                                 f"a step of {job} may only touch {job}'s own paths")
+        return real

@@ -1,0 +1,272 @@
+"""The control plane without a JVM, on real files, real processes and real Delta tables (delta-rs):
+lease taking (atomic across processes), staleness (dead pid, reused pid, silent heartbeat), takeover
+journaled, heartbeat and fencing, stop requests, the maintenance lock, overrides with history, refusal of
+storages without atomic locks."""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from stateops import actions
+from stateops.control import (ControlSettings, LeaseHeldError, LeaseLostError, MaintenanceLockedError,
+                              UnsupportedStorageError, WatermarkBounds, acquire, current_lease, job_status,
+                              maintenance, overrides, request_stop, start_blocker, wait_released)
+from stateops.control.process import HOST, start_ticks
+from stateops.control.store import ControlStore
+from stateops.errors import ConfigError, StateOpsError
+from stateops.layout import Layout
+
+pytestmark = pytest.mark.unit
+
+JOB = "user_activity"
+FAST = ControlSettings(heartbeat_seconds=0.1, lease_timeout_seconds=5)
+BOUNDS = WatermarkBounds("5 minutes", "2 hours")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _python(code: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _write_lease(layout: Layout, **fields) -> None:
+    """A lease record as another holder would have left it."""
+    now = datetime.now(timezone.utc).isoformat()
+    record = {"lease_id": "previous", "job": JOB, "run_id": "old-run", "dagster_run_id": None, "runbook_id": None,
+              "pid": os.getpid(), "pid_started": start_ticks(os.getpid()), "host": HOST, "started": now,
+              "heartbeat": now, **fields}
+    store = ControlStore(layout, JOB)
+    with store.critical():
+        store.write("lease", record)
+
+
+def test_lease_is_exclusive_and_names_its_holder(layout):
+    with acquire(layout, JOB, run_id="run-1", dagster_run_id="dagster-1", settings=FAST) as held:
+        lease = current_lease(layout, JOB)
+        assert (lease.run_id, lease.dagster_run_id, lease.pid, lease.host) == ("run-1", "dagster-1", os.getpid(), HOST)
+        assert lease.pid_started == start_ticks(os.getpid()) and lease.lease_id == held.lease.lease_id
+        with pytest.raises(LeaseHeldError) as err:
+            acquire(layout, JOB, run_id="run-2", settings=FAST)
+        message = str(err.value)
+        for words in ("user_activity is already running", "run run-1", "Dagster run dagster-1",
+                      f"pid {os.getpid()} on {HOST}", f"since {lease.started}", "stateops jobs stop"):
+            assert words in message
+        assert "\n" not in message
+        assert current_lease(layout, JOB).run_id == "run-1", "a live lease is never taken over"
+        # The heartbeat moves while held.
+        first = current_lease(layout, JOB).heartbeat
+        deadline = time.monotonic() + 30
+        while current_lease(layout, JOB).heartbeat == first:
+            assert time.monotonic() < deadline, "no heartbeat"
+            time.sleep(0.05)
+    assert current_lease(layout, JOB) is None
+    assert actions.read(layout, JOB) == [], "taking a free lease is not a takeover"
+
+
+def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
+    """Four processes take and release the lease in a tight loop, starting on a lease left by a dead
+    process: none gets past the control lock while the test holds it; a holder marks its turn with a file
+    only one may create: no two turns overlap; exactly one takeover of the stale lease is journaled."""
+    _write_lease(layout, pid=999_999_999, pid_started=1)  # a pid that does not run here
+    go, marker = tmp_path / "go", tmp_path / "turn"
+    racers = [_python(f"""
+        import os, time
+        from stateops.control import ControlSettings, LeaseHeldError, acquire
+        from stateops.layout import Layout
+        settings = ControlSettings(heartbeat_seconds=5, lease_timeout_seconds=60)
+        wins = overlaps = 0
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.001)
+        for _ in range(150):
+            try:
+                held = acquire(Layout({layout.home!r}), {JOB!r}, run_id="racer-{i}", settings=settings)
+            except LeaseHeldError:
+                continue
+            wins += 1
+            try:
+                os.close(os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                overlaps += 1
+            else:
+                time.sleep(0.002)
+                os.unlink({str(marker)!r})
+            held.release()
+        print(wins, overlaps)
+        """) for i in range(4)]
+    time.sleep(2)  # let them import and wait
+    with open(os.path.join(ControlStore(layout, JOB).dir, ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # while anyone holds the control lock, nobody takes the lease
+        go.touch()
+        time.sleep(2)
+        assert current_lease(layout, JOB).run_id == "old-run" and not marker.exists()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    outcomes = [tuple(map(int, racer.communicate(timeout=300)[0].split())) for racer in racers]
+    assert all(r.returncode == 0 for r in racers), [r.stderr for r in racers]
+    assert sum(wins for wins, _ in outcomes) >= 4 and all(overlaps == 0 for _, overlaps in outcomes), outcomes
+    (takeover,) = actions.read(layout, JOB, "lease_takeover")
+    assert takeover["details"]["previous"]["run_id"] == "old-run"
+    assert takeover["details"]["stale_reason"] == f"pid 999999999 on {HOST} is no longer running"
+    assert current_lease(layout, JOB) is None
+
+
+def test_a_holder_that_died_leaves_a_stale_lease(layout):
+    died = _python(f"""
+        import os
+        from stateops.control import acquire
+        from stateops.layout import Layout
+        acquire(Layout({layout.home!r}), {JOB!r}, run_id="crashed", dagster_run_id="d-1")
+        os._exit(0)  # no finally, no release: as after kill -9
+        """)
+    assert died.wait(timeout=120) == 0, died.stderr.read()
+    left = current_lease(layout, JOB)
+    assert left.run_id == "crashed" and left.pid == died.pid
+    assert f"pid {died.pid} on {HOST} is no longer running" == left.stale_reason(FAST)
+    assert start_blocker(layout, JOB, settings=FAST) is None
+    with acquire(layout, JOB, run_id="next", settings=FAST):
+        (takeover,) = actions.read(layout, JOB, "lease_takeover")
+        assert takeover["details"]["previous"]["pid"] == died.pid
+
+
+@pytest.mark.parametrize("fields,stale", [
+    ({"pid_started": 1}, True),                      # our pid, but another process's start time: pid reused
+    ({}, False),                                     # this very process, fresh heartbeat: live
+    ({"host": "elsewhere", "pid": 1}, False),        # another host, fresh heartbeat: live (pid not checkable)
+    ({"host": "elsewhere", "pid": 1,
+      "heartbeat": (datetime.now(timezone.utc) - timedelta(seconds=60)).isoformat()}, True),  # silent too long
+])
+def test_staleness(layout, fields, stale):
+    _write_lease(layout, **fields)
+    if stale:
+        with acquire(layout, JOB, run_id="taker", settings=FAST):
+            assert current_lease(layout, JOB).run_id == "taker"
+        assert len(actions.read(layout, JOB, "lease_takeover")) == 1
+    else:
+        with pytest.raises(LeaseHeldError, match="run old-run"):
+            acquire(layout, JOB, run_id="taker", settings=FAST)
+        assert current_lease(layout, JOB).run_id == "old-run"
+
+
+def test_a_holder_notices_it_lost_the_lease(layout):
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    held.ensure_held()
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")  # taken over meanwhile
+    deadline = time.monotonic() + 30
+    while held.lost is None:  # the heartbeat thread notices
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with pytest.raises(LeaseLostError, match="run mine lost its lease .*run theirs"):
+        held.ensure_held()
+    held.release()
+    assert current_lease(layout, JOB).run_id == "theirs", "releasing a lost lease leaves the new holder's"
+
+
+def test_stop_request_targets_the_live_holder_only(layout):
+    assert request_stop(layout, JOB, actor="ops", settings=FAST) is None, "nothing runs: nothing to stop"
+    held = acquire(layout, JOB, run_id="r1", settings=FAST)
+    assert held.stop_request() is None
+    request = request_stop(layout, JOB, actor="ops", reason="deploy", grace_seconds=7, settings=FAST)
+    assert (request.run_id, request.lease_id, request.grace_seconds) == ("r1", held.lease.lease_id, 7)
+    assert held.stop_request() == request
+    assert job_status(layout, JOB, "/nowhere", FAST)["stop_request"]["reason"] == "deploy"
+    assert not wait_released(layout, JOB, request.lease_id, 0.3, settings=FAST)
+    threading.Timer(0.5, held.release).start()
+    assert wait_released(layout, JOB, request.lease_id, 60, settings=FAST)
+    assert ControlStore(layout, JOB).read("stop") is None, "released with its stop request"
+    (row,) = actions.read(layout, JOB, "stop_request")
+    assert row["actor"] == "ops" and row["run_id"] == "r1" and row["details"]["reason"] == "deploy"
+    # A request left for a holder that died does not stop the next run.
+    dying = acquire(layout, JOB, run_id="r2", settings=FAST)
+    request_stop(layout, JOB, actor="ops", settings=FAST)
+    _write_lease(layout, **{**current_lease(layout, JOB).to_dict(), "pid": 999_999_999})  # as if it had died
+    with acquire(layout, JOB, run_id="r3", settings=FAST) as next_run:
+        assert next_run.stop_request() is None and ControlStore(layout, JOB).read("stop") is None
+        dying.release()
+        assert current_lease(layout, JOB).run_id == "r3"
+
+
+def test_maintenance_lock_blocks_starts_but_its_runbook(layout):
+    lock = maintenance.acquire(layout, JOB, runbook_id="rb-1", actor="alice", reason="rebuild state")
+    assert maintenance.acquire(layout, JOB, runbook_id="rb-1", actor="alice", reason="again") == lock
+    with pytest.raises(MaintenanceLockedError, match="locked by runbook rb-1 .alice, since .*: rebuild state"):
+        maintenance.acquire(layout, JOB, runbook_id="rb-2", actor="bob", reason="other")
+    with pytest.raises(MaintenanceLockedError) as err:
+        acquire(layout, JOB, run_id="scheduled", settings=FAST)
+    assert "user_activity is under maintenance" in str(err.value) and "--runbook-id rb-1" in str(err.value)
+    assert isinstance(start_blocker(layout, JOB, settings=FAST), MaintenanceLockedError)
+    assert start_blocker(layout, JOB, runbook_id="rb-1", settings=FAST) is None
+    with acquire(layout, JOB, run_id="restart", runbook_id="rb-1", settings=FAST):
+        assert current_lease(layout, JOB).runbook_id == "rb-1"
+    with pytest.raises(StateOpsError, match="pass --runbook-id rb-1"):
+        maintenance.release(layout, JOB, runbook_id="rb-2", actor="bob")
+    assert maintenance.release(layout, JOB, runbook_id="rb-1", actor="alice") == lock
+    assert maintenance.release(layout, JOB, runbook_id="rb-1", actor="alice") is None
+    assert [(r["phase"], r["runbook_id"]) for r in actions.read(layout, JOB, "maintenance_lock")] == [
+        ("acquired", "rb-1"), ("released", "rb-1")]
+    with acquire(layout, JOB, run_id="after", settings=FAST):
+        pass
+
+
+@pytest.mark.parametrize("setting,value,words", [
+    ("watermark_delay", "3 hours", "'3 hours' is outside user_activity's bounds [5 minutes, 2 hours]"),
+    ("watermark_delay", "1 minute", "'1 minute' is outside user_activity's bounds [5 minutes, 2 hours]"),
+    ("watermark_delay", "ten minutes", "'ten minutes' is not an interval"),
+    ("shuffle_partitions", "0", "'0' is not a positive integer"),
+    ("shuffle_partitions", "many", "'many' is not a positive integer"),
+    ("trigger_interval", "1 second", "cannot be overridden"),
+])
+def test_overrides_are_validated_at_write(layout, setting, value, words):
+    with pytest.raises(ConfigError, match=re.escape(words)) as err:
+        overrides.set_override(layout, JOB, setting, value, bounds=BOUNDS, reason="x", actor="a")
+    assert "Fix:" in str(err.value)
+    assert overrides.history(layout, JOB) == []
+
+
+def test_override_history_keeps_every_change(layout):
+    with pytest.raises(ConfigError, match="reason: is required"):
+        overrides.set_override(layout, JOB, "watermark_delay", "20 minutes", bounds=BOUNDS, reason=" ", actor="a")
+    overrides.set_override(layout, JOB, "watermark_delay", "20 minutes", bounds=BOUNDS, reason="late data",
+                           actor="alice", runbook_id="rb-7")
+    overrides.set_override(layout, JOB, "watermark_delay", "45 minutes", bounds=BOUNDS, reason="later", actor="bob")
+    overrides.set_override(layout, JOB, "shuffle_partitions", 8, bounds=BOUNDS, reason="rebuild", actor="bob")
+    overrides.set_override(layout, "user_sessions", "shuffle_partitions", 2, bounds=BOUNDS, reason="o", actor="c")
+    assert overrides.clear_override(layout, JOB, "watermark_delay", reason="back", actor="alice").previous == \
+        "45 minutes"
+    assert overrides.clear_override(layout, JOB, "watermark_delay", reason="again", actor="alice") is None
+    history = overrides.history(layout, JOB)
+    assert [(c.setting, c.previous, c.value, c.actor, c.reason, c.runbook_id) for c in history] == [
+        ("watermark_delay", None, "20 minutes", "alice", "late data", "rb-7"),
+        ("watermark_delay", "20 minutes", "45 minutes", "bob", "later", None),
+        ("shuffle_partitions", None, "8", "bob", "rebuild", None),
+        ("watermark_delay", "45 minutes", None, "alice", "back", None),
+    ]
+    assert {s: c.value for s, c in overrides.in_force(layout, JOB).items()} == {"shuffle_partitions": "8"}
+
+
+def test_settings_from_env_are_validated(monkeypatch):
+    monkeypatch.setenv("STATEOPS_LEASE_TIMEOUT_SECONDS", "soon")
+    with pytest.raises(ConfigError, match="STATEOPS_LEASE_TIMEOUT_SECONDS: 'soon' is not a number"):
+        ControlSettings.from_env()
+    monkeypatch.setenv("STATEOPS_LEASE_TIMEOUT_SECONDS", "15")
+    with pytest.raises(ConfigError, match="less than 3 heartbeats"):
+        ControlSettings.from_env()
+    monkeypatch.setenv("STATEOPS_LEASE_HEARTBEAT_SECONDS", "2")
+    assert ControlSettings.from_env() == ControlSettings(heartbeat_seconds=2, lease_timeout_seconds=15)
+
+
+@pytest.mark.parametrize("home", ["s3://bucket/stateops", "memory://stateops", "gs://b/x"])
+def test_storages_without_atomic_locks_are_refused(home):
+    with pytest.raises(UnsupportedStorageError) as err:
+        acquire(Layout(home), JOB, run_id="r")
+    message = str(err.value)
+    assert f"STATEOPS_HOME {home}" in message and "local path or POSIX shared storage" in message
+    assert "Fix: keep STATEOPS_HOME on a local or POSIX shared path" in message and "\n" not in message
