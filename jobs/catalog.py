@@ -16,7 +16,7 @@ from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.roots import Roots
 
-from jobs.spec import InputSpec, JobSpec, validate, with_overrides
+from jobs.spec import InputSpec, JobSpec, check_paths, validate, with_overrides
 from jobs.transforms import TRANSFORMATIONS
 
 EVENTS = InputSpec(
@@ -69,8 +69,9 @@ def load_config(path: str | None) -> Mapping[str, Any]:
                           "fix the syntax; see README.md, Configuration") from None
 
 
-def load_jobs(config_path: str | None = None) -> dict[str, JobSpec]:
-    """All jobs by name, validated, with the config file's overrides applied."""
+def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
+    """All jobs by name, validated, with the config file's overrides applied (paths checked under
+    `layout`, default: $STATEOPS_HOME)."""
     config = load_config(config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG"))
     overrides = config.get("jobs", {})
     specs = {spec.name: spec for spec in BUILTIN}
@@ -78,7 +79,9 @@ def load_jobs(config_path: str | None = None) -> dict[str, JobSpec]:
         if name not in specs:
             raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}")
         specs[name] = with_overrides(specs[name], values)
-    return {name: validate(spec, TRANSFORMATIONS) for name, spec in specs.items()}
+    jobs = {name: validate(spec, TRANSFORMATIONS) for name, spec in specs.items()}
+    check_paths(jobs.values(), layout or Layout.from_env())
+    return jobs
 
 
 def get_job(name: str, config_path: str | None = None) -> JobSpec:
@@ -90,5 +93,5 @@ def get_job(name: str, config_path: str | None = None) -> JobSpec:
 
 def job_roots(layout: Layout, config_path: str | None = None) -> Roots:
     """The roots guard for every configured job (checkpoints configured outside the home included)."""
-    jobs = load_jobs(config_path)
+    jobs = load_jobs(config_path, layout)
     return Roots.from_layout(layout, {name: spec.checkpoint_path(layout) for name, spec in jobs.items()})

@@ -1,11 +1,13 @@
 """The `stateops` command: the same operations as the Dagster UI, for scripts and other orchestrators.
 
-Exit codes: 0 success, 1 the operation found errors (e.g. error findings), 2 usage or configuration errors.
+Exit codes: 0 success, 1 the operation found errors (e.g. error findings) or a query failed (one line; the
+full trace in the run's log), 2 usage or configuration errors.
 """
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import asdict, fields
 
 import click
@@ -19,6 +21,7 @@ from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
 from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
+from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.settings import settings_report
@@ -26,7 +29,8 @@ from jobs.spec import JobSpec
 
 
 class StateOpsGroup(click.Group):
-    """Turns StateOpsError into a one-line message and exit code 2 (no traceback)."""
+    """Turns StateOpsError into a one-line message and exit code 2, a failed query into one line and exit
+    code 1 (no traceback either way)."""
 
     def invoke(self, ctx):
         try:
@@ -34,6 +38,9 @@ class StateOpsGroup(click.Group):
         except StateOpsError as err:
             click.echo(f"Error: {err}", err=True)
             ctx.exit(2)
+        except QueryFailed as err:
+            click.echo(f"Error: {err}", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=StateOpsGroup)
@@ -83,6 +90,7 @@ def describe(spec: JobSpec, layout: Layout, config_path: str | None = None) -> d
                 "actions_table": layout.ops_table("actions"), "overrides_table": layout.ops_table("overrides")},
         "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": settings["watermark_delay"]["value"],
                       "min": spec.watermark_min, "max": spec.watermark_max},
+        "future_tolerance": spec.future_tolerance,
         "shuffle_partitions": settings["shuffle_partitions"]["value"],
         "trigger": {"bounded": "availableNow",
                     "continuous": f"processingTime {settings['trigger_interval']['value']}",
@@ -128,7 +136,9 @@ def _summary(result: RunResult) -> str:
             f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "
             f"Delta version {result.delta_version}"
             + (f", stopped by {result.stop_reason}" + (" (a batch was interrupted)" if result.hard_stopped else "")
-               if result.stop_reason else ""))
+               if result.stop_reason else "")
+            + (f", {result.progress_write_failures} progress rows NOT recorded" if result.progress_write_failures
+               else ""))
 
 
 @jobs.command("run")
@@ -143,9 +153,12 @@ def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
     from jobs.session import get_session
 
-    spec = get_job(name, obj["config"])
-    control.check_can_start(obj["layout"], name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
-    result = run_job(get_session(), spec, obj["layout"], mode=mode, max_seconds=max_seconds, runbook_id=runbook_id)
+    spec, layout, run_id = get_job(name, obj["config"]), obj["layout"], uuid.uuid4().hex
+    control.check_can_start(layout, name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
+    # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
+    console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
+    result = run_job(get_session(console_log=console_log), spec, layout, mode=mode, max_seconds=max_seconds,
+                     run_id=run_id, runbook_id=runbook_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else _summary(result))
 
 

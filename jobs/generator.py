@@ -4,7 +4,8 @@ Each file holds one slice of event time (`minutes_per_file`) and becomes one mic
 one file per trigger), so a given seed and config always yields the same batches. Knobs: hot-key share
 (skew), late events (share, minutes behind), duplicates, malformed lines, and the order/payment cases:
 payment never arrives, payment arrives too late (after the watermark passed it), payment outside the
-5-minute bound. A manifest `_generator.json` (ignored by Spark: leading underscore) lists the cases.
+5-minute bound; and poison timestamps (extra rows stamped in 2099, which the jobs must dead-letter). A
+manifest `_generator.json` (ignored by Spark: leading underscore) lists the cases.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from stateops.layout import Layout
 HOT_USER = "u0000"
 ACTIONS = ("view", "click", "cart", "buy")
 PAYMENT_CASES = ("paid", "never_paid", "paid_too_late", "paid_out_of_bounds")
+FAR_FUTURE = datetime(2099, 1, 1, tzinfo=timezone.utc)
 
 
 def _malformed(rng: random.Random, record: dict, time_key: str) -> str:
@@ -37,6 +39,11 @@ def _malformed(rng: random.Random, record: dict, time_key: str) -> str:
     return text[: len(text) // 2]
 
 
+def _poisoned(record: dict, id_key: str, time_key: str, offset: timedelta) -> str:
+    """A copy of a real record under a new id, its time moved to 2099 (a time that parses but is absurd)."""
+    return json.dumps({**record, id_key: f"{record[id_key]}-future", time_key: _iso(FAR_FUTURE + abs(offset))})
+
+
 @dataclass(frozen=True)
 class GeneratorConfig:
     events: int = field(default=2000, metadata={"help": "events in all (one user event per line)"})
@@ -49,6 +56,8 @@ class GeneratorConfig:
     late_minutes: int = field(default=90, metadata={"help": "how far behind its file a late event is"})
     duplicate_share: float = field(default=0.0, metadata={"help": "share of events sent twice (same or next file)"})
     malformed_share: float = field(default=0.0, metadata={"help": "share of extra malformed lines (dead letters)"})
+    future_share: float = field(default=0.0, metadata={
+        "help": "share of extra rows stamped in 2099 (poison timestamps: dead letters), from the second file on"})
     orders: int = field(default=0, metadata={"help": "orders to generate (with payments)"})
     never_paid_share: float = field(default=0.1, metadata={"help": "orders whose payment never arrives"})
     paid_too_late_share: float = field(default=0.1, metadata={"help": "orders whose payment lands three batches late"})
@@ -62,7 +71,7 @@ class GeneratorConfig:
         for name in ("files", "users", "minutes_per_file", "late_minutes"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1", "use a positive whole number")
-        for name in ("hot_key_share", "late_share", "duplicate_share", "malformed_share",
+        for name in ("hot_key_share", "late_share", "duplicate_share", "malformed_share", "future_share",
                      "never_paid_share", "paid_too_late_share", "paid_out_of_bounds_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(name, f"{getattr(self, name)} is not a share", "use a number from 0 to 1")
@@ -117,6 +126,8 @@ def _events(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
                 out.add(i + rng.randrange(2), line)  # same file or the next one
             if rng.random() < cfg.malformed_share:
                 out.add(i, _malformed(rng, record, "event_time"))
+            if cfg.future_share and i >= 1 and rng.random() < cfg.future_share:
+                out.add(i, _poisoned(record, "event_id", "event_time", moment - t0))
     return out
 
 
@@ -133,6 +144,8 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
         orders.add(i, json.dumps(order))
         if cfg.malformed_share and rng.random() < cfg.malformed_share:
             orders.add(i, _malformed(rng, order, "order_time"))
+        if cfg.future_share and i >= 1 and rng.random() < cfg.future_share:
+            orders.add(i, _poisoned(order, "order_id", "order_time", order_time - t0))
         roll = rng.random()
         if roll < cfg.never_paid_share:
             case = "never_paid"
@@ -151,8 +164,11 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             pay_time = order_time + timedelta(seconds=rng.randrange(5, 4 * 60))
         # Files hold event-time slices; a too-late payment lands three slices later than its time.
         index = int((pay_time - t0) / span) + (3 if case == "paid_too_late" else 0)
-        payments.add(index, json.dumps({"payment_id": f"p{n:06d}", "order_id": order_id,
-                                        "payment_time": _iso(pay_time), "amount": float(rng.randrange(5, 500))}))
+        payment = {"payment_id": f"p{n:06d}", "order_id": order_id, "payment_time": _iso(pay_time),
+                   "amount": float(rng.randrange(5, 500))}
+        payments.add(index, json.dumps(payment))
+        if cfg.future_share and index >= 1 and rng.random() < cfg.future_share:
+            payments.add(index, _poisoned(payment, "payment_id", "payment_time", pay_time - t0))
     return orders, payments
 
 

@@ -1,9 +1,11 @@
 """The one place that starts and stops a job's queries, and reads the job's effective settings.
 
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`) and a
-stateless dead-letter query that keeps every line that failed parsing. Every progress event of both goes
-to the `progress` ops table. Queries are polled with a short awaitTermination so an interrupt (a Dagster
-run termination) stops them within seconds, and they are always stopped in `finally`.
+stateless dead-letter query that keeps every line that failed parsing or lies too far in the future. Every
+progress event of both goes to the `progress` ops table (a failed append is counted and logged, and never
+stops the query). Queries are polled with a short awaitTermination so an interrupt (a Dagster run
+termination) stops them within seconds, and they are always stopped in `finally`. A failed query raises
+QueryFailed: one line, with the full trace in the run's log.
 
 One writer per job: a run holds the job's lease (stateops.control) from before its first query starts
 until after its last one stopped; every batch checks it before writing (a run whose lease was taken
@@ -13,7 +15,9 @@ flight completes, a hard stop comes only after the request's grace period. The o
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import statistics
 import threading
 import time
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any, Callable
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
@@ -32,14 +37,16 @@ from stateops.delta import open_table
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
+from jobs.failures import query_failed
 from jobs.session import delta_jars_on_classpath
 from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
 from jobs.sources import invalid_rows, raw_lines, valid_rows
-from jobs.spec import JobSpec
+from jobs.spec import JobSpec, check_output_columns
 from jobs.transforms import TRANSFORMATIONS
 
 MODES = ("bounded", "continuous")
+log = logging.getLogger(__name__)
 
 
 def deadletter_query_name(job: str) -> str:
@@ -63,6 +70,7 @@ class RunResult:
     batches_skipped: int = 0  # batches the sink found already in Delta (re-run after a crash)
     stop_reason: str | None = None  # stop_request | max_seconds; None: the input was consumed
     hard_stopped: bool = False      # a batch was still running when the stop's grace period ran out
+    progress_write_failures: int = 0
 
     @property
     def median_batch_ms(self) -> float | None:
@@ -75,6 +83,7 @@ class ProgressRecorder(StreamingQueryListener):
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str]):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.events: list[dict[str, Any]] = []
+        self.write_failures = 0
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event) -> None:
@@ -85,7 +94,12 @@ class ProgressRecorder(StreamingQueryListener):
         if progress.get("name") not in self.query_names:
             return
         with self._lock:
-            progress_table.append(self.layout, [progress_table.progress_row(progress, self.job, self.run_id)])
+            try:
+                progress_table.append(self.layout, [progress_table.progress_row(progress, self.job, self.run_id)])
+            except Exception as err:  # noqa: BLE001 - on Spark's listener thread an exception would vanish
+                self.write_failures += 1
+                log.warning("%s: progress of query %s batch %s not recorded in %s: %s", self.job,
+                            progress.get("name"), progress.get("batchId"), self.layout.ops_table("progress"), err)
             self.events.append(progress)
 
     def onQueryIdle(self, event) -> None:
@@ -115,12 +129,12 @@ def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
 
 
 def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs}
+    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs}
     return TRANSFORMATIONS[spec.transformation](streams, spec)
 
 
 def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp) for inp in spec.inputs]
+    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
     return reduce(DataFrame.unionByName, frames)
 
 
@@ -212,14 +226,17 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     started = time.monotonic()
     stop_reason, interrupted = None, False
     try:
-        queries.append(_start(stateful_frame(spark, spec, layout), spec.name,
-                              None if dry_run else _fenced(sink, lease), mode, spec.output_mode, spec, checkpoint))
+        frame = stateful_frame(spark, spec, layout)
+        check_output_columns(spec, frame.columns)
+        queries.append(_start(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
+                              spec, checkpoint))
         queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                               None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint))
-        while any(q.isActive for q in queries):
+        while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):
             for query in queries:
                 if query.isActive:
-                    query.awaitTermination(poll_seconds)
+                    with contextlib.suppress(StreamingQueryException):  # reported below, as QueryFailed
+                        query.awaitTermination(poll_seconds)
             lease.ensure_held()  # lost: stop at once (finally); this run may no longer write
             request = lease.stop_request()
             if request is not None:
@@ -230,9 +247,10 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                 interrupted = _stop_gracefully(queries, grace)
                 break
         lease.ensure_held()
-        for query in queries:
+        for query, query_checkpoint in zip(queries, (checkpoint, dl_checkpoint)):
             if query.exception() is not None:
-                raise query.exception()
+                raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
+                                   checkpoint=query_checkpoint, run_id=run_id) from query.exception()
     finally:
         for query in queries:
             if query.isActive:
@@ -270,4 +288,5 @@ def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, re
         batch_durations_ms=[e.get("batchDuration", 0) for e in with_data],
         delta_version=out_table.version() if out_table is not None else None,
         batches_skipped=sink.batches_skipped,
+        progress_write_failures=recorder.write_failures,
     )

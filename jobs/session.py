@@ -3,11 +3,14 @@
 Environment:
   STATEOPS_SPARK_MASTER   master URL (default local[*]); e.g. spark://host:7077
   STATEOPS_SPARK_CONF     JSON object of extra Spark settings
-The factory never downloads jars: `spark.jars.packages` is refused. Delta through the JVM is used only
-when the delta-spark jars are already on the classpath; otherwise Delta is written with delta-rs.
+The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
+or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. Delta through the
+JVM is used only when the delta-spark jars are already on the classpath; otherwise Delta is written with
+delta-rs.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -16,11 +19,15 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from stateops.errors import ConfigError, StateOpsError
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
+# http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
+_DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,12 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     if conf.get("spark.jars.packages"):
         raise ConfigError("STATEOPS_SPARK_CONF.spark.jars.packages", "would download jars at session start",
                           "put the jars on the classpath instead (spark.jars or $SPARK_HOME/jars)")
+    for key in FETCHED_AT_START:
+        remote = [entry for entry in conf.get(key, "").split(",") if _DOWNLOAD.match(entry)]
+        if remote:
+            raise ConfigError(f"STATEOPS_SPARK_CONF.{key}", f"{remote[0].strip()!r} would be downloaded at "
+                              "session start", "download it once yourself and list the local path (or a path "
+                              "on the cluster's storage: hdfs://, s3a://, local:)")
     if delta_jars_on_classpath(conf):
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
@@ -102,8 +115,35 @@ def check_java() -> None:
                             "Install openjdk-17 and set JAVA_HOME")
 
 
-def get_session(settings: SparkSettings | None = None):
-    """The process's Spark session, created with the factory's settings on first use."""
+@contextlib.contextmanager
+def _console_to(path: str | None) -> Iterator[None]:
+    """Point this process's stderr at `path` while the block runs: a JVM started inside inherits it, so
+    Spark's console log (and its Python workers' stderr) goes to the file for the JVM's lifetime."""
+    from pyspark import SparkContext
+
+    if path is None or SparkContext._gateway is not None:  # no JVM will start here
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def get_session(settings: SparkSettings | None = None, console_log: str | None = None):
+    """The process's Spark session, created with the factory's settings on first use.
+
+    console_log: a local file for the JVM's console output when this call starts the JVM (the CLI keeps
+    the terminal for its own lines); by default the JVM shares this process's stderr.
+    """
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings.from_env()
@@ -115,6 +155,7 @@ def get_session(settings: SparkSettings | None = None):
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _console_to(console_log):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

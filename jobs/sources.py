@@ -1,10 +1,17 @@
 """Input streams: raw lines from the JSON landing zone (or Kafka), parsed against the job's schema.
 
 Parsing keeps the raw line, so rows that do not parse go to the dead-letter table instead of vanishing.
+
+A row whose event time lies more than the job's `future_tolerance` ahead of its arrival is a dead letter
+too: one such "poison" timestamp would move the watermark past every later row and silently drop them.
+Arrival is a fact of the record, never the clock: the file's modification time (the file source's
+`_metadata.file_modification_time`), or the Kafka record timestamp. The stateful query and the
+dead-letter query, and any re-execution of a micro-batch after a crash, therefore judge a row alike:
+each row lands in exactly one of the two.
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from stateops.layout import Layout
@@ -13,7 +20,7 @@ from jobs.spec import InputSpec, JobSpec
 
 
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
-    """A stream with one column `value`: the raw text of each input record."""
+    """A stream with `value`, the raw text of each input record, and `arrival_time` (see the module doc)."""
     if spec.source == "kafka":
         # Needs the spark-sql-kafka connector on the classpath (clusters); not available embedded.
         return (
@@ -22,31 +29,44 @@ def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec
             .option("subscribe", inp.name)
             .option("startingOffsets", "earliest")
             .load()
-            .select(F.col("value").cast("string").alias("value"))
+            .select(F.col("value").cast("string").alias("value"), F.col("timestamp").alias("arrival_time"))
         )
-    return spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(layout.landing(inp.name))
+    return (
+        spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(layout.landing(inp.name))
+        .select("value", F.col("_metadata.file_modification_time").alias("arrival_time"))
+    )
 
 
-def _checked(raw: DataFrame, inp: InputSpec) -> DataFrame:
+def _too_far_ahead(inp: InputSpec, spec: JobSpec) -> Column:
+    limit = F.unix_micros("arrival_time") + F.lit(spec.future_tolerance_seconds * 1_000_000)
+    return F.unix_micros(F.col(f"row.{inp.time_column}")) > limit
+
+
+def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
     columns = list(inp.columns())
     parsed = F.from_json("value", inp.schema, {"mode": "PERMISSIVE"})
-    checked = raw.select(F.col("value").alias("raw"), parsed.alias("row"))
+    checked = raw.select(F.col("value").alias("raw"), "arrival_time", parsed.alias("row"))
     missing = F.array_compact(F.array(*[F.when(F.col(f"row.{c}").isNull(), F.lit(c)) for c in columns]))
     error = (
         F.when(F.size(missing) == len(columns), F.lit("not a JSON object with any expected field"))
         .when(F.size(missing) > 0, F.concat(F.lit("missing or invalid field(s): "), F.array_join(missing, ", ")))
+        .when(_too_far_ahead(inp, spec), F.concat(
+            F.lit(f"{inp.time_column} "), F.col(f"row.{inp.time_column}").cast("string"),
+            F.lit(f" is more than future_tolerance ({spec.future_tolerance}) ahead of its arrival "),
+            F.col("arrival_time").cast("string"),
+            F.lit(": a time this far ahead would move the watermark past every later row")))
     )
     return checked.withColumn("error", error)
 
 
-def valid_rows(raw: DataFrame, inp: InputSpec) -> DataFrame:
-    """Rows with every schema field present and typed (the input of the stateful query)."""
-    return _checked(raw, inp).where(F.col("error").isNull()).select("row.*")
+def valid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+    """Rows with every schema field present and typed, and a plausible time (the stateful query's input)."""
+    return _checked(raw, inp, spec).where(F.col("error").isNull()).select("row.*")
 
 
-def invalid_rows(raw: DataFrame, inp: InputSpec) -> DataFrame:
-    """Rows that failed parsing: the raw line, the reason and the input they came from."""
+def invalid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+    """Rows that failed parsing or the time check: the raw line, the reason and the input they came from."""
     return (
-        _checked(raw, inp).where(F.col("error").isNotNull())
+        _checked(raw, inp, spec).where(F.col("error").isNotNull())
         .select(F.lit(inp.name).alias("input"), "raw", "error")
     )

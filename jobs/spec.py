@@ -1,10 +1,12 @@
 """A validated model per job. Every problem names the field and the fix, at load time."""
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, get_type_hints
 
 from stateops.errors import ConfigError
 from stateops.layout import Layout
@@ -14,6 +16,8 @@ from stateops.durations import parse_seconds
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\([0-9, ]+\))?)\s*$")
 _TYPES = {"string", "timestamp", "double", "long", "int", "integer", "boolean", "date", "float", "bigint"}
 
@@ -52,11 +56,17 @@ class JobSpec:
     max_files_per_trigger: int = 1
     checkpoint: str | None = None
     kafka_bootstrap_servers: str | None = None
+    future_tolerance: str = "1 day"
     description: str = ""
 
     @property
     def watermark_seconds(self) -> int:
         return parse_seconds(self.watermark_delay)  # validated at load
+
+    @property
+    def future_tolerance_seconds(self) -> int:
+        """How far a row's event time may lie ahead of its arrival before it is a dead letter."""
+        return parse_seconds(self.future_tolerance)  # validated at load
 
     def checkpoint_path(self, layout: Layout) -> str:
         return self.checkpoint or layout.checkpoint(self.name)
@@ -82,12 +92,47 @@ def _seconds(spec_field: str, value: Any) -> int:
     return seconds
 
 
+_HINTS = get_type_hints(JobSpec)
+_KIND_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "text", list: "a list",
+               tuple: "a list", dict: "a table"}
+
+
+def _kind(value: Any) -> str:
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
+def _check_types(spec: JobSpec, where: str) -> None:
+    """Types before values: TOML `true` is not a count, and "user_id" is not a list of columns."""
+    for f in fields(JobSpec):
+        value, hint, spec_field = getattr(spec, f.name), _HINTS[f.name], f"{where}.{f.name}"
+        if hint is int and type(value) is not int:  # bool is an int subclass: refuse it explicitly
+            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a whole number",
+                              f"write a whole number without quotes, e.g. {f.name} = 4")
+        if hint in (str, str | None) and not isinstance(value, str) and not (value is None and hint != str):
+            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not text",
+                              f'write it in quotes, e.g. {f.name} = "..."')
+        if hint == tuple[str, ...] and not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
+            example = json.dumps([value] if isinstance(value, str) else ["window_start", "user_id"])
+            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a list of column names",
+                              f"write a list, e.g. {f.name} = {example}")
+
+
+def _check_checkpoint(spec: JobSpec, where: str) -> None:
+    if spec.checkpoint is None:
+        return
+    if not spec.checkpoint.strip() or not (_URL.match(spec.checkpoint) or os.path.isabs(spec.checkpoint)):
+        raise ConfigError(f"{where}.checkpoint", f"{spec.checkpoint!r} is not an absolute path or a URL",
+                          "write an absolute path or a URL (e.g. s3://bucket/checkpoints/job), or remove it "
+                          "to use $STATEOPS_HOME/checkpoints/<job>")
+
+
 def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
     """Check every field of `spec`; return it unchanged or raise ConfigError naming the field."""
     if not isinstance(spec.name, str) or not _NAME.match(spec.name):
         raise ConfigError("name", f"{spec.name!r} is not a valid job name",
                           "use lower-case letters, digits and underscores, starting with a letter")
     where = f"jobs.{spec.name}"
+    _check_types(spec, where)
     if spec.source not in SOURCE_KINDS:
         raise ConfigError(f"{where}.source", f"unknown source {spec.source!r}", f"use one of {SOURCE_KINDS}")
     if spec.source == "kafka" and not spec.kafka_bootstrap_servers:
@@ -114,6 +159,10 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
     if spec.output_mode == "update" and not spec.merge_keys:
         raise ConfigError(f"{where}.merge_keys", "update mode needs merge keys to MERGE into Delta",
                           "list the output columns that identify a row, e.g. ['window_start', 'user_id']")
+    for key in spec.merge_keys:
+        if not _IDENTIFIER.match(key) or spec.merge_keys.count(key) > 1:
+            raise ConfigError(f"{where}.merge_keys", f"{key!r} is not a column name, or is listed twice",
+                              "list each output column once, e.g. ['window_start', 'user_id']")
     if not _NAME.match(spec.sink_table or ""):
         raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name",
                           "use lower-case letters, digits and underscores")
@@ -128,14 +177,55 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
                           f"{spec.watermark_delay!r} is outside the allowed bounds "
                           f"[{spec.watermark_min}, {spec.watermark_max}]",
                           "choose a delay within the bounds, or widen the bounds deliberately")
-    if not isinstance(spec.shuffle_partitions, int) or spec.shuffle_partitions < 1:
+    if spec.shuffle_partitions < 1:
         raise ConfigError(f"{where}.shuffle_partitions", f"{spec.shuffle_partitions!r} is not a positive "
                           "integer", "use a positive integer; it is fixed per checkpoint once the job ran")
     _seconds(f"{where}.trigger_interval", spec.trigger_interval)
-    if not isinstance(spec.max_files_per_trigger, int) or spec.max_files_per_trigger < 1:
+    if spec.max_files_per_trigger < 1:
         raise ConfigError(f"{where}.max_files_per_trigger", f"{spec.max_files_per_trigger!r} is not a "
                           "positive integer", "use 1 or more (files per micro-batch)")
+    if _seconds(f"{where}.future_tolerance", spec.future_tolerance) < 1:
+        raise ConfigError(f"{where}.future_tolerance", f"{spec.future_tolerance!r} is not positive",
+                          'use e.g. "1 day": rows further ahead of their arrival go to the dead letters')
+    _check_checkpoint(spec, where)
     return spec
+
+
+def check_output_columns(spec: JobSpec, columns: Iterable[str]) -> None:
+    """Merge keys must be columns of the query's output (known once Spark has analysed the query)."""
+    missing = [key for key in spec.merge_keys if key not in set(columns)]
+    if missing:
+        raise ConfigError(f"jobs.{spec.name}.merge_keys", f"{missing} are not output columns",
+                          f"use columns of the output: {sorted(columns)}")
+
+
+def _norm(path: str) -> str:
+    return path.rstrip("/") if _URL.match(path) else posixpath.normpath(path)
+
+
+def _overlap(a: str, b: str) -> bool:
+    a, b = _norm(a), _norm(b)
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
+    """A checkpoint belongs to one query: never shared, never inside (or around) inputs, tables or ops."""
+    specs = list(specs)
+    others: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
+    for spec in specs:
+        others += [(f"the landing zone of {i.name}", layout.landing(i.name)) for i in spec.inputs]
+        others += [(f"the table {spec.sink_table}", layout.table(spec.sink_table)),
+                   (f"the dead letters of {spec.name}", layout.deadletter_table(spec.name)),
+                   (f"the dead-letter checkpoint of {spec.name}", layout.deadletter_checkpoint(spec.name)),
+                   (f"the ops folder of {spec.name}", layout.ops_dir(spec.name))]
+    for i, spec in enumerate(specs):
+        path = spec.checkpoint_path(layout)
+        clashes = [what for what, other in others if _overlap(path, other)]
+        clashes += [f"the checkpoint of {o.name}" for o in specs[i + 1:] if _overlap(path, o.checkpoint_path(layout))]
+        if clashes:
+            raise ConfigError(f"jobs.{spec.name}.checkpoint", f"{path!r} overlaps {clashes[0]}",
+                              "give every job a checkpoint directory of its own, outside landing/, tables/ "
+                              "and ops/ (default: $STATEOPS_HOME/checkpoints/<job>)")
 
 
 def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
@@ -146,6 +236,21 @@ def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
             raise ConfigError(f"jobs.{spec.name}.{key}", "is not a setting that can be overridden",
                               f"use one of {sorted(known)}")
     values = dict(overrides)
-    if "merge_keys" in values:
+    if isinstance(values.get("merge_keys"), list):
         values["merge_keys"] = tuple(values["merge_keys"])
+    _check_narrowing(spec, values)
     return replace(spec, **values)
+
+
+def _check_narrowing(spec: JobSpec, overrides: Mapping[str, Any]) -> None:
+    """A config file may narrow the built-in watermark bounds, never widen what it is checked against."""
+    where, low, high = f"jobs.{spec.name}", spec.watermark_min, spec.watermark_max
+    bounds = f"the built-in bounds [{low}, {high}]"
+    for key in ("watermark_min", "watermark_max"):
+        if key not in overrides:
+            continue
+        seconds = _seconds(f"{where}.{key}", overrides[key])
+        if not _seconds(f"{where}.watermark_min", low) <= seconds <= _seconds(f"{where}.watermark_max", high):
+            raise ConfigError(f"{where}.{key}", f"{overrides[key]!r} lies outside {bounds}",
+                              f"a config file may only narrow the bounds: choose a value within [{low}, {high}]"
+                              " (the bounds themselves belong to the job's definition in jobs/catalog.py)")

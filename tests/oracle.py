@@ -2,7 +2,9 @@
 
 It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
 read them; or grouped as a crashed and restarted run really grouped them, from the checkpoint's offset
-and source logs), parses lines independently of Spark, and replays the watermark rules batch by batch.
+and source logs), parses lines independently of Spark, and replays the watermark rules batch by batch. A
+line is a dead letter when it does not parse, or when its time lies more than the job's future tolerance
+(default one day) ahead of its file's modification time (whole milliseconds, as Spark reads it).
 The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
 windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
 batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
@@ -18,6 +20,7 @@ WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
 PAYMENT_WITHIN_MS = 5 * 60_000
 ACTION_TIMEOUT_MS = 30 * 60_000
+FUTURE_TOLERANCE_MS = 24 * 3_600_000
 
 SCHEMAS = {
     "events": {"event_id": str, "user_id": str, "event_time": "ts", "action": str, "value": float},
@@ -33,8 +36,9 @@ def _millis(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def parse_line(source: str, line: str) -> dict | None:
-    """A typed row, or None when Spark must send the line to the dead-letter table."""
+def parse_line(source: str, line: str, arrival_ms: int, tolerance_ms: float = FUTURE_TOLERANCE_MS) -> dict | None:
+    """A typed row, or None when Spark must send the line to the dead-letter table: it does not parse, or
+    its time lies more than `tolerance_ms` ahead of `arrival_ms` (its file's modification time)."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -51,19 +55,29 @@ def parse_line(source: str, line: str) -> dict | None:
         except (TypeError, ValueError):
             return None
     row["t"] = row[TIME_COLUMN[source]]
-    return row
+    return row if row["t"] <= arrival_ms + tolerance_ms else None
 
 
-def _lines(landing_dir: str, name: str) -> list[str]:
-    with open(os.path.join(landing_dir, name)) as handle:
-        return [line for line in handle.read().splitlines() if line.strip()]
+def file_lines(path: str) -> tuple[int, list[str]]:
+    """(modification time in whole ms, as Spark reads it; raw lines) of one landing file."""
+    with open(path) as handle:
+        return os.stat(path).st_mtime_ns // 1_000_000, [line for line in handle.read().splitlines() if line.strip()]
 
 
-def landing_batches(landing_dir: str) -> list[list[str]]:
-    """Raw lines per file, files in the order Spark's file source takes them (modification time)."""
-    names = [n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
-    names.sort(key=lambda n: (os.path.getmtime(os.path.join(landing_dir, n)), n))
-    return [_lines(landing_dir, name) for name in names]
+def file_rows(path: str, source: str) -> list[dict]:
+    """The typed rows of one landing file (dead letters left out)."""
+    arrival, lines = file_lines(path)
+    return [r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
+
+
+def landing_files(landing_dir: str) -> list[str]:
+    """The files in the order Spark's file source takes them (modification time): one per micro-batch."""
+    paths = [os.path.join(landing_dir, n) for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
+    return sorted(paths, key=lambda p: (os.stat(p).st_mtime_ns // 1_000_000, p))
+
+
+def landing_batches(landing_dir: str) -> list[tuple[int, list[str]]]:
+    return [file_lines(path) for path in landing_files(landing_dir)]
 
 
 def _json_lines(path: str) -> list:
@@ -71,15 +85,15 @@ def _json_lines(path: str) -> list:
         return [json.loads(line) if line.startswith("{") else None for line in handle.read().splitlines()[1:]]
 
 
-def batches_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
-    """Raw lines per micro-batch as Spark composed them, read back from the checkpoint's logs.
+def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
+    """The landing files each micro-batch of a run read, from the checkpoint's logs.
 
     offsets/<N> names, for each file source, the last entry of that source's own log (sources/<i>/) that
     batch N covers; the entries name the files. Usually one file per batch, but a crash after the source
     logged its next file and before offsets/<N> was written makes the first batch of the restart cover
     two files (the logged one and one more).
     """
-    names = {n for n in os.listdir(landing_dir) if not n.startswith((".", "_"))}
+    paths = {os.path.basename(p): p for p in landing_files(landing_dir)}
     log_batches: dict[int, dict[str, int]] = {}  # source index -> file name -> source log batch
     for index in os.listdir(os.path.join(checkpoint, "sources")):
         folder = os.path.join(checkpoint, "sources", index)
@@ -87,26 +101,33 @@ def batches_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
             if entry.split(".")[0].isdigit():
                 for record in filter(None, _json_lines(os.path.join(folder, entry))):
                     log_batches.setdefault(int(index), {})[os.path.basename(record["path"])] = record["batchId"]
-    (index, files), = [(i, f) for i, f in log_batches.items() if set(f) <= names]
+    (index, files), = [(i, f) for i, f in log_batches.items() if set(f) <= set(paths)]
     offsets_dir = os.path.join(checkpoint, "offsets")
     batches, covered = [], -1
     for batch_id in sorted(int(n) for n in os.listdir(offsets_dir) if n.isdigit()):
         offset = _json_lines(os.path.join(offsets_dir, str(batch_id)))[1:][index]
         upto = offset["logOffset"] if offset else -1
-        batch_files = sorted((b, n) for n, b in files.items() if covered < b <= upto)
-        batches.append([line for _, name in batch_files for line in _lines(landing_dir, name)])
+        batches.append([paths[name] for _, name in sorted((b, n) for n, b in files.items() if covered < b <= upto)])
         covered = upto
     return batches
 
 
 def typed_batches(landing_dir: str, source: str, checkpoint: str | None = None) -> list[list[dict]]:
-    """Parsed rows per batch: one file per batch, or as a run composed them (`checkpoint` given)."""
-    raw = batches_as_run(checkpoint, landing_dir) if checkpoint else landing_batches(landing_dir)
-    return [[r for r in (parse_line(source, line) for line in batch) if r is not None] for batch in raw]
+    """Typed rows per batch: one file per batch, or the files each batch of a run read (`checkpoint`)."""
+    batches = files_as_run(checkpoint, landing_dir) if checkpoint else [[p] for p in landing_files(landing_dir)]
+    return [[row for path in paths for row in file_rows(path, source)] for paths in batches]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
-    return sum(parse_line(source, line) is None for batch in landing_batches(landing_dir) for line in batch)
+    """Lines the dead-letter table must hold: unparsable or too far in the future."""
+    return sum(parse_line(source, line, arrival) is None
+               for arrival, lines in landing_batches(landing_dir) for line in lines)
+
+
+def future_lines(landing_dir: str, source: str) -> list[str]:
+    """Lines that parse but lie more than the tolerance ahead of their file (poison timestamps)."""
+    return [line for arrival, lines in landing_batches(landing_dir) for line in lines
+            if parse_line(source, line, arrival) is None and parse_line(source, line, arrival, float("inf"))]
 
 
 def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:

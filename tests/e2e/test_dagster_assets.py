@@ -81,6 +81,7 @@ def test_materialize_every_job_asset_reports_true_metadata(layout, spark, dagste
         assert meta["batches"] == files, spec.name
         assert meta["input_rows"] == lines, spec.name
         assert meta["deadletter_rows"] == meta["deadletter_total"] == malformed, spec.name
+        assert meta["progress_write_failures"] == 0, spec.name
         dead = open_table(layout.deadletter_table(spec.name))
         assert (dead.count() if dead is not None else 0) == malformed, spec.name
         assert meta["delta_version"] == table.version(), spec.name

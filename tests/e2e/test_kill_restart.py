@@ -144,6 +144,6 @@ def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout
     assert len(batches) == len(set(batches)), "a batch was committed twice"
     assert after[:len(before)] == before and crashed + 1 in batches
     for name in {i.name for i in load_jobs()[job].inputs}:  # the re-run batch read the same file as before
-        as_run = oracle.batches_as_run(layout.checkpoint(job), layout.landing(name))
-        assert [b for b in as_run if b] == oracle.landing_batches(layout.landing(name))
+        as_run = oracle.files_as_run(layout.checkpoint(job), layout.landing(name))
+        assert [b for b in as_run if b] == [[path] for path in oracle.landing_files(layout.landing(name))]
     _assert_table_equals_oracle(layout, job)

@@ -154,9 +154,7 @@ def test_a_run_that_loses_its_lease_stops_its_queries(spark, layout):
 def _max_event_ms_before(checkpoint: Checkpoint, batch: int) -> int:
     """Largest event time in the files of batches before `batch` (from the landing files)."""
     paths = [path for path, b in checkpoint.source_files()[0] if b < batch]
-    return max(oracle.parse_line("events", line)["t"] for path in paths
-               for line in open(path.removeprefix("file:")).read().splitlines()
-               if oracle.parse_line("events", line) is not None)
+    return max(row["t"] for path in paths for row in oracle.file_rows(path.removeprefix("file:"), "events"))
 
 
 def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):

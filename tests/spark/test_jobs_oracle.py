@@ -1,8 +1,12 @@
 """Each job's Delta table equals the batch recomputation (tests/oracle.py) over the same input,
-including late, duplicate and malformed events from the generator."""
+including late, duplicate and malformed events from the generator, and poison timestamps: rows stamped in
+2099 from the second file on, which used to move the watermark and silently drop every row from the fourth
+file on. They are dead letters now, and the later windows, sessions, pairs and rows reach the tables."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -16,21 +20,42 @@ from tests.delta_rows import table_rows
 
 pytestmark = pytest.mark.spark
 
+# Seed 13: the second file of every input (events, orders, payments) holds poison rows.
 INPUT = GeneratorConfig(events=1800, files=6, users=250, hot_key_share=0.02, late_share=0.04,
-                        late_minutes=90, duplicate_share=0.06, malformed_share=0.03, orders=160, seed=11,
-                        minutes_per_file=15)
+                        late_minutes=90, duplicate_share=0.06, malformed_share=0.03, future_share=0.02, orders=160,
+                        seed=13, minutes_per_file=20)
+# Event time where the fourth file starts: with the poison rows admitted, nothing from here on was emitted.
+LATER_MS = round((datetime.fromisoformat(INPUT.start) + timedelta(minutes=3 * INPUT.minutes_per_file))
+                 .timestamp() * 1000)
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Layout:
     layout = Layout(str(tmp_path_factory.mktemp("oracle") / "stateops"))
     generate(layout, INPUT)
+    for source in ("events", "orders", "payments"):
+        assert oracle.future_lines(layout.landing(source), source)[0] in oracle.landing_batches(
+            layout.landing(source))[1][1], f"{source}: the second file holds a poison row"
     return layout
 
 
 def _run(spark, layout: Layout, name: str):
     spec = load_jobs()[name]
     return spec, run_job(spark, spec, layout)
+
+
+def _check_poison_dead_letters(layout: Layout, spec) -> None:
+    """Every poison row is a dead letter whose reason names the column, its time and the tolerance."""
+    dead = table_rows(layout.deadletter_table(spec.name), ["input", "raw", "error"])
+    poison = sorted((source, raw) for source, raw, error in dead if "future_tolerance" in error)
+    expected = sorted((i.name, raw) for i in spec.inputs for raw in oracle.future_lines(layout.landing(i.name), i.name))
+    assert expected and poison == expected
+    columns = {i.name: i.time_column for i in spec.inputs}
+    for source, raw, error in dead:
+        if "future_tolerance" in error:
+            assert error.startswith(f"{columns[source]} 2099-"), error
+            assert "is more than future_tolerance (1 day) ahead of its arrival" in error, error
+            assert json.loads(raw)[columns[source]].startswith("2099-")
 
 
 def test_user_activity_matches_oracle(spark, home):
@@ -41,7 +66,9 @@ def test_user_activity_matches_oracle(spark, home):
     expected = oracle.user_activity(oracle.typed_batches(home.landing("events"), "events"),
                                     spec.watermark_seconds * 1000)
     assert set(got) == expected
+    assert any(row[0] >= LATER_MS for row in expected), "windows from the fourth file on"
     assert result.batches == INPUT.files
+    _check_poison_dead_letters(home, spec)
     # The generator's too-late events were really dropped by the watermark (not a vacuous pass).
     all_rows = sum(len(b) for b in oracle.typed_batches(home.landing("events"), "events"))
     assert sum(row[3] for row in expected) < all_rows
@@ -53,8 +80,9 @@ def test_user_sessions_matches_oracle(spark, home):
                                                    "first_event_time", "last_event_time"])
     expected = oracle.user_sessions(oracle.typed_batches(home.landing("events"), "events"),
                                     spec.watermark_seconds * 1000)
-    assert len(expected) > 50
+    assert len(expected) > 50 and any(row[0] >= LATER_MS for row in expected), "sessions from the fourth file on"
     assert sorted(got) == sorted(expected)
+    _check_poison_dead_letters(home, spec)
 
 
 def test_order_payments_matches_oracle(spark, home):
@@ -64,6 +92,8 @@ def test_order_payments_matches_oracle(spark, home):
                                      oracle.typed_batches(home.landing("payments"), "payments"),
                                      spec.watermark_seconds * 1000)
     assert sorted(got) == sorted(expected)
+    assert any(row[2] >= LATER_MS for row in expected), "pairs from the fourth file on"
+    _check_poison_dead_letters(home, spec)
     cases = {order_id for order_id, *_ in got}
     assert len(cases) == len(got), "an order is paid once"
     assert 0 < len(got) < INPUT.orders, "some orders must stay unmatched (never paid, late, out of bounds)"
@@ -75,8 +105,9 @@ def test_user_actions_matches_oracle(spark, home):
                      ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"])
     expected = oracle.user_actions(oracle.typed_batches(home.landing("events"), "events"),
                                    spec.watermark_seconds * 1000)
-    assert len(expected) > 20
+    assert len(expected) > 20 and any(row[3] >= LATER_MS for row in expected), "rows from the fourth file on"
     assert sorted(got) == sorted(expected)
+    _check_poison_dead_letters(home, spec)
 
 
 def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark, home):

@@ -51,3 +51,24 @@ def test_delta_jvm_only_when_jars_are_present(tmp_path, monkeypatch):
     (tmp_path / "jars" / "delta-spark_2.13-4.0.0.jar").write_bytes(b"")
     assert delta_jars_on_classpath({})
     assert spark_conf(SparkSettings())["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+@pytest.mark.parametrize("key,value", [
+    ("spark.jars", "https://repo1.maven.org/maven2/io/delta/delta-spark_2.13/4.0.0/delta-spark_2.13-4.0.0.jar"),
+    ("spark.jars", "/opt/jars/local.jar,http://example.com/x.jar"),
+    ("spark.jars", "ftp://example.com/x.jar"),
+    ("spark.jars", "ivy://io.delta:delta-spark_2.13:4.0.0"),
+    ("spark.jars", "io.delta:delta-spark_2.13:4.0.0"),
+    ("spark.files", "https://example.com/lookup.csv"),
+    ("spark.archives", "HTTPS://example.com/env.tar.gz#env"),
+])
+def test_urls_that_download_at_session_start_are_refused(key, value):
+    with pytest.raises(ConfigError) as err:
+        spark_conf(SparkSettings(extra_conf={key: value}))
+    assert err.value.field == f"STATEOPS_SPARK_CONF.{key}"
+    assert "would be downloaded at session start" in str(err.value) and "Fix:" in str(err.value)
+
+
+def test_local_and_cluster_storage_jars_are_accepted():
+    jars = "/opt/jars/a.jar,file:/opt/jars/b.jar,local:/opt/jars/c.jar,hdfs://nn/jars/d.jar,s3a://b/e.jar"
+    assert spark_conf(SparkSettings(extra_conf={"spark.jars": jars}))["spark.jars"] == jars

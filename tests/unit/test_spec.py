@@ -6,9 +6,10 @@ from dataclasses import replace
 import pytest
 
 from jobs.catalog import BUILTIN, load_jobs
-from jobs.spec import InputSpec, validate
+from jobs.spec import InputSpec, check_output_columns, validate
 from jobs.transforms import TRANSFORMATIONS
 from stateops.errors import ConfigError
+from stateops.layout import Layout
 
 pytestmark = pytest.mark.unit
 BASE = BUILTIN[0]
@@ -81,3 +82,83 @@ def test_bad_config_file_names_the_field(tmp_path, text, field, words):
 def test_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_jobs(str(tmp_path / "absent.toml"))
+
+
+@pytest.mark.parametrize("text,field,words", [
+    # A string is not a list of columns (it used to become ('u', 's', 'e', ...) and fail at the second batch).
+    ('merge_keys = "user_id"', "jobs.user_activity.merge_keys", "not a list of column names"),
+    ('merge_keys = ["user_id", 3]', "jobs.user_activity.merge_keys", "not a list of column names"),
+    ('merge_keys = ["user id"]', "jobs.user_activity.merge_keys", "not a column name"),
+    ('merge_keys = ["user_id", "user_id"]', "jobs.user_activity.merge_keys", "listed twice"),
+    # TOML `true` is a Python bool, and bool is an int subclass.
+    ("shuffle_partitions = true", "jobs.user_activity.shuffle_partitions", "True is a boolean, not a whole number"),
+    ("max_files_per_trigger = false", "jobs.user_activity.max_files_per_trigger", "is a boolean"),
+    ("shuffle_partitions = 8.0", "jobs.user_activity.shuffle_partitions", "is a decimal number"),
+    ('shuffle_partitions = "8"', "jobs.user_activity.shuffle_partitions", "is text, not a whole number"),
+    ("checkpoint = 42", "jobs.user_activity.checkpoint", "42 is an integer, not text"),
+    ("checkpoint = true", "jobs.user_activity.checkpoint", "is a boolean, not text"),
+    ('checkpoint = ""', "jobs.user_activity.checkpoint", "not an absolute path or a URL"),
+    ('checkpoint = "ckpt/user_activity"', "jobs.user_activity.checkpoint", "not an absolute path or a URL"),
+    ("sink_table = 7", "jobs.user_activity.sink_table", "is an integer, not text"),
+    ('future_tolerance = "soon"', "jobs.user_activity.future_tolerance", "not an interval"),
+    ('future_tolerance = "0 seconds"', "jobs.user_activity.future_tolerance", "not positive"),
+    # A config file may narrow the bounds it is checked against, never widen them (built-in: 5 min .. 2 h).
+    ('watermark_min = "1 minute"\nwatermark_delay = "2 minutes"', "jobs.user_activity.watermark_min",
+     "outside the built-in bounds [5 minutes, 2 hours]"),
+    ('watermark_max = "1 day"\nwatermark_delay = "20 hours"', "jobs.user_activity.watermark_max",
+     "outside the built-in bounds"),
+    ('watermark_max = "forever"', "jobs.user_activity.watermark_max", "not an interval"),
+])
+def test_bad_override_fails_at_load_with_field_and_fix(tmp_path, text, field, words):
+    config = tmp_path / "stateops.toml"
+    config.write_text(f"[jobs.user_activity]\n{text}\n")
+    with pytest.raises(ConfigError) as err:
+        load_jobs(str(config), Layout(str(tmp_path / "home")))
+    assert err.value.field == field
+    assert words in str(err.value) and "Fix:" in str(err.value), str(err.value)
+
+
+def test_overrides_may_narrow_the_watermark_bounds(tmp_path):
+    config = tmp_path / "stateops.toml"
+    config.write_text('[jobs.user_activity]\nwatermark_min = "10 minutes"\nwatermark_max = "1 hour"\n'
+                      'merge_keys = ["window_start", "window_end", "user_id"]\nfuture_tolerance = "6 hours"\n'
+                      f'checkpoint = "{tmp_path}/elsewhere/user_activity"\n')
+    spec = load_jobs(str(config), Layout(str(tmp_path / "home")))["user_activity"]
+    assert (spec.watermark_min, spec.watermark_max) == ("10 minutes", "1 hour")
+    assert spec.merge_keys == ("window_start", "window_end", "user_id")
+    assert spec.future_tolerance_seconds == 6 * 3600
+    assert spec.checkpoint_path(Layout(str(tmp_path / "home"))) == f"{tmp_path}/elsewhere/user_activity"
+    with pytest.raises(ConfigError, match="outside the allowed bounds"):  # narrowed bounds are enforced
+        load_jobs(str(_write(tmp_path, 'watermark_max = "1 hour"\nwatermark_delay = "90 minutes"')))
+
+
+def _write(tmp_path, text: str):
+    config = tmp_path / "other.toml"
+    config.write_text(f"[jobs.user_activity]\n{text}\n")
+    return config
+
+
+@pytest.mark.parametrize("where,words", [
+    ("{home}/checkpoints/user_sessions", "the checkpoint of user_sessions"),
+    ("{home}/checkpoints/user_sessions/inner", "the checkpoint of user_sessions"),
+    ("{home}/checkpoints", "the dead-letter checkpoint of user_activity"),
+    ("{home}/landing/events/ckpt", "the landing zone of events"),
+    ("{home}/tables/user_activity", "the table user_activity"),
+    ("{home}/checkpoints/_deadletter/user_activity", "the dead-letter checkpoint of user_activity"),
+    ("{home}/ops/tables/progress", "the ops tables"),
+    ("{home}", "the ops tables"),
+])
+def test_checkpoint_must_be_the_jobs_own(tmp_path, where, words):
+    home = tmp_path / "home"
+    config = _write(tmp_path, f'checkpoint = "{where.format(home=home)}"')
+    with pytest.raises(ConfigError) as err:
+        load_jobs(str(config), Layout(str(home)))
+    assert err.value.field == "jobs.user_activity.checkpoint"
+    assert f"overlaps {words}" in str(err.value) and "Fix:" in str(err.value)
+
+
+def test_merge_keys_must_be_output_columns():
+    check_output_columns(BASE, ["window_start", "window_end", "user_id", "events"])
+    with pytest.raises(ConfigError) as err:
+        check_output_columns(replace(BASE, merge_keys=("window_start", "user")), ["window_start", "user_id"])
+    assert err.value.field == "jobs.user_activity.merge_keys" and "['user'] are not output columns" in str(err.value)
