@@ -147,6 +147,11 @@ def _late_marks(marks: list[int]) -> list[int]:
     return [0, *marks[:-1]]
 
 
+def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
+    """The watermark each batch's rows are checked against for lateness (that of the batch before)."""
+    return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
+
+
 def user_activity(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
     marks = _watermarks(batches, delay_ms)
@@ -187,18 +192,23 @@ def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     return {s for s in sessions if s[1] <= marks[-1]}
 
 
+def join_watermarks(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> list[int]:
+    """The join's global watermark (the minimum of the two inputs') in force during each batch, plus the
+    final one; a row of batch i is late when its time <= entry i - 1 (0 for the first batch)."""
+    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
+    return [min(a, b) for a, b in zip(order_marks, payment_marks)]
+
+
 def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(order_id, payment_id, order_time, payment_time) for pairs within the bound, replayed batch by batch.
 
     Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum. Late
-    rows are dropped against the previous batch's watermark; at the end of each batch, orders that no
-    future payment can match (order_time + bound behind the batch's own watermark) and payments that no
-    future order can match (payment_time behind it) leave the state. (Evicting with the next batch's
-    watermark instead differs only when a payment lands between the two: the restart batch that read two
-    files did that, and Spark matched it.)
+    rows are dropped against the previous batch's watermark; new rows are joined with the state, and only
+    then, at the end of the batch and with the batch's own watermark, orders that no future payment can
+    match (order_time + bound behind the watermark) and payments that no future order can match
+    (payment_time behind the watermark) leave the state.
     """
-    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
-    marks = [min(a, b) for a, b in zip(order_marks, payment_marks)]
+    marks = join_watermarks(orders, payments, delay_ms)
     held_orders: list[dict] = []
     held_payments: list[dict] = []
     pairs = set()
