@@ -10,6 +10,7 @@ JVM writer is used instead, with Delta's own idempotent-write options; both hono
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -19,6 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from stateops.delta import write_batch
+from stateops.faults import fault_point
 from stateops.fs import filesystem
 from stateops.recovery.sinkstate import SinkState, app_id
 
@@ -58,7 +60,8 @@ def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 @dataclass
 class DeltaSink:
-    """Writes each micro-batch once into `table_uri`; counts rows and remembers the Delta version."""
+    """Writes each micro-batch once into `table_uri`; counts rows and batches skipped as already written
+    (delta-rs path), and remembers the Delta version."""
 
     job: str
     table_uri: str
@@ -94,18 +97,25 @@ class DeltaSink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.tag_batch_id:
             df = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
             if self.sink.write_floor_ms is not None and self.time_column:
                 df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
+            fault_point("sink.before_commit", **where)
             replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
             self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
                                                  self.row_key if replay else self.merge_keys, insert_only=replay)
+            fault_point("sink.after_commit", **where)
             return
         data, repeats = self._replayed(df.toArrow())
         if data.num_rows == 0:
             return
+        fault_point("sink.before_commit", **where)
         result = write_batch(self.table_uri, data, app_id=self.app_id(), batch_id=batch_id,
                              merge_keys=self.row_key if repeats else self.merge_keys, insert_only=repeats)
         self.rows_written += result.rows
         self.batches_skipped += int(result.skipped)
         self.version = result.version
+        if not result.skipped:
+            # Crash tests stop here: the batch is in Delta, Spark's commit log does not know it yet.
+            fault_point("sink.after_commit", **where)
