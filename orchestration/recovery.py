@@ -16,6 +16,7 @@ holds the job's lease through the instance (or refuses when the holder is not a 
 import json
 import os
 import signal
+import time
 from typing import Any, Callable, Literal, Optional
 
 from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Definitions, Failure, MetadataValue,
@@ -36,6 +37,7 @@ from orchestration.resources import PathsResource, SparkResource
 JOB_NAME = "state_recovery"
 POOL = "stateops_recovery"
 JOB_TAG = "stateops/job"
+TERMINATE_GRACE_SECONDS = 60.0  # after the run launcher's terminate, before SIGKILL
 FIELD_OF_FLAG = {**{flag: name for name, flag in _FLAGS.items()}, "--confirm": "confirm"}
 
 
@@ -90,28 +92,39 @@ def launchpad_words(err: StateOpsError) -> str:
     return line
 
 
-def terminate_holder(instance: DagsterInstance, log: Callable[[str], None]) -> Callable[[Lease], bool]:
+def terminate_holder(instance: DagsterInstance, log: Callable[[str], None],
+                     grace_seconds: float = TERMINATE_GRACE_SECONDS) -> Callable[[Lease], bool]:
     """The runbook's last resort (`terminate=`): end the Dagster run holding the job's lease.
 
     Through the instance's run coordinator (a queued run is cancelled, a started one terminated by its run
-    launcher, i.e. its code server); when the launcher cannot reach it and the run's process is on this host,
-    SIGKILL it and report the run cancelled. False (the runbook refuses) for a holder that is not a run of
-    this instance. The executor then waits for the lease to be released or to go stale."""
+    launcher, i.e. its code server: the run worker gets an interrupt and stops its query, measured 20 s).
+    When the launcher cannot reach the run, or its process on this host still runs after `grace_seconds`,
+    SIGKILL that process and report the run cancelled (a kill mid-batch leaves checkpoint and sink consistent:
+    the exactly-once writer). False (the runbook refuses) for a holder that is not a run of this instance or
+    that cannot be ended from here. The executor then waits for the lease to be released or to go stale."""
+    def ended(lease: Lease, run_id: str) -> bool:
+        return instance.get_run_by_id(run_id).is_finished or not alive(lease.pid, lease.pid_started)
+
     def terminate(lease: Lease) -> bool:
         run = instance.get_run_by_id(lease.dagster_run_id) if lease.dagster_run_id else None
         if run is None:
             log(f"{lease.job}: the lease holder ({lease.describe()}) is not a run of this Dagster instance: refused")
             return False
-        if run.is_finished:
-            return True
-        if instance.run_coordinator.cancel_run(run.run_id):
+        local = lease.host == HOST
+        cancelled = instance.run_coordinator.cancel_run(run.run_id)
+        if cancelled:
             log(f"{lease.job}: terminating Dagster run {run.run_id} (it did not stop within the stop timeout)")
+            deadline = time.monotonic() + grace_seconds
+            while local and not ended(lease, run.run_id) and time.monotonic() < deadline:
+                time.sleep(1)
+        if not local:
+            return cancelled
+        if not alive(lease.pid, lease.pid_started):
             return True
-        if lease.host != HOST or not alive(lease.pid, lease.pid_started):
-            return False
         os.kill(lease.pid, signal.SIGKILL)
-        instance.report_run_canceled(run, message=f"killed by the StateOps runbook: pid {lease.pid} did not stop")
-        log(f"{lease.job}: killed pid {lease.pid} of Dagster run {run.run_id} and reported it cancelled")
+        if not instance.get_run_by_id(run.run_id).is_finished:
+            instance.report_run_canceled(run, message=f"killed by the StateOps runbook: pid {lease.pid} did not stop")
+        log(f"{lease.job}: killed pid {lease.pid} of Dagster run {run.run_id}")
         return True
 
     return terminate
