@@ -102,9 +102,6 @@ def terminate_holder(instance: DagsterInstance, log: Callable[[str], None],
     SIGKILL that process and report the run cancelled (a kill mid-batch leaves checkpoint and sink consistent:
     the exactly-once writer). False (the runbook refuses) for a holder that is not a run of this instance or
     that cannot be ended from here. The executor then waits for the lease to be released or to go stale."""
-    def ended(lease: Lease, run_id: str) -> bool:
-        return instance.get_run_by_id(run_id).is_finished or not alive(lease.pid, lease.pid_started)
-
     def terminate(lease: Lease) -> bool:
         run = instance.get_run_by_id(lease.dagster_run_id) if lease.dagster_run_id else None
         if run is None:
@@ -115,7 +112,7 @@ def terminate_holder(instance: DagsterInstance, log: Callable[[str], None],
         if cancelled:
             log(f"{lease.job}: terminating Dagster run {run.run_id} (it did not stop within the stop timeout)")
             deadline = time.monotonic() + grace_seconds
-            while local and not ended(lease, run.run_id) and time.monotonic() < deadline:
+            while local and alive(lease.pid, lease.pid_started) and time.monotonic() < deadline:
                 time.sleep(1)
         if not local:
             return cancelled
