@@ -5,8 +5,6 @@ one event per step, the override recorded, a verifying archive, and the sink equ
 with the new delay from the restart's first batch on.
 
 Oracles: sha256 of every file under the home, tests/oracle.py, the override history, the archive manifest."""
-import hashlib
-import os
 from dataclasses import replace
 
 import pytest
@@ -20,6 +18,7 @@ from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
 from tests import oracle
 from tests.delta_rows import table_rows
+from tests.spark.test_recovery import _files  # every file under the home with its sha256
 
 from orchestration.recovery import state_recovery
 from orchestration.resources import default_resources
@@ -31,15 +30,6 @@ INPUT = GeneratorConfig(events=400, files=4, users=30, late_share=0.05, duplicat
                         seed=41)
 COLUMNS = ["window_start", "window_end", "user_id", "events", "value_sum"]
 MINUTE = 60_000
-
-
-def _files(home: str) -> dict[str, str]:
-    found = {}
-    for folder, _, names in os.walk(home):
-        for name in names:
-            with open(os.path.join(folder, name), "rb") as handle:
-                found[os.path.relpath(os.path.join(folder, name), home)] = hashlib.sha256(handle.read()).hexdigest()
-    return found
 
 
 def _launch(instance, **config):
