@@ -2,11 +2,13 @@
 the shipped instance config (orchestration/dagster.yaml: pools of one) plus the DefaultRunCoordinator, so
 the webserver launches runs itself and no daemon is needed. (With the default QueuedRunCoordinator the
 daemon dequeues runs through a code server of its own; on this shared 2-core machine at load 30 its 60 s
-gRPC deadline expired and the run stayed queued: one process less and a direct launch keep it reliable.) Through DagsterGraphQLClient: `user_activity_job` runs the job long-running
-(it holds the job's lease, with its Dagster run id); `state_recovery` adjusts the watermark delay with a stop
-timeout of 0, so the stop request is not waited for and the runbook terminates the holder's Dagster run
-through the instance (its run launcher and code server), the last resort. Then it archives, adjusts,
-restarts the job long-running (as it ran) and verifies.
+gRPC deadline expired and the run stayed queued: one process less and a direct launch keep it reliable.)
+
+Through DagsterGraphQLClient: `user_activity_job` runs the job long-running (it holds the job's lease, with its
+Dagster run id); `state_recovery` adjusts the watermark delay with a stop timeout of 0, so the stop request
+is not waited for and the runbook terminates the holder's Dagster run through the instance (its run
+launcher and code server; SIGKILL after the grace), the last resort. Then it archives, adjusts, restarts
+the job long-running (as it ran) and verifies.
 
 Oracles: the holder's run status in the instance (cancelled), the journal, the archive's manifest
 (verifies), the override history, the sink against tests/oracle.py with the new delay from the restart's
