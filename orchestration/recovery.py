@@ -108,7 +108,11 @@ def terminate_holder(instance: DagsterInstance, log: Callable[[str], None],
             log(f"{lease.job}: the lease holder ({lease.describe()}) is not a run of this Dagster instance: refused")
             return False
         local = lease.host == HOST
-        cancelled = instance.run_coordinator.cancel_run(run.run_id)
+        try:
+            cancelled = instance.run_coordinator.cancel_run(run.run_id)
+        except Exception as err:  # noqa: BLE001 (a launcher that cannot terminate, e.g. an in-process one)
+            log(f"{lease.job}: the run launcher could not terminate Dagster run {run.run_id}: {err}")
+            cancelled = False
         if cancelled:
             log(f"{lease.job}: terminating Dagster run {run.run_id} (it did not stop within the stop timeout)")
             deadline = time.monotonic() + grace_seconds

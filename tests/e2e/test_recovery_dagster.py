@@ -5,22 +5,28 @@ one event per step, the override recorded, a verifying archive, and the sink equ
 with the new delay from the restart's first batch on.
 
 Oracles: sha256 of every file under the home, tests/oracle.py, the override history, the archive manifest."""
+import signal
+import subprocess
 from dataclasses import replace
 
 import pytest
-from dagster import DagsterEventType
+from dagster import DagsterEventType, DagsterRunStatus
 
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
+from stateops.control.lease import Lease
+from stateops.control.process import HOST, start_ticks
+from stateops.control.records import now_iso
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
 from tests import oracle
 from tests.delta_rows import table_rows
 from tests.spark.test_recovery import _files  # every file under the home with its sha256
 
-from orchestration.recovery import state_recovery
+from orchestration.definitions import defs
+from orchestration.recovery import state_recovery, terminate_holder
 from orchestration.resources import default_resources
 
 pytestmark = pytest.mark.e2e
@@ -106,3 +112,31 @@ def test_dry_run_refusals_and_adjust_from_dagster(spark, layout, dagster_instanc
     expected = oracle.user_activity(batches, oracle.delays_switching(len(batches), 10 * MINUTE, 20 * MINUTE, switch))
     assert set(table_rows(layout.table(JOB), COLUMNS)) == expected
 
+
+
+def _lease(run_id: str | None, pid: int) -> Lease:
+    return Lease(lease_id="holder", job=JOB, run_id=run_id or "cli-run", dagster_run_id=run_id, runbook_id=None,
+                 pid=pid, pid_started=start_ticks(pid), host=HOST, started=now_iso(), heartbeat=now_iso(),
+                 mode="continuous")
+
+
+def test_terminate_ends_the_holders_run_through_the_instance_or_refuses(dagster_instance):
+    """A started run the launcher cannot reach (no code server: made here, not launched) whose process still
+    runs: killed and reported cancelled. A holder without a Dagster run, or with a run of another instance:
+    refused (False), nothing killed."""
+    holder = subprocess.Popen(["sleep", "600"])
+    try:
+        logs = []
+        terminate = terminate_holder(dagster_instance, logs.append, grace_seconds=0)
+        assert terminate(_lease(None, holder.pid)) is False
+        assert terminate(_lease("0" * 8 + "-0000-0000-0000-" + "0" * 12, holder.pid)) is False
+        assert holder.poll() is None, "a refused termination kills nothing"
+        run = dagster_instance.create_run_for_job(
+            job_def=defs.get_job_def("state_recovery"), status=DagsterRunStatus.STARTED,
+            run_config={"ops": {"recover": {"config": {"job": JOB, "mode": "adjust"}}}})
+        assert terminate(_lease(run.run_id, holder.pid)) is True
+        assert holder.wait(timeout=60) == -signal.SIGKILL
+        assert dagster_instance.get_run_by_id(run.run_id).status == DagsterRunStatus.CANCELED
+        assert f"killed pid {holder.pid} of Dagster run {run.run_id}" in logs[-1]
+    finally:
+        holder.kill()
