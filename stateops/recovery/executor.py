@@ -478,6 +478,17 @@ class Executor:
                  "event_time_max_ms": _ms(r.get("event_time_max")), "watermark_ms": _ms(r["watermark"])}
                 for r in sorted(rows, key=lambda r: r["batch_id"])]
 
+    def _progress_through(self, run_id: str, batch: int, started_after: int | None) -> list[dict[str, Any]]:
+        """The run's progress rows up to `batch`, once the row of `batch` is recorded (the listener appends it
+        just after the commit); batches up to `started_after` ran before the restart."""
+        deadline = time.monotonic() + self.settings.verify_timeout_seconds
+        while True:
+            rows = self._progress(run_id)
+            if (started_after is not None and batch <= started_after) or any(
+                    r["batch_id"] >= batch for r in rows) or time.monotonic() > deadline:
+                return [r for r in rows if r["batch_id"] <= batch]
+            time.sleep(self.settings.poll_seconds)
+
     def _caught_up(self) -> bool:
         """Every landed input file is in the checkpoint's source logs and the latest batch is committed."""
         if not self.target.landing:
@@ -492,11 +503,16 @@ class Executor:
         restart = self.journal.details(restart_step)
         seen = self._observe(restart)
         error, progress = seen["error"], seen["progress"]
+        checkpoint = Checkpoint.open(self.target.checkpoint)
+        audited = checkpoint.latest_committed_batch()
         audit_after = None
         if error is None:
-            audit_after = self.runtime.audit(self.target.checkpoint)
-        checkpoint = Checkpoint.open(self.target.checkpoint)
-        end = _next_watermark(checkpoint, checkpoint.latest_committed_batch())
+            # A long-running restart goes on while this looks: audit one committed batch and judge it by the
+            # progress of exactly the batches up to it (a later batch's input would be missing from the bound).
+            audit_after = self.runtime.audit(self.target.checkpoint, audited)
+            if seen["run_id"]:
+                progress = self._progress_through(seen["run_id"], audited, restart.get("latest_committed_batch"))
+        end = _next_watermark(checkpoint, audited)
         delay = parse_seconds(overrides.validate(self.target.job, overrides.WATERMARK_DELAY,
                                                  self.plan.settings_after["watermark_delay"], self.target.bounds))
         result = verify.evaluate(
@@ -554,11 +570,12 @@ class Executor:
 
     def _rb_checkpoint(self) -> dict[str, Any]:
         self._hold_lease()
-        failed = posixpath.join(self.directory, archive.FAILED)
-        if self.journal.phase("rollback_checkpoint") == "started" and archive.tree_size(failed):
-            failed = posixpath.join(self.directory, f"{archive.FAILED}-{int(time.time())}")
+        first = posixpath.join(self.directory, archive.FAILED)
+        # an interrupted rollback may have moved the failed attempt already: a second one never overwrites it
+        failed = posixpath.join(self.directory, f"{archive.FAILED}-{int(time.time())}") if archive.tree_size(
+            first) else first
         self._put_back(self.plan.runbook_id, failed_to=failed)
-        return {"failed_attempt": failed if archive.tree_size(failed) else None}
+        return {"failed_attempt": next((p for p in (first, failed) if archive.tree_size(p)), None)}
 
     def _rb_settings(self) -> dict[str, Any]:
         self._hold_lease()

@@ -88,9 +88,14 @@ def check_concurrency(layout: Layout, target: JobTarget, runbook_id: str) -> Non
     lock = maintenance.current(layout, target.job)
     if lock is not None and lock.runbook_id != runbook_id:
         directory = archive.runbook_dir(target.archive_root, lock.runbook_id)
-        how = ("it is running now" if journal.running(directory) else
-               f"it did not finish; run it again with the same settings to resume it, or release the lock: "
-               f"stateops jobs unlock {target.job} --runbook-id {lock.runbook_id}")
+        unlock = f"stateops jobs unlock {target.job} --runbook-id {lock.runbook_id}"
+        if journal.running(directory):
+            how = "it is running now"
+        elif os.path.exists(posixpath.join(directory, archive.REPORT)):
+            how = (f"it failed and keeps the job locked (stateops archives show {lock.runbook_id}); after fixing "
+                   f"the job, release the lock: {unlock}")
+        else:
+            how = f"it did not finish; run it again with the same settings to resume it, or release the lock: {unlock}"
         raise RecoveryRefused(f"{target.job}: another runbook holds the job: {lock.describe()}; {how}")
 
 

@@ -11,13 +11,15 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from jobs.sink import DeltaSink
-from stateops.control import overrides
+from stateops.control import maintenance, overrides
 from stateops.delta import write_batch
 from stateops.errors import ConfigError
-from stateops.recovery import RecoveryPlan, RecoveryRequest, RecoverySettings, archive, sinkstate, verify
+from stateops.recovery import (JobTarget, RecoveryPlan, RecoveryRefused, RecoveryRequest, RecoverySettings, archive,
+                               preflight, sinkstate, verify)
 from stateops.recovery.journal import Journal, RunbookActive, running
 from stateops.recovery.model import Step
 from stateops.recovery.sinkstate import SinkState
+from stateops.roots import Roots
 
 pytestmark = pytest.mark.unit
 
@@ -178,6 +180,25 @@ def test_a_runbook_is_executed_by_one_process_at_a_time(layout, tmp_path):
     assert not running(directory)
     again = Journal(layout, "j", "rb", directory, "me")
     assert again.phase("stop") == "done" and again.details("stop") == {"how": "nothing was running"}
+
+
+def test_a_job_locked_by_another_runbook_is_refused_with_what_to_do(layout, tmp_path):
+    roots = Roots.from_layout(layout, {"j": layout.checkpoint("j")})
+    target = JobTarget("j", layout.checkpoint("j"), layout.table("j"), "update", ("k",), None, "10 minutes",
+                       overrides.WatermarkBounds("1 minute", "1 hour"), 4, str(tmp_path / "archives"), (), 1, roots)
+    preflight.check_concurrency(layout, target, "mine")  # no lock: nothing to refuse
+    maintenance.acquire(layout, "j", runbook_id="other", actor="someone", reason="test")
+    preflight.check_concurrency(layout, target, "other")  # its own lock: a resume
+    directory = archive.runbook_dir(target.archive_root, "other")
+    with Journal(layout, "j", "other", directory, "someone").held():
+        with pytest.raises(RecoveryRefused, match="another runbook holds the job: .*; it is running now$"):
+            preflight.check_concurrency(layout, target, "mine")
+    with pytest.raises(RecoveryRefused, match="it did not finish; run it again with the same settings to resume"):
+        preflight.check_concurrency(layout, target, "mine")
+    archive.write_json(os.path.join(directory, archive.REPORT), {"outcome": "failed"})
+    with pytest.raises(RecoveryRefused, match="it failed and keeps the job locked .* stateops jobs unlock j "
+                                              "--runbook-id other$"):
+        preflight.check_concurrency(layout, target, "mine")
 
 
 def test_recovery_settings_refuse_bad_values(monkeypatch):
