@@ -41,7 +41,7 @@ BIN = os.path.dirname(sys.executable)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMNS = ["window_start", "window_end", "user_id", "events", "value_sum"]
 MINUTE = 60_000
-DEADLINE = 600
+DEADLINE = 1800  # generous: at load 50 on 2 cores the whole runbook run took 11 minutes
 LOCATIONS = """{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus
     locationOrLoadError { __typename } } } } }"""
 FINISHED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
