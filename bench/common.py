@@ -216,3 +216,29 @@ def fmt_ms(value: float | None) -> str | None:
 
 def fmt_ratio(value: float | None) -> str | None:
     return None if value is None else f"{value:.2f}x"
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[object]]
+
+
+@dataclass
+class Report:
+    """What one benchmark measured, structured: `python -m bench --write` renders BENCHMARKS.md from it,
+    exactly what the benchmark printed."""
+
+    name: str
+    description: str = ""
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        self.tables.append(Table(title, [str(h) for h in headers], [list(r) for r in rows]))
+        print_table(title, headers, rows)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(text, flush=True)
