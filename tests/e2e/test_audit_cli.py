@@ -49,7 +49,7 @@ def stateops(home: dict, *args: str, config: str | None = None) -> subprocess.Co
     env.pop("STATEOPS_CONFIG", None)
     if config:
         env["STATEOPS_CONFIG"] = config
-    return subprocess.run([STATEOPS, *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([STATEOPS, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 def assert_contract(doc: dict) -> None:

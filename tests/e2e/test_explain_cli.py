@@ -86,7 +86,7 @@ def test_entry_point_usage_error_has_no_traceback(layout):
     code = ("import sys\nfrom jobs.cli import main\n"
             "sys.exit(main.main(args=sys.argv[1:], prog_name='stateops'))")
     proc = subprocess.run([sys.executable, "-c", code, "explain-key", "no_such_job", "--key", "x"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          capture_output=True, text=True, cwd=REPO, timeout=600,
                           env={**os.environ, "STATEOPS_HOME": layout.home})
     if "No such command 'explain-key'" in proc.stderr:
         pytest.skip("explain-key is not registered in jobs.cli yet")
