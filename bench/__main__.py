@@ -11,30 +11,15 @@ import argparse
 import datetime as dt
 import importlib
 import os
-import platform
-import subprocess
 import sys
 
+from bench.common import load_average, machine_facts
 from bench.registry import BENCHMARKS
 from bench.render import RunInfo, render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.template.md")
 OUTPUT = os.path.join(ROOT, "BENCHMARKS.md")
-
-
-def machine() -> str:
-    import pyspark
-
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    with open("/proc/meminfo") as handle:
-        mem_kb = int(handle.readline().split()[1])
-    return (f"{os.cpu_count()} CPUs (os.cpu_count), {mem_kb / 2**20:.1f} GiB memory (/proc/meminfo), "
-            f"{java[0] if java else 'java ?'}, Python {platform.python_version()}, pyspark {pyspark.__version__}")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def now() -> str:
@@ -49,7 +34,7 @@ def main(argv: list[str]) -> None:
     chosen = [b for b in BENCHMARKS if not args.only or b.key in args.only.split(",")]
     if args.only and len(chosen) != len(args.only.split(",")):
         parser.error(f"--only: unknown key in {args.only!r}; known: {', '.join(b.key for b in BENCHMARKS)}")
-    started, load_before, reports = now(), load(), {}
+    started, load_before, reports = now(), load_average(), {}
     spark = None
     for benchmark in sorted(chosen, key=lambda b: b.own_session):
         module = importlib.import_module(benchmark.module)
@@ -66,7 +51,7 @@ def main(argv: list[str]) -> None:
         spark.stop()
     if args.write:
         command = " ".join(["python -m bench", *argv])
-        run = RunInfo(command, started, now(), machine(), load_before, load())
+        run = RunInfo(command, started, now(), machine_facts(), load_before, load_average())
         with open(TEMPLATE) as handle:
             text = render(handle.read(), BENCHMARKS, reports, run)
         with open(OUTPUT, "w") as handle:
