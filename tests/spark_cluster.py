@@ -103,7 +103,7 @@ def _tail(path: str, lines: int = 20) -> str:
 
 @contextlib.contextmanager
 def spark_cluster(root: str, workers: int = 2, cores: int = 1, memory: str = "1g",
-                  timeout: float = 240) -> Iterator[SparkCluster]:
+                  timeout: float = 600) -> Iterator[SparkCluster]:
     """Start a master and `workers` workers on loopback, wait until all registered, yield, kill them."""
     os.makedirs(root, exist_ok=True)
     conf_dir = os.path.join(root, "conf")  # empty: no site spark-defaults or log4j settings leak in

@@ -34,7 +34,7 @@ CRASHED = 2
 
 def _cli(cluster, commands: list[list[str]]) -> list[dict]:
     proc = subprocess.run([sys.executable, "-m", "tests.cluster.cli_session", json.dumps(commands)],
-                          env=cluster.env(), capture_output=True, text=True, timeout=900)
+                          env=cluster.env(), capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])["results"]
 
@@ -48,7 +48,7 @@ def ran(cluster, tmp_path_factory):
 
     fault = f"sink.after_commit:table=user_activity,batch={CRASHED}"
     proc = subprocess.run([STATEOPS, "jobs", "run", "user_activity"], env=cluster.env(
-        STATEOPS_HOME=crashed.home, **{ENV: fault}), capture_output=True, text=True, timeout=900)
+        STATEOPS_HOME=crashed.home, **{ENV: fault}), capture_output=True, text=True, timeout=1800)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     logs = crashed.checkpoint("user_activity")
     crash = {"offsets": os.path.exists(f"{logs}/offsets/{CRASHED}"),
