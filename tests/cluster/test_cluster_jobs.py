@@ -8,6 +8,7 @@ Two driver processes in all, to keep the module near two minutes on a quiet 2-co
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -47,9 +48,16 @@ def ran(cluster, tmp_path_factory):
     generate(crashed, INPUT)
 
     fault = f"sink.after_commit:table=user_activity,batch={CRASHED}"
-    proc = subprocess.run([STATEOPS, "jobs", "run", "user_activity"], env=cluster.env(
-        STATEOPS_HOME=crashed.home, **{ENV: fault}), capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    log = root / "crashed-run.log"
+    with open(log, "w") as out:  # a file, not a pipe: nothing waits on the JVM's copy of the descriptors
+        proc = subprocess.Popen([STATEOPS, "jobs", "run", "user_activity"], stdout=out, stderr=subprocess.STDOUT,
+                                env=cluster.env(STATEOPS_HOME=crashed.home, **{ENV: fault}), start_new_session=True)
+    try:
+        assert proc.wait(timeout=1800) == -signal.SIGKILL, log.read_text()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM, should it outlive the driver
+    assert "fault sink.after_commit" in log.read_text()
     logs = crashed.checkpoint("user_activity")
     crash = {"offsets": os.path.exists(f"{logs}/offsets/{CRASHED}"),
              "commit": os.path.exists(f"{logs}/commits/{CRASHED}"),
