@@ -58,13 +58,16 @@ def batch_frame(spark, rows: int):
 
 
 def peak_rss_mib() -> tuple[float, float | None]:
-    """Peak resident size of this process and of its JVM child (VmHWM), in MiB."""
+    """Peak resident size of this process and of its driver JVM (the child running SparkSubmit; the
+    cluster's daemons are children too), in MiB."""
     python = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) != os.getpid():
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                driver = b"org.apache.spark.deploy.SparkSubmit" in handle.read()
+            if parent != os.getpid() or not driver:
                 continue
             with open(f"/proc/{pid}/status") as handle:
                 for line in handle:
