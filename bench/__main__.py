@@ -1,12 +1,63 @@
-"""Run every benchmark in one process (one Spark session): .venv/bin/python -m bench [--quick]"""
+"""Run every registered benchmark (bench/registry.py) in one process and, with --write, regenerate
+BENCHMARKS.md from what they printed:
+
+  .venv/bin/python -m bench [--quick] [--write] [--only KEY,KEY]    (other options go to every benchmark)
+
+Benchmarks on the local session share one; those with their own session (a cluster) run after it stops.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
 import sys
 
-from jobs.session import get_session
+from bench.common import load_average, machine_facts
+from bench.registry import BENCHMARKS
+from bench.render import RunInfo, render
 
-from bench import bench_audit, bench_recovery, bench_sink, bench_state_store
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATE = os.path.join(ROOT, "bench", "BENCHMARKS.template.md")
+OUTPUT = os.path.join(ROOT, "BENCHMARKS.md")
 
-spark = get_session()
-bench_state_store.main(sys.argv[1:], spark=spark)
-bench_sink.main(sys.argv[1:], spark=spark)
-bench_audit.main(sys.argv[1:], spark=spark)
-bench_recovery.main(sys.argv[1:], spark=spark)
+
+def now() -> str:
+    return f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], add_help=False)
+    parser.add_argument("--write", action="store_true", help="regenerate BENCHMARKS.md from this run")
+    parser.add_argument("--only", help="comma-separated benchmark keys: " + ", ".join(b.key for b in BENCHMARKS))
+    args, rest = parser.parse_known_args(argv)
+    chosen = [b for b in BENCHMARKS if not args.only or b.key in args.only.split(",")]
+    if args.only and len(chosen) != len(args.only.split(",")):
+        parser.error(f"--only: unknown key in {args.only!r}; known: {', '.join(b.key for b in BENCHMARKS)}")
+    started, load_before, reports = now(), load_average(), {}
+    spark = None
+    for benchmark in sorted(chosen, key=lambda b: b.own_session):
+        module = importlib.import_module(benchmark.module)
+        if benchmark.own_session:
+            if spark is not None:
+                spark.stop()
+                spark = None
+        elif spark is None:
+            from jobs.session import get_session
+
+            spark = get_session()
+        reports[benchmark.key] = module.main(rest, spark=spark)
+    if spark is not None:
+        spark.stop()
+    if args.write:
+        command = " ".join(["python -m bench", *argv])
+        run = RunInfo(command, started, now(), machine_facts(), load_before, load_average())
+        with open(TEMPLATE) as handle:
+            text = render(handle.read(), BENCHMARKS, reports, run)
+        with open(OUTPUT, "w") as handle:
+            handle.write(text)
+        print(f"wrote {OUTPUT}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

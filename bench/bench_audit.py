@@ -28,7 +28,7 @@ from typing import Sequence
 
 from jobs.session import get_session
 
-from bench.common import SHUFFLE_CONF, machine, print_table, recorded_confs, sql_confs, workdir
+from bench.common import SHUFFLE_CONF, Report, machine, recorded_confs, sql_confs, workdir
 from stateops.audit import deep_audit, fast_audit
 
 FULL_ROWS, QUICK_ROWS = 1_000_000, 100_000
@@ -110,8 +110,9 @@ def timed(fn):
     return time.perf_counter() - started, result
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> dict[str, object]:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(argv)
+    audit = Report("audit")
     spark = spark or get_session()
     print(f"audit benchmark: {machine()}")
     print(f"{args.rows:,} distinct events, {USERS:,} users; {args.repeats} round(s) after a warm-up; fast audit "
@@ -159,24 +160,23 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict[str, object]:
                      op.num_partitions, op.skew_ratio, op.avg_key_bytes, op.avg_value_bytes,
                      op.rows_behind_watermark, op.oldest_event_time and f"{op.oldest_event_time:%Y-%m-%d %H:%M}",
                      len(op.top_keys), f"{op.bytes_total:,}", f"{op.estimated_bytes:,}"])
-    print_table(f"deep audit of {checkpoint} at batch {report.batch_id} ({report.provider})",
+    audit.table(f"deep audit of {checkpoint} at batch {report.batch_id} ({report.provider})",
                 ["operator/store", "rows", "partitions", "skew", "avg key B", "avg value B", "behind wm",
                  "oldest", "top keys", "bytes on disk", "estimated B"], rows)
-    print(f"  findings: {[f.code for f in report.findings]}")
-    print_table("median wall time (s), warm-up excluded; ratio = deep / notebook",
+    audit.note(f"findings: {[f.code for f in report.findings]}")
+    audit.table("median wall time (s), warm-up excluded; ratio = deep / notebook",
                 ["side", "runs", "median", "min", "max", "ratio"],
                 [["notebook", len(times["notebook"]), f"{notebook_s:.2f}", f"{min(times['notebook']):.2f}",
                   f"{max(times['notebook']):.2f}", ""],
                  ["deep", len(times["deep"]), f"{deep_s:.2f}", f"{min(times['deep']):.2f}",
                   f"{max(times['deep']):.2f}", f"{deep_s / notebook_s:.2f}x"]])
-    print(f"  per round (deep / notebook): {pairs}")
-    print(f"\nfast audit on {args.partitions} partitions x {len(fast.operators)} operators "
-          f"({fast_files} partition entries): median {statistics.median(fast_times):.3f} s, "
-          f"min {min(fast_times):.3f} s, max {max(fast_times):.3f} s over {len(fast_times)} runs; "
-          f"findings {[f.code for f in fast.findings]}")
-    print(f"\nfinished: load average {load()}")
-    return {"deep": times["deep"], "notebook": times["notebook"], "ratio": deep_s / notebook_s,
-            "fast": fast_times, "rows": sum(op.rows_total or 0 for op in report.operators)}
+    audit.note(f"per round (deep / notebook): {pairs}")
+    audit.note(f"fast audit on {args.partitions} partitions x {len(fast.operators)} operators "
+               f"({fast_files} partition entries): median {statistics.median(fast_times):.3f} s, "
+               f"min {min(fast_times):.3f} s, max {max(fast_times):.3f} s over {len(fast_times)} runs; "
+               f"findings {[f.code for f in fast.findings]}")
+    audit.note(f"finished: load average {load()}")
+    return audit
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from stateops.control import overrides
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings
 
-from bench.common import (fmt_ms, fmt_ratio, machine, new_home, parse_args, print_table, schedule, warm_up,
+from bench.common import (fmt_ms, fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up,
                           workdir)
 
 JOB = "user_activity"
@@ -90,7 +90,7 @@ def step_seconds(entries: list[dict]) -> dict[str, float]:
 SIDES = {"bare": bare, "runbook": runbook}
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> dict:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
     spark = spark or get_session()
     size = args.sizes[0]
@@ -113,14 +113,15 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     rows = [[name, len(seconds[name]), f"{median[name]:.1f}", f"{min(seconds[name]):.1f} - {max(seconds[name]):.1f}",
              fmt_ratio(median[name] / median["bare"]) if name == "runbook" else ""] for name in SIDES]
-    print_table("time to a healthy query (s); ratio = median runbook / median bare (target <= 1.3x)",
+    report = Report("recovery")
+    report.table("time to a healthy query (s); ratio = median runbook / median bare (target <= 1.3x)",
                 ["side", "runs", "median s", "min - max s", "ratio"], rows)
-    print_table("runbook steps (journal: done - started), median over repetitions",
+    report.table("runbook steps (journal: done - started), median over repetitions",
                 ["step", "median ms", "share of runbook"],
                 [[step, fmt_ms(1000 * statistics.median(v)), f"{statistics.median(v) / median['runbook']:.0%}"]
                  for step, v in steps.items()])
     print(f"\nfinished: load average {machine().rsplit('load average ', 1)[-1]}")
-    return {"median_seconds": median, "steps": {s: statistics.median(v) for s, v in steps.items()}}
+    return report
 
 
 if __name__ == "__main__":

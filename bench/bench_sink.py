@@ -16,8 +16,8 @@ from jobs.catalog import get_job
 from jobs.runner import run_job
 from jobs.session import get_session
 
-from bench.common import (Measured, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, print_table,
-                          ratio, schedule, warm_up, workdir)
+from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, ratio,
+                          schedule, warm_up, workdir)
 
 JOB = "user_activity"
 
@@ -33,8 +33,9 @@ def run_noop(spark, layout, spec) -> list[int]:
 SINKS = {"delta": run_delta, "noop": run_noop}
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> list[Measured]:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
+    report = Report("sink")
     spark = spark or get_session()
     spec = get_job(JOB)
     print(f"sink benchmark: {machine()}")
@@ -60,10 +61,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> list[Measured]:
             rows.append([size, name, len(r.steady), fmt_ms(r.warmup_ms), fmt_ms(r.median_ms),
                          fmt_ms(min(r.steady)), fmt_ms(max(r.steady)),
                          fmt_ratio(ratio(r, by["noop"])) if name == "delta" else ""])
-    print_table("median micro-batch latency (ms), warm-up batch excluded; ratio = delta / noop",
+    report.table("median micro-batch latency (ms), warm-up batch excluded; ratio = delta / noop",
                 ["events/batch", "sink", "batches", "warm-up", "median", "min", "max", "ratio"], rows)
-    print(f"\nfinished: load average {machine().rsplit('load average ', 1)[-1]}")
-    return list(results.values())
+    report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
+    return report
 
 
 if __name__ == "__main__":

@@ -23,9 +23,8 @@ from jobs.runner import run_job
 from jobs.session import HDFS_PROVIDER, ROCKSDB_PROVIDER, get_session
 from jobs.spec import default_shuffle_partitions
 
-from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, check_effective, fmt_ms, fmt_ratio, machine,
-                          make_input, new_home, parse_args, print_table, ratio, schedule, sql_confs, warm_up,
-                          workdir)
+from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, Report, check_effective, fmt_ms, fmt_ratio,
+                          machine, make_input, new_home, parse_args, ratio, schedule, sql_confs, warm_up, workdir)
 
 JOB = "user_activity"
 
@@ -45,8 +44,9 @@ def run_config(spark, layout, size: int, name: str) -> list[int]:
     return result.batch_durations_ms
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> list[Measured]:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
+    report = Report("state_store")
     spark = spark or get_session()
     print(f"state store benchmark: {machine()}")
     print(f"job {JOB}; {args.files} micro-batches per run (first = warm-up, excluded); {args.repeats} run(s) "
@@ -68,11 +68,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> list[Measured]:
             rows.append([size, name, partitions, provider.rsplit(".", 1)[-1], len(r.steady),
                          fmt_ms(r.warmup_ms), fmt_ms(r.median_ms), fmt_ms(min(r.steady)), fmt_ms(max(r.steady)),
                          fmt_ratio(ratio(r, by["defaults"])) if name == "tutorial" else ""])
-    print_table("median micro-batch latency (ms), warm-up batch excluded; ratio = tutorial / defaults",
+    report.table("median micro-batch latency (ms), warm-up batch excluded; ratio = tutorial / defaults",
                 ["events/batch", "config", "partitions", "state store", "batches", "warm-up", "median",
                  "min", "max", "ratio"], rows)
-    print(f"\nfinished: load average {machine().rsplit('load average ', 1)[-1]}")
-    return list(results.values())
+    report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
+    return report
 
 
 if __name__ == "__main__":

@@ -197,17 +197,24 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[obje
             print("  " + "  ".join("-" * w for w in widths))
 
 
-def machine() -> str:
+def machine_facts() -> str:
+    """CPUs (os.cpu_count), memory (/proc/meminfo), Java, Python, pyspark."""
     import pyspark
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     with open("/proc/meminfo") as handle:
         mem_kb = int(handle.readline().split()[1])
-    load = os.getloadavg()
-    return (f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
-            f"memory {mem_kb / 2**20:.1f} GiB; {java[0] if java else 'java ?'}; "
-            f"Python {platform.python_version()}; pyspark {pyspark.__version__}; "
-            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return (f"nproc {os.cpu_count()}; memory {mem_kb / 2**20:.1f} GiB; {java[0] if java else 'java ?'}; "
+            f"Python {platform.python_version()}; pyspark {pyspark.__version__}")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine() -> str:
+    return (f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine_facts()}; "
+            f"load average {load_average()}")
 
 
 def fmt_ms(value: float | None) -> str | None:
@@ -216,3 +223,29 @@ def fmt_ms(value: float | None) -> str | None:
 
 def fmt_ratio(value: float | None) -> str | None:
     return None if value is None else f"{value:.2f}x"
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[object]]
+
+
+@dataclass
+class Report:
+    """What one benchmark measured, structured: `python -m bench --write` renders BENCHMARKS.md from it,
+    exactly what the benchmark printed."""
+
+    name: str
+    description: str = ""
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        self.tables.append(Table(title, [str(h) for h in headers], [list(r) for r in rows]))
+        print_table(title, headers, rows)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(text, flush=True)

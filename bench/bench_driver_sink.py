@@ -1,0 +1,169 @@
+"""Driver-side Delta sink on a Spark cluster: how far collecting a micro-batch to the driver scales.
+
+jobs/sink.py collects each micro-batch's output to the driver (`toArrow()`) and writes it there with
+delta-rs. On a standalone cluster (master + two workers, 1 core and 1 GiB each, on loopback, started
+from the pip package unless `--master` names one) the same rows are produced three ways per size:
+
+  noop:     executors compute the rows, Spark's `noop` sink drops them (the baseline: no output at all)
+  parquet:  executors write the rows as Parquet files in parallel (what an executor-side writer would pay)
+  driver:   the sink's path: `toArrow()` to the driver, then one delta-rs commit with (app_id, batch_id)
+
+Rows look like user_activity's output (window start/end, user id, count, sum). Sizes run ascending, each
+side alternating A B C / C B A over `--repeats`; ratio = median / median noop. Memory: the driver
+process's (Python) and its JVM's peak resident size after each size (peaks only grow, so each is the
+peak up to that size).
+
+  .venv/bin/python -m bench.bench_driver_sink [--quick] [--rows 10000,100000,1000000] [--master spark://...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from contextlib import ExitStack
+from typing import Sequence
+
+from bench.common import Report, fmt_ratio, machine
+
+FULL_ROWS = (10_000, 100_000, 1_000_000, 3_000_000)
+QUICK_ROWS = (10_000, 100_000)
+SIDES = ("noop", "parquet", "driver")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_ROWS} rows, 1 repeat")
+    parser.add_argument("--rows", type=lambda s: tuple(int(x) for x in s.split(",")),
+                        help=f"rows per micro-batch, comma-separated (default {FULL_ROWS})")
+    parser.add_argument("--repeats", type=int, help="runs per side and size (default 3; 1 with --quick)")
+    parser.add_argument("--master", help="an existing cluster's master URL (default: start one on loopback)")
+    args, _ = parser.parse_known_args(argv)  # `python -m bench` passes every benchmark the same argv
+    args.rows = args.rows or (QUICK_ROWS if args.quick else FULL_ROWS)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    return args
+
+
+def batch_frame(spark, rows: int):
+    from pyspark.sql import functions as F
+
+    start = F.timestamp_seconds(F.lit(1_767_225_600) + (F.col("id") % 288) * 300)
+    return spark.range(rows, numPartitions=4).select(
+        start.alias("window_start"), (start + F.expr("INTERVAL 5 MINUTES")).alias("window_end"),
+        F.concat(F.lit("u"), F.col("id").cast("string")).alias("user_id"),
+        (F.col("id") % 97).alias("events"), (F.col("id") * 0.5).alias("value_sum"))
+
+
+def peak_rss_mib() -> tuple[float, float | None]:
+    """Peak resident size of this process and of its driver JVM (the child running SparkSubmit; the
+    cluster's daemons are children too), in MiB."""
+    python = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                driver = b"org.apache.spark.deploy.SparkSubmit" in handle.read()
+            if parent != os.getpid() or not driver:
+                continue
+            with open(f"/proc/{pid}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        return python, int(line.split()[1]) / 1024
+        except (OSError, IndexError, ValueError):
+            continue
+    return python, None
+
+
+def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
+    from stateops.delta import write_batch
+
+    df = batch_frame(spark, rows)
+    started = time.perf_counter()
+    if side == "noop":
+        df.write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - started, {}
+    if side == "parquet":
+        df.write.mode("overwrite").parquet(os.path.join(root, "parquet"))
+        return time.perf_counter() - started, {}
+    data = df.toArrow()
+    collected = time.perf_counter() - started
+    result = write_batch(os.path.join(root, "delta"), data, app_id="bench/driver_sink", batch_id=batch,
+                         merge_keys=())
+    if result.rows != rows:
+        raise RuntimeError(f"driver sink wrote {result.rows} rows, expected {rows}")
+    return time.perf_counter() - started, {"collect_s": collected, "arrow_mib": data.nbytes / 2**20}
+
+
+def measure(spark, args: argparse.Namespace, root: str):
+    times = {(rows, side): [] for rows in args.rows for side in SIDES}
+    extra: dict[int, list[dict]] = {rows: [] for rows in args.rows}
+    memory, batch = {}, 0
+    run_side(spark, "driver", 1_000, root, batch)  # warm-up: JIT, Arrow, delta-rs
+    for rows in args.rows:
+        for k in range(args.repeats):
+            for side in SIDES if k % 2 == 0 else SIDES[::-1]:
+                batch += 1
+                seconds, details = run_side(spark, side, rows, root, batch)
+                times[rows, side].append(seconds)
+                if details:
+                    extra[rows].append(details)
+                print(f"  {rows:>9,} rows  {side:<7} {seconds:7.2f} s {details}", flush=True)
+        memory[rows] = peak_rss_mib()
+    return times, extra, memory
+
+
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
+    """Needs its own cluster session: `python -m bench` stops its local one first (one SparkContext per
+    process) and passes none."""
+    from jobs.session import get_session
+    from tests.spark_cluster import spark_cluster
+
+    if spark is not None:
+        raise ValueError("bench_driver_sink starts its own session on a cluster; stop the local one first")
+    args = parse_args(argv)
+    report = Report("driver_sink", "driver-side Delta sink on a cluster")
+    print(f"driver sink benchmark: {machine()}", flush=True)
+    root = tempfile.mkdtemp(prefix="stateops-bench-driver-")
+    saved_env = dict(os.environ)
+    try:
+        with ExitStack() as stack:
+            if args.master:
+                os.environ["STATEOPS_SPARK_MASTER"] = args.master
+            else:
+                os.environ.update(stack.enter_context(spark_cluster(os.path.join(root, "cluster"))).env())
+            spark = get_session()
+            try:
+                report.note(f"master {spark.sparkContext.master} (2 workers x 1 core, 1 GiB executors unless "
+                            f"--master); rows per batch {list(args.rows)}; {args.repeats} run(s) per side and size")
+                times, extra, memory = measure(spark, args, root)
+            finally:
+                spark.stop()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        shutil.rmtree(root, ignore_errors=True)
+    table = []
+    for rows in args.rows:
+        base = statistics.median(times[rows, "noop"])
+        for side in SIDES:
+            med = statistics.median(times[rows, side])
+            driver = side == "driver"
+            python, jvm = memory[rows] if driver else (None, None)
+            table.append([f"{rows:,}", side, f"{med:.2f}",
+                          f"{statistics.median(d['collect_s'] for d in extra[rows]):.2f}" if driver else None,
+                          f"{extra[rows][0]['arrow_mib']:.1f}" if driver else None,
+                          python and f"{python:,.0f}", jvm and f"{jvm:,.0f}",
+                          fmt_ratio(med / base) if side != "noop" else ""])
+    report.table("median wall time per micro-batch (s); ratio = side / noop; peak RSS up to that size (MiB)",
+                 ["rows/batch", "side", "median s", "collect s", "Arrow MiB", "driver Python MiB",
+                  "driver JVM MiB", "ratio"], table)
+    report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Every benchmark `python -m bench` runs, in order, and the BENCHMARKS.md section each one fills.
+
+A new benchmark plugs in with one line: a module whose `main(argv, spark) -> bench.common.Report` prints
+and returns what it measured; optional hand-written text for its section goes into
+bench/BENCHMARKS.template.md under `<!-- section: KEY -->`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    key: str                   # the Report's name and the template's section key
+    title: str                 # the section heading in BENCHMARKS.md
+    module: str                # imported by `python -m bench`; has main(argv, spark) -> Report
+    own_session: bool = False  # starts its own Spark session: runs after the local-session ones
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark("state_store", "State store: project defaults vs a tutorial's configuration", "bench.bench_state_store"),
+    Benchmark("sink", "Delta sink overhead: delta-rs foreachBatch vs noop", "bench.bench_sink"),
+    Benchmark("audit", "State audit: deep audit vs the notebook approach", "bench.bench_audit"),
+    Benchmark("driver_sink", "Driver-side sink on a cluster: collect to the driver vs executors",
+              "bench.bench_driver_sink", own_session=True),
+    Benchmark("recovery", "Recovery: the `adjust` runbook vs a bare stop and restart", "bench.bench_recovery"),
+)
