@@ -20,15 +20,8 @@ from stateops.layout import Layout
 from jobs.catalog import get_job
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
-from jobs.transforms import JOIN_BOUNDS
 
-# How each transformation's state relates to its inputs: the join's sides and time condition, and the
-# column that carries the key in each input and in the output table.
-JOINS = {
-    "order_payments": JoinSpec(left="orders", right="payments", left_time="order_time", right_time="payment_time",
-                               lower_seconds=JOIN_BOUNDS["order_payments"].lower_seconds,
-                               upper_seconds=JOIN_BOUNDS["order_payments"].upper_seconds),
-}
+# The column that carries the key in each input and in the output table, per job.
 KEY_COLUMNS = {
     "order_payments": {"orders": "order_id", "payments": "order_id", "output": ("order_id",)},
     "user_activity": {"output": ("user_id",)},
@@ -40,7 +33,7 @@ KEY_COLUMNS = {
 def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
     """Everything explain_key needs to know about a job: checkpoint, inputs, output table, join condition."""
     checkpoint = spec.checkpoint_path(layout)
-    keys = KEY_COLUMNS.get(spec.transformation, {})
+    keys = KEY_COLUMNS.get(spec.name, {})
     try:
         app_id = query_app_id(spec.name, checkpoint)
     except (OSError, ValueError, KeyError):
@@ -49,7 +42,17 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
                    for inp in spec.inputs) if spec.source == "json" else ()
     return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),
                          output_app_id=app_id, output_key_columns=tuple(keys.get("output", spec.merge_keys)),
-                         inputs=inputs, join=JOINS.get(spec.transformation))
+                         inputs=inputs, join=_join(spec))
+
+
+def _join(spec: JobSpec) -> JoinSpec | None:
+    """The join's sides and time condition, from the job's spec."""
+    if spec.join is None:
+        return None
+    bound = spec.join.bound
+    return JoinSpec(left=spec.join.left, right=spec.join.right, left_time=spec.input(spec.join.left).time_column,
+                    right_time=spec.input(spec.join.right).time_column, lower_seconds=bound.lower_seconds,
+                    upper_seconds=bound.upper_seconds)
 
 
 def explain_job_key(spark, name: str, key: str, batch_id: int | None = None, layout: Layout | None = None,
