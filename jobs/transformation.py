@@ -18,6 +18,7 @@ and stateful processors it defines are pickled by reference, so Spark's Python w
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import re
@@ -111,3 +112,15 @@ def apply(spec: "JobSpec", streams: Mapping[str, Any]) -> Any:
     target = load(spec)
     available = {**streams, STREAMS: streams, SPEC: spec}
     return target(**{name: available[name] for name in parameters(spec, target)})
+
+
+def code_version(spec: "JobSpec") -> str:
+    """A fingerprint of what the job's query computes: its transformation module's source and the spec's
+    definition (inputs, join, output). It changes when either does (Dagster shows it per materialization)."""
+    module = inspect.getmodule(load(spec))
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    definition = repr((spec.transformation, spec.inputs, spec.join, spec.output_mode, spec.merge_keys))
+    return hashlib.sha256(f"{definition}\n{source}".encode()).hexdigest()[:16]
