@@ -25,7 +25,10 @@ from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.roots import Roots
 
-from jobs.spec import InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate, with_overrides
+from jobs.spec import (ExplainSpec, InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate,
+                       with_overrides)
+
+from jobs.transforms import SESSION_GAP
 
 ENTRY_POINT_GROUP = "stateops.jobs"
 
@@ -42,12 +45,16 @@ BUILTIN: tuple[JobSpec, ...] = (
     JobSpec(
         name="user_activity", inputs=(EVENTS,), transformation="jobs.transforms:user_activity",
         output_mode="update", sink_table="user_activity", merge_keys=("window_start", "window_end", "user_id"),
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
         watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
         description="Dedup by event_id within the watermark, then 5-minute windows per user (count, sum).",
     ),
     JobSpec(
         name="user_sessions", inputs=(EVENTS,), transformation="jobs.transforms:user_sessions",
         output_mode="append", sink_table="user_sessions",
+        # A row stays on time until the watermark passes it by the gap (its session is still open).
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",),
+                            late_margin=SESSION_GAP),
         watermark_delay="30 minutes", watermark_min="15 minutes", watermark_max="6 hours",
         description="Session windows per user with a 15-minute inactivity gap.",
     ),
@@ -55,12 +62,15 @@ BUILTIN: tuple[JobSpec, ...] = (
         name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="jobs.transforms:order_payments",
         output_mode="append", sink_table="order_payments",
         join=StreamJoin(left="orders", right="payments", lower="0 seconds", upper="5 minutes"),
+        explain=ExplainSpec(key_columns={"orders": "order_id", "payments": "order_id"},
+                            output_key_columns=("order_id",)),
         watermark_delay="2 minutes", watermark_min="1 minute", watermark_max="30 minutes",
         description="Orders joined with their payment made within 5 minutes (the join's bound).",
     ),
     JobSpec(
         name="user_actions", inputs=(EVENTS,), transformation="jobs.transforms:user_actions",
         output_mode="append", sink_table="user_actions",
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
         watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
         description="Running action count and last action per user; a final row after 30 quiet minutes.",
     ),

@@ -2,9 +2,10 @@
 
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
 transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
-streaming frame, jobs.plan) and a stateless dead-letter query that keeps every line that failed parsing or lies too far in the future. Every
-progress event of both goes to the `progress` ops table (a failed append is counted and logged, and never
-stops the query); the stateful query's events also go to the caller's progress callback, if any. Queries are polled with a short awaitTermination so an interrupt (a Dagster run
+streaming frame, jobs.plan) and a stateless dead-letter query that keeps every line that failed parsing or
+lies too far in the future. Every progress event of both goes to the `progress` ops table (a failed append
+is counted and logged, and never stops the query); the stateful query's events also go to the caller's
+progress callback, if any. Queries are polled with a short awaitTermination so an interrupt (a Dagster run
 termination) stops them within seconds, and they are always stopped in `finally`. A failed query raises
 QueryFailed: one line, with the full trace in the run's log.
 

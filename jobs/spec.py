@@ -61,6 +61,20 @@ class StreamJoin:
 
 
 @dataclass(frozen=True)
+class ExplainSpec:
+    """What explain-key needs beyond the state: where the key is in the inputs and the output, and how long
+    after its event time an input row still counts as on time (a session window: its gap)."""
+
+    key_columns: dict[str, str] = field(default_factory=dict, hash=False)  # input -> column holding the key
+    output_key_columns: tuple[str, ...] = ()  # output columns holding it (default: merge_keys)
+    late_margin: str = "0 seconds"
+
+    @property
+    def late_margin_seconds(self) -> int:
+        return parse_seconds(self.late_margin) or 0  # validated at load
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     inputs: tuple[InputSpec, ...]
@@ -80,6 +94,7 @@ class JobSpec:
     future_tolerance: str = "1 day"
     description: str = ""
     join: StreamJoin | None = None
+    explain: ExplainSpec = field(default_factory=ExplainSpec)
     owners: tuple[str, ...] = ()  # e-mail addresses or "team:<name>" (Dagster asset owners)
     tags: dict[str, str] = field(default_factory=dict, hash=False)  # Dagster asset tags
 
@@ -199,6 +214,7 @@ def validate(spec: JobSpec) -> JobSpec:
         raise ConfigError(f"{where}.inputs", f"input names {[i.name for i in spec.inputs]} are not distinct "
                           "lower-case names", "name each input once (it names the landing folder or Kafka topic)")
     _check_join(spec, where)
+    _check_explain(spec, where)
     _check_labels(spec, where)
     if spec.output_mode not in OUTPUT_MODES:
         raise ConfigError(f"{where}.output_mode", f"unknown output mode {spec.output_mode!r}",
@@ -259,6 +275,19 @@ def _check_join(spec: JobSpec, where: str) -> None:
                           "the join matches lower <= right time - left time <= upper: make lower <= upper")
 
 
+def _check_explain(spec: JobSpec, where: str) -> None:
+    explain = spec.explain
+    for name, column in explain.key_columns.items():
+        inp = next((i for i in spec.inputs if i.name == name), None)
+        if inp is None or not isinstance(column, str) or column not in inp.columns():
+            raise ConfigError(f"{where}.explain.key_columns", f"{name} = {column!r} is not a column of an input",
+                              "map each input to its column holding the key, e.g. { events = \"user_id\" }")
+    if not all(isinstance(c, str) and _IDENTIFIER.match(c) for c in explain.output_key_columns):
+        raise ConfigError(f"{where}.explain.output_key_columns", f"{list(explain.output_key_columns)!r} is not a "
+                          "list of column names", 'list the output columns holding the key, e.g. ["user_id"]')
+    _seconds(f"{where}.explain.late_margin", explain.late_margin)
+
+
 _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}$")
 _TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
@@ -316,6 +345,8 @@ def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
 # What a `[jobs.<name>]` table must hold to define a job (otherwise it overrides a job defined elsewhere).
 DEFINING = ("transformation", "inputs", "output_mode", "watermark_delay", "watermark_min", "watermark_max")
 _DEFINITION_ONLY = {"name", "inputs", "transformation", "join"}
+_EXPLAIN_EXAMPLE = ('[jobs.NAME.explain] key_columns = { events = "user_id" }, output_key_columns = ["user_id"], '
+                    'late_margin = "0 seconds"')
 _NESTED = {"inputs": ("name", "schema", "time_column"), "join": ("left", "right", "upper", "lower")}
 
 
@@ -325,8 +356,8 @@ def _nested(where: str, key: str, value: Any) -> Any:
                                    "join": 'join = { left = "orders", right = "payments", upper = "5 minutes" }'}[key]
     tables = value if key == "inputs" else [value]
     if (key == "inputs" and not isinstance(value, list)) or not all(isinstance(t, dict) for t in tables):
-        raise ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not {'a list of tables' if key == 'inputs' else 'a table'}",
-                          f"write {example}")
+        wanted = "a list of tables" if key == "inputs" else "a table"
+        raise ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not {wanted}", f"write {example}")
     built = []
     for table in tables:
         unknown = sorted(set(table) - set(keys))
@@ -342,11 +373,25 @@ def _nested(where: str, key: str, value: Any) -> Any:
     return tuple(built) if key == "inputs" else built[0]
 
 
+def _explain(where: str, value: Any) -> ExplainSpec:
+    known = {f.name for f in fields(ExplainSpec)}
+    if not isinstance(value, dict) or set(value) - known:
+        raise ConfigError(f"{where}.explain", f"{value!r} is not a table of {sorted(known)}",
+                          f"write {_EXPLAIN_EXAMPLE}")
+    keys, output = value.get("key_columns", {}), value.get("output_key_columns", [])
+    if not isinstance(keys, dict) or not isinstance(output, list) or not isinstance(value.get("late_margin", ""), str):
+        raise ConfigError(f"{where}.explain", f"{value!r}: key_columns is a table, output_key_columns a list, "
+                          "late_margin text", f"write {_EXPLAIN_EXAMPLE}")
+    return ExplainSpec(**{**value, "output_key_columns": tuple(output)})
+
+
 def _converted(where: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """TOML values as JobSpec holds them: lists of names as tuples, nested tables as objects."""
     out = dict(values)
     for key, value in values.items():
-        if key in _NESTED:
+        if key == "explain":
+            out[key] = _explain(where, value)
+        elif key in _NESTED:
             out[key] = _nested(where, key, value)
         elif _HINTS.get(key) == tuple[str, ...] and isinstance(value, list):
             out[key] = tuple(value)
