@@ -1,7 +1,7 @@
 """The Dagster UI checked in a real browser: dagster-webserver on a StateOps instance, pages loaded by headless
 Chromium (Debian package `chromium`; scripts/test installs it when missing), their rendered text read back.
 
-    python -m tests.browser [--screenshots docs]   (scripts/ui-check: the demo's instance, every job)
+    bash scripts/ui-check [--screenshots docs]   (python -m tests.browser: the demo's instance, every job)
 
 `check_pages` asserts, for each job, that its asset page shows the Delta table's row count and columns, the
 run's metadata and the latest check results, that its checks page shows every check with its result, and
