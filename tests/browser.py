@@ -78,7 +78,7 @@ def webserver(stateops_home: str, dagster_home: str, timeout: float = 300) -> It
 def _chromium(args: list[str], budget_ms: int) -> str:
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
-                               *args], capture_output=True, text=True, timeout=budget_ms / 1000 + 120)
+                               *args], capture_output=True, text=True, timeout=budget_ms / 1000 + 600)
     return done.stdout
 
 
