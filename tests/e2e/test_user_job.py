@@ -65,10 +65,7 @@ def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_au
 
     # --- the CLI, in its own process: PYTHONPATH makes the module importable by the driver and workers ---
     generate(layout, GeneratorConfig(events=300, files=2, seed=5, **INPUT))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(user_module)]),
-           # A loaded machine (2 cores, several JVMs) can take longer than Spark's 15 s for a pandas worker
-           # to connect back to its JVM.
-           "STATEOPS_SPARK_CONF": '{"spark.python.authenticate.socketTimeout": "300s"}'}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(user_module)])}
     cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "stateops"), "jobs", "run", JOB],
                          env=env, capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr[-3000:]
