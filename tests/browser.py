@@ -1,7 +1,7 @@
 """The Dagster UI checked in a real browser: dagster-webserver on a StateOps instance, pages loaded by headless
 Chromium (Debian package `chromium`; scripts/test installs it when missing), their rendered text read back.
 
-    bash scripts/ui-check [--screenshots docs]   (python -m tests.browser: the demo's instance, every job)
+    bash scripts/ui-check     (python -m tests.browser: the demo's instance, every job)
 
 `check_pages` asserts, for each job, that its asset page shows the Delta table's row count and columns, the
 run's metadata and the latest check results, that its checks page shows every check with its result, and
@@ -89,10 +89,6 @@ def page_text(url: str, budget_ms: int = 30000) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
 
 
-def screenshot(url: str, path: str, size: str = "1400,1500", budget_ms: int = 30000) -> None:
-    _chromium([f"--window-size={size}", f"--screenshot={os.path.abspath(path)}", url], budget_ms)
-
-
 def _latest(instance: DagsterInstance, key: str) -> dict:
     event = instance.get_latest_materialization_event(AssetKey(key))
     assert event is not None, f"{key}: no materialization in the instance"
@@ -126,9 +122,7 @@ def main() -> int:
     from orchestration.assets import SPECS
     from orchestration.instance import dagster_home
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--screenshots", help="folder for PNG screenshots of one job's pages")
-    args = parser.parse_args()
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     if chromium() is None:
         print("chromium is not installed (Debian: apt-get install -y chromium)", file=sys.stderr)
         return 2
@@ -138,14 +132,6 @@ def main() -> int:
     with DagsterInstance.from_config(home) as instance, webserver(layout.home, home) as url:
         check_pages(url, instance, jobs)
         print(f"UI checked in Chromium: {', '.join(job for job, _ in jobs)} (asset, checks and deep audit pages)")
-        if args.screenshots:
-            os.makedirs(args.screenshots, exist_ok=True)
-            job, asset = jobs[0]
-            for name, page, size in ((f"ui-{asset}.png", f"assets/{asset}", "1400,1300"),
-                                     (f"ui-{asset}-checks.png", f"assets/{asset}?view=checks", "1400,900"),
-                                     (f"ui-{job}_state_audit.png", f"assets/{job}_state_audit", "1400,1900")):
-                screenshot(f"{url}/{page}", os.path.join(args.screenshots, name), size)
-            print(f"screenshots in {args.screenshots}")
     return 0
 
 
