@@ -4,8 +4,8 @@ TARGET is a job name from the catalog or a checkpoint path. `--json` prints exac
 `stateops.audit.AuditReport.to_json()`. Exit codes: 0 no error findings, 1 error findings, 2 usage errors
 (unknown target, missing/empty/non-checkpoint path, uncommitted batch), as one line without a traceback.
 Thresholds: `[audit]` and `[audit.jobs.<job>]` in the STATEOPS_CONFIG file (see stateops.audit.thresholds).
-A job's stream-stream join is judged by the job's own time bound (jobs.transforms.JOIN_BOUNDS), also when
-TARGET is the job's checkpoint path.
+A job's stream-stream join is judged by the job's own time bound (its spec's `join`), also when TARGET is
+the job's checkpoint path.
 Every audit is appended to the `audits` and `findings` ops tables unless --no-record.
 """
 from __future__ import annotations
@@ -27,7 +27,6 @@ from stateops.joins import JoinBound
 from stateops.layout import Layout
 
 from jobs.catalog import load_config, load_jobs
-from jobs.transforms import join_bound
 
 
 def resolve_target(target: str, layout: Layout, config_path: str | None) -> tuple[str, str | None]:
@@ -64,7 +63,7 @@ def resolve_audit(target: str, layout: Layout, config_path: str | None) -> Audit
     """resolve_target, plus the job's thresholds (`[audit]`, `[audit.jobs.<job>]`) and join bound."""
     checkpoint, job = resolve_target(target, layout, config_path)
     thresholds = Thresholds.from_config(load_config(config_path), job)
-    return AuditTarget(checkpoint, job, thresholds, join_bound(load_jobs(config_path)[job]) if job else None)
+    return AuditTarget(checkpoint, job, thresholds, load_jobs(config_path)[job].join_bound if job else None)
 
 
 def _cell(value) -> str:

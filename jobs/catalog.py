@@ -1,23 +1,36 @@
-"""The jobs StateOps runs: the four standard patterns, plus overrides from an optional TOML file.
+"""The jobs StateOps runs, from three places, each defining jobs the same way (a JobSpec):
 
-STATEOPS_CONFIG (optional) points to a TOML file such as:
+1. the four examples below (`[catalog] builtin_jobs = false` in the config file leaves them out);
+2. the `stateops.jobs` entry point group: a package declares e.g.
+   `[project.entry-points."stateops.jobs"] visits = "my_jobs.visits:JOBS"`, a JobSpec or a list of them;
+3. `[jobs.<name>]` tables of the config file (STATEOPS_CONFIG) with `transformation = "module:function"`,
+   inputs, watermark and output settings (jobs.spec.spec_from_config).
+
+A `[jobs.<name>]` table naming a job defined elsewhere overrides its settings instead, e.g.
 
     [jobs.user_activity]
     watermark_delay = "20 minutes"
     shuffle_partitions = 8
+
+Every job is validated at load, its transformation included (it imports, its parameters fit).
 """
 from __future__ import annotations
 
 import os
 import tomllib
-from typing import Any, Mapping
+from importlib.metadata import entry_points
+from typing import Any, Iterable, Mapping
 
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.roots import Roots
 
-from jobs.spec import InputSpec, JobSpec, check_paths, validate, with_overrides
-from jobs.transforms import TRANSFORMATIONS
+from jobs.spec import (ExplainSpec, InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate,
+                       with_overrides)
+
+from jobs.transforms import SESSION_GAP
+
+ENTRY_POINT_GROUP = "stateops.jobs"
 
 EVENTS = InputSpec(
     "events", "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE", "event_time"
@@ -27,31 +40,41 @@ PAYMENTS = InputSpec(
     "payments", "payment_id STRING, order_id STRING, payment_time TIMESTAMP, amount DOUBLE", "payment_time"
 )
 
+# The four standard patterns, defined as any user's job is (their transformations: jobs/transforms.py).
 BUILTIN: tuple[JobSpec, ...] = (
     JobSpec(
-        name="user_activity", inputs=(EVENTS,), transformation="user_activity", output_mode="update",
-        sink_table="user_activity", merge_keys=("window_start", "window_end", "user_id"),
+        name="user_activity", inputs=(EVENTS,), transformation="jobs.transforms:user_activity",
+        output_mode="update", sink_table="user_activity", merge_keys=("window_start", "window_end", "user_id"),
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
         output_time_column="window_start",
         watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
         description="Dedup by event_id within the watermark, then 5-minute windows per user (count, sum).",
     ),
     JobSpec(
-        name="user_sessions", inputs=(EVENTS,), transformation="user_sessions", output_mode="append",
-        sink_table="user_sessions", idempotent_key=("user_id", "session_start"), output_time_column="session_start",
+        name="user_sessions", inputs=(EVENTS,), transformation="jobs.transforms:user_sessions",
+        output_mode="append", sink_table="user_sessions",
+        # A row stays on time until the watermark passes it by the gap (its session is still open).
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",),
+                            late_margin=SESSION_GAP),
+        idempotent_key=("user_id", "session_start"), output_time_column="session_start",
         watermark_delay="30 minutes", watermark_min="15 minutes", watermark_max="6 hours",
         description="Session windows per user with a 15-minute inactivity gap.",
     ),
     JobSpec(
-        name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="order_payments",
-        output_mode="append", sink_table="order_payments", idempotent_key=("order_id", "payment_id"),
-        output_time_column="order_time",
+        name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="jobs.transforms:order_payments",
+        output_mode="append", sink_table="order_payments",
+        join=StreamJoin(left="orders", right="payments", lower="0 seconds", upper="5 minutes"),
+        explain=ExplainSpec(key_columns={"orders": "order_id", "payments": "order_id"},
+                            output_key_columns=("order_id",)),
+        idempotent_key=("order_id", "payment_id"), output_time_column="order_time",
         watermark_delay="2 minutes", watermark_min="1 minute", watermark_max="30 minutes",
-        description="Orders joined with their payment made within 5 minutes.",
+        description="Orders joined with their payment made within 5 minutes (the join's bound).",
     ),
     JobSpec(
-        name="user_actions", inputs=(EVENTS,), transformation="user_actions", output_mode="append",
-        sink_table="user_actions", idempotent_key=("user_id", "first_event_time"),
-        output_time_column="first_event_time",
+        name="user_actions", inputs=(EVENTS,), transformation="jobs.transforms:user_actions",
+        output_mode="append", sink_table="user_actions",
+        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
+        idempotent_key=("user_id", "first_event_time"), output_time_column="first_event_time",
         watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
         description="Running action count and last action per user; a final row after 30 quiet minutes.",
     ),
@@ -72,17 +95,60 @@ def load_config(path: str | None) -> Mapping[str, Any]:
                           "fix the syntax; see README.md, Configuration") from None
 
 
+def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
+    """(where it came from, spec) for every job the installed packages register."""
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {point.name} = {point.value!r} ({ENTRY_POINT_GROUP})"
+        try:
+            loaded = point.load()
+        except Exception as err:  # noqa: BLE001 - any error while importing a package's code
+            raise ConfigError(where, f"cannot be loaded: {type(err).__name__}: {err}",
+                              "fix or uninstall the package that declares it") from None
+        specs = (loaded,) if isinstance(loaded, JobSpec) else loaded
+        if not isinstance(specs, (list, tuple)) or not all(isinstance(s, JobSpec) for s in specs):
+            raise ConfigError(where, f"is {type(loaded).__name__}, not a JobSpec or a list of JobSpecs",
+                              "point it to a jobs.spec.JobSpec (or a list of them)")
+        yield from ((where, spec) for spec in specs)
+
+
+def _catalog_settings(config: Mapping[str, Any]) -> bool:
+    """Whether the built-in examples are loaded (`[catalog] builtin_jobs`, default true)."""
+    catalog = config.get("catalog", {})
+    if not isinstance(catalog, dict) or set(catalog) - {"builtin_jobs"}:
+        raise ConfigError("catalog", f"{catalog!r} is not a table with builtin_jobs only",
+                          "write [catalog] builtin_jobs = false (or remove it)")
+    builtin = catalog.get("builtin_jobs", True)
+    if not isinstance(builtin, bool):
+        raise ConfigError("catalog.builtin_jobs", f"{builtin!r} is not true or false", "write true or false")
+    return builtin
+
+
 def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
     """All jobs by name, validated, with the config file's overrides applied (paths checked under
     `layout`, default: $STATEOPS_HOME)."""
     config = load_config(config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG"))
-    overrides = config.get("jobs", {})
-    specs = {spec.name: spec for spec in BUILTIN}
+    defined: dict[str, tuple[str, JobSpec]] = {}
+    sources = [("jobs.catalog.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
+    sources += list(_entry_point_jobs())
+    tables = config.get("jobs", {})
+    overrides = {}
+    for name, table in tables.items():
+        if isinstance(table, dict) and "transformation" in table:
+            sources.append((f"the config file's [jobs.{name}]", spec_from_config(name, table)))
+        else:
+            overrides[name] = table
+    for where, spec in sources:
+        if spec.name in defined:
+            raise ConfigError(f"jobs.{spec.name}", f"is defined twice: by {defined[spec.name][0]} and by {where}",
+                              "give one of them another name")
+        defined[spec.name] = (where, spec)
+    specs = {name: spec for name, (_, spec) in defined.items()}
     for name, values in overrides.items():
         if name not in specs:
-            raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}")
+            raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}, or define it "
+                              'with transformation = "module:function" and its settings (README.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
-    jobs = {name: validate(spec, TRANSFORMATIONS) for name, spec in specs.items()}
+    jobs = {name: validate(spec) for name, spec in specs.items()}
     check_paths(jobs.values(), layout or Layout.from_env())
     return jobs
 

@@ -22,7 +22,7 @@ from jobs.catalog import get_job, load_jobs
 from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
 from jobs.failures import QueryFailed
-from jobs.generator import GeneratorConfig, generate
+from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
 from jobs.recover_cli import COMMANDS as RECOVERY_COMMANDS
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.settings import settings_report
@@ -182,14 +182,11 @@ def generate_command(obj, **knobs) -> None:
                    f"{obj['layout'].landing(source)}")
 
 
-DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=600, minutes_per_file=15, hot_key_share=0.05,
-                             late_share=0.03, duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
-
-
 @main.command("demo")
 @click.pass_obj
 def demo(obj) -> None:
-    """Generate input, then run all four jobs once (bounded) and show what they produced."""
+    """Generate input, then run every job once (bounded), without Dagster, and show what they produced
+    (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
     from jobs.session import get_session
 
     layout: Layout = obj["layout"]

@@ -1,8 +1,13 @@
 """`stateops explain-key JOB --key VALUE [--batch-id N] [--json]`: why is (or isn't) this key in state?
 
 Exit codes: 0 explained, 2 usage errors (unknown job, no checkpoint or no committed batch yet, bad batch id,
-state no longer retained), each as one line without a traceback. The reasons are listed in
-stateops.explain.REASONS.
+state no longer retained, a kind of state explain-key has no rules for), each as one line without a
+traceback. The reasons are listed in stateops.explain.REASONS.
+
+What to explain comes from the job's spec (its `join`, and `explain`: key columns, late margin) and from
+the operators its checkpoint holds (read from the state metadata files, no JVM): one kind of state per job,
+optionally behind a deduplication. A job whose operators fit none (two kinds, deduplication alone, an
+operator unknown here) is refused with one line naming them, rather than explained by guesswork.
 """
 from __future__ import annotations
 
@@ -11,8 +16,8 @@ import json
 import click
 
 from stateops import progress
+from stateops.audit.inventory import operator_meta
 from stateops.checkpoint import Checkpoint
-from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
 from stateops.explain import (REASONS, ExplainError, ExplainTarget, InputSource, JoinSpec, KeyExplanation,
                               explain_key, resolve_batch)
@@ -22,45 +27,64 @@ from stateops.layout import Layout
 from jobs.catalog import get_job
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
-from jobs.transforms import JOIN_BOUNDS, SESSION_GAP
 
-# How each transformation's state relates to its inputs: the join's sides and time condition, the kind of
-# state, how long after its event time an input row stays on time (a session stays open a gap after its
-# last event), and the column that carries the key in each input and in the output table.
-JOINS = {
-    "order_payments": JoinSpec(left="orders", right="payments", left_time="order_time", right_time="payment_time",
-                               bound=JOIN_BOUNDS["order_payments"]),
+# The kind of state each operator keeps (operator names as in Spark's state metadata); deduplication may
+# come first, in front of any kind.
+OPERATOR_KINDS = {
+    "symmetricHashJoin": "join",
+    "sessionWindowStateStoreSaveExec": "session",
+    "stateStoreSave": "window",
+    "applyInPandasWithState": "custom",
+    "flatMapGroupsWithState": "custom",
+    "transformWithStateExec": "custom",
+    "transformWithStateInPandasExec": "custom",
+    "transformWithStateInPySparkExec": "custom",
 }
-STATE_KINDS = {
-    "order_payments": ("join", 0),
-    "user_activity": ("window", 0),  # dropDuplicatesWithinWatermark first: a row is late by its event time
-    "user_sessions": ("session", parse_seconds(SESSION_GAP) or 0),
-    "user_actions": ("custom", 0),
-}
-KEY_COLUMNS = {
-    "order_payments": {"orders": "order_id", "payments": "order_id", "output": ("order_id",)},
-    "user_activity": {"events": "user_id", "output": ("user_id",)},
-    "user_sessions": {"events": "user_id", "output": ("user_id",)},
-    "user_actions": {"events": "user_id", "output": ("user_id",)},
-}
+DEDUP_OPERATORS = ("dedupe", "dedupeWithinWatermark")
+
+
+def state_kind(spec: JobSpec, checkpoint: Checkpoint) -> str:
+    """The one kind of state the job's checkpoint keeps; ExplainError naming the operators otherwise."""
+    names = [meta.operator_name for meta in map(lambda op: operator_meta(checkpoint, op), checkpoint.operator_ids())
+             if meta is not None]
+    kinds = {OPERATOR_KINDS.get(name) for name in names if name not in DEDUP_OPERATORS}
+    if len(kinds) != 1 or None in kinds:
+        unknown = sorted({n for n in names if n not in OPERATOR_KINDS and n not in DEDUP_OPERATORS})
+        why = (f"has operators explain-key has no rules for ({', '.join(unknown)})" if unknown else
+               "keeps deduplication state only" if names and not kinds else
+               f"keeps {' and '.join(sorted(k for k in kinds if k))} state in one query" if kinds else
+               "has no stateful operator in its checkpoint yet")
+        raise ExplainError(f"explain-key does not support job {spec.name}: it {why} (operators: "
+                           f"{', '.join(names) or 'none'}); it explains one kind of state per job (join, window, "
+                           "session or custom state, optionally after a deduplication). Read its state with "
+                           f"`stateops audit {spec.name}` or Spark's statestore reader instead")
+    (kind,) = kinds
+    if kind == "join" and spec.join is None:
+        raise ExplainError(f"job {spec.name} joins two streams but its spec declares no join bound: add "
+                           f"join = {{ left = ..., right = ..., upper = ... }} to [jobs.{spec.name}]")
+    return kind
 
 
 def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
-    """Everything explain_key needs to know about a job: checkpoint, inputs, output table, join condition."""
+    """Everything explain_key needs to know about a job: checkpoint, kind of state, inputs and the columns
+    that carry the key, output table, join condition."""
     checkpoint = spec.checkpoint_path(layout)
-    keys = KEY_COLUMNS.get(spec.transformation, {})
+    kind = state_kind(spec, Checkpoint.open(checkpoint))
+    keys = spec.explain
     try:
         app_id = query_app_id(spec.name, checkpoint)
     except (OSError, ValueError, KeyError):
         app_id = None
-    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column, keys.get(inp.name),
-                               spec.future_tolerance_seconds)
+    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column,
+                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds)
                    for inp in spec.inputs) if spec.source == "json" else ()
-    kind, margin = STATE_KINDS.get(spec.transformation, ("custom", 0))
+    join = spec.join and JoinSpec(left=spec.join.left, right=spec.join.right,
+                                  left_time=spec.input(spec.join.left).time_column,
+                                  right_time=spec.input(spec.join.right).time_column, bound=spec.join.bound)
     return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),
-                         output_app_id=app_id, output_key_columns=tuple(keys.get("output", spec.merge_keys)),
-                         inputs=inputs, join=JOINS.get(spec.transformation), kind=kind,
-                         late_margin_seconds=margin, progress_table=layout.ops_table(progress.TABLE))
+                         output_app_id=app_id, output_key_columns=keys.output_key_columns or spec.merge_keys,
+                         inputs=inputs, join=join if kind == "join" else None, kind=kind,
+                         late_margin_seconds=keys.late_margin_seconds, progress_table=layout.ops_table(progress.TABLE))
 
 
 def explain_job_key(spark, name: str, key: str, batch_id: int | None = None, layout: Layout | None = None,
@@ -104,11 +128,11 @@ def explain_key_command(ctx: click.Context, job: str, key: str, batch_id: int | 
     layout: Layout = obj.get("layout") or Layout.from_env()
     try:
         spec = get_job(job, obj.get("config"))
-        target = explain_target(spec, layout)
-        fs, path = filesystem(target.checkpoint)
+        fs, path = filesystem(spec.checkpoint_path(layout))
         if not fs.exists(path):
-            raise ExplainError(f"job {job} has no checkpoint yet ({target.checkpoint}); run it first: "
+            raise ExplainError(f"job {job} has no checkpoint yet ({spec.checkpoint_path(layout)}); run it first: "
                                f"stateops jobs run {job}")
+        target = explain_target(spec, layout)
         resolve_batch(Checkpoint.open(target.checkpoint), batch_id)  # usage errors before starting a JVM
         from jobs.session import get_session
 

@@ -86,6 +86,11 @@ class GeneratorConfig:
         return self
 
 
+# The demo's input (`stateops demo`, `bash scripts/demo`): six 15-minute files, a little of every kind of trouble.
+DEMO_INPUT = GeneratorConfig(events=4000, files=6, users=600, minutes_per_file=15, hot_key_share=0.05,
+                             late_share=0.03, duplicate_share=0.05, malformed_share=0.01, orders=300, seed=42)
+
+
 @dataclass
 class Generated:
     files: dict[str, list[str]] = field(default_factory=dict)

@@ -1,9 +1,11 @@
 """The one place that starts and stops a job's queries, and reads the job's effective settings.
 
-A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`) and a
-stateless dead-letter query that keeps every line that failed parsing or lies too far in the future. Every
-progress event of both goes to the `progress` ops table (a failed append is counted and logged, and never
-stops the query). Queries are polled with a short awaitTermination so an interrupt (a Dagster run
+A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
+transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
+streaming frame, jobs.plan) and a stateless dead-letter query that keeps every line that failed parsing or
+lies too far in the future. Every progress event of both goes to the `progress` ops table (a failed append
+is counted and logged, and never stops the query); the stateful query's events also go to the caller's
+progress callback, if any. Queries are polled with a short awaitTermination so an interrupt (a Dagster run
 termination) stops them within seconds, and they are always stopped in `finally`. A failed query raises
 QueryFailed: one line, with the full trace in the run's log.
 
@@ -34,17 +36,19 @@ from stateops import actions, control
 from stateops import progress as progress_table
 from stateops.control import ControlSettings, HeldLease
 from stateops.delta import open_table
+from stateops.durations import spark_interval
 from stateops.fs import filesystem
 from stateops.layout import Layout
 from stateops.recovery.sinkstate import sink_state
 
+from jobs import transformation
 from jobs.failures import query_failed
+from jobs.plan import stateful_plan
 from jobs.session import delta_jars_on_classpath
 from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
 from jobs.sources import invalid_rows, raw_lines, valid_rows
 from jobs.spec import JobSpec, check_output_columns
-from jobs.transforms import TRANSFORMATIONS
 
 MODES = ("bounded", "continuous")
 log = logging.getLogger(__name__)
@@ -78,14 +82,19 @@ class RunResult:
         return statistics.median(self.batch_durations_ms) if self.batch_durations_ms else None
 
 
+ProgressCallback = Callable[[dict[str, Any]], None]  # gets each progress event (Spark's JSON) of the stateful query
+
+
 class ProgressRecorder(StreamingQueryListener):
-    """Appends every progress event of this run's queries to the `progress` ops table."""
+    """Appends every progress event of this run's queries to the `progress` ops table, and keeps the
+    stateful query's events until the run's own thread takes them (`take_new`) for its progress callback."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str]):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.events: list[dict[str, Any]] = []
         self.write_failures = 0
         self._lock = threading.Lock()
+        self._new: list[dict[str, Any]] = []
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -102,6 +111,14 @@ class ProgressRecorder(StreamingQueryListener):
                 log.warning("%s: progress of query %s batch %s not recorded in %s: %s", self.job,
                             progress.get("name"), progress.get("batchId"), self.layout.ops_table("progress"), err)
             self.events.append(progress)
+            if progress.get("name") == self.job:
+                self._new.append(progress)
+
+    def take_new(self) -> list[dict[str, Any]]:
+        """The stateful query's progress events since the last call."""
+        with self._lock:
+            new, self._new = self._new, []
+        return new
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -130,8 +147,13 @@ def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
 
 
 def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs}
-    return TRANSFORMATIONS[spec.transformation](streams, spec)
+    """The job's transformation applied to its valid input rows, each stream watermarked on its time column
+    with the delay in force."""
+    delay = spark_interval(spec.watermark_seconds)
+    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec).withWatermark(inp.time_column,
+                                                                                                  delay)
+               for inp in spec.inputs}
+    return transformation.apply(spec, streams)
 
 
 def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
@@ -168,17 +190,35 @@ def _stop_gracefully(queries: list[StreamingQuery], grace_seconds: float) -> boo
     return interrupted
 
 
+def _deliver(recorder: ProgressRecorder, on_progress: ProgressCallback | None) -> None:
+    """Hand the new progress events to the callback, on the run's own thread; a failing callback is logged."""
+    for progress in recorder.take_new():
+        try:
+            if on_progress is not None:
+                on_progress(progress)
+        except Exception as err:  # noqa: BLE001 - a reporting problem never stops the job
+            log.warning("%s: progress callback failed for batch %s: %s", recorder.job, progress.get("batchId"), err)
+
+
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
 def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
-           checkpoint: str) -> StreamingQuery:
+           checkpoint: str, no_data_batches: bool = True) -> StreamingQuery:
+    conf = frame.sparkSession.conf
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
-    frame.sparkSession.conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
+    conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
     writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
     writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
     if mode == "bounded":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=spec.trigger_interval)
-    return writer.start()
+    conf.set(NO_DATA_BATCHES, str(no_data_batches).lower())  # read once, when the query starts
+    try:
+        return writer.start()
+    finally:
+        conf.unset(NO_DATA_BATCHES)
 
 
 def run_job(
@@ -194,12 +234,16 @@ def run_job(
     poll_seconds: float = 2.0,
     dry_run: bool = False,
     control_settings: ControlSettings | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous), holding
     the job's lease. Raises LeaseHeldError while another run holds it, MaintenanceLockedError while a
-    runbook other than `runbook_id` holds the maintenance lock, LeaseLostError when it was taken over.
+    runbook other than `runbook_id` holds the maintenance lock, LeaseLostError when it was taken over, and
+    ConfigError, before any query starts, when the transformation returns no stateful streaming frame.
 
     dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
+    on_progress: called on this thread with each progress event of the stateful query, within
+    `poll_seconds` of its batch (a continuous run reports while it runs).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -209,11 +253,12 @@ def run_job(
                          mode=mode, settings=settings) as lease:
         return _run_queries(spark, effective_spec(spec, layout), layout, lease, mode=mode, run_id=run_id,
                             max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
-                            grace_seconds=settings.stop_grace_seconds)
+                            grace_seconds=settings.stop_grace_seconds, on_progress=on_progress)
 
 
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
-                 max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float) -> RunResult:
+                 max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
+                 on_progress: ProgressCallback | None) -> RunResult:
     _ensure_landing(spec, layout)
     use_jvm = delta_jars_on_classpath(dict(spark.sparkContext.getConf().getAll()))
     checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
@@ -230,9 +275,13 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     stop_reason, interrupted = None, False
     try:
         frame = stateful_frame(spark, spec, layout)
+        plan = stateful_plan(frame, spec)
         check_output_columns(spec, frame.columns)
+        if mode == "bounded" and plan.processing_time:
+            log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.plan)",
+                     spec.name, ", ".join(plan.processing_time))
         queries.append(_start(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
-                              spec, checkpoint))
+                              spec, checkpoint, no_data_batches=not (mode == "bounded" and plan.processing_time)))
         queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                               None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint))
         while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):
@@ -240,6 +289,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                 if query.isActive:
                     with contextlib.suppress(StreamingQueryException):  # reported below, as QueryFailed
                         query.awaitTermination(poll_seconds)
+            _deliver(recorder, on_progress)
             lease.ensure_held()  # lost: stop at once (finally); this run may no longer write
             request = lease.stop_request()
             if request is not None:
@@ -261,6 +311,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         for query in queries:
             recorder.wait_for(query)
         spark.streams.removeListener(recorder)
+        _deliver(recorder, on_progress)
     if stop_reason == "stop_request":
         actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,
                        dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,

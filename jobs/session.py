@@ -23,6 +23,9 @@ from typing import Iterator
 
 from stateops.errors import ConfigError, StateOpsError
 
+# PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
+# batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
+WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
@@ -78,6 +81,7 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYTHONWARNINGS": WORKER_WARNINGS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.driver.memory": "2g",

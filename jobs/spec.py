@@ -1,4 +1,9 @@
-"""A validated model per job. Every problem names the field and the fix, at load time."""
+"""A validated model per job. Every problem names the field and the fix, at load time.
+
+A job is defined by a JobSpec: in Python (jobs.catalog's examples, or a package's `stateops.jobs` entry
+point) or as a `[jobs.<name>]` table of the config file (`spec_from_config`). Every definition is checked
+the same way, its transformation included (jobs.transformation: it imports, its parameters fit).
+"""
 from __future__ import annotations
 
 import json
@@ -8,10 +13,10 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping, get_type_hints
 
-from stateops.errors import ConfigError
-from stateops.layout import Layout
-
 from stateops.durations import parse_seconds
+from stateops.errors import ConfigError
+from stateops.joins import JoinBound
+from stateops.layout import Layout
 
 SOURCE_KINDS = ("json", "kafka")
 OUTPUT_MODES = ("append", "update")
@@ -40,6 +45,36 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class StreamJoin:
+    """A stream-stream join of two inputs: `lower <= right time - left time <= upper` (the inputs' time
+    columns). The transformation builds its condition from it, the audit judges overdue join state and
+    explain-key late or waiting rows by it (stateops.joins)."""
+
+    left: str
+    right: str
+    upper: str
+    lower: str = "0 seconds"
+
+    @property
+    def bound(self) -> JoinBound:
+        return JoinBound(lower_seconds=_signed(self.lower), upper_seconds=_signed(self.upper))
+
+
+@dataclass(frozen=True)
+class ExplainSpec:
+    """What explain-key needs beyond the state: where the key is in the inputs and the output, and how long
+    after its event time an input row still counts as on time (a session window: its gap)."""
+
+    key_columns: dict[str, str] = field(default_factory=dict, hash=False)  # input -> column holding the key
+    output_key_columns: tuple[str, ...] = ()  # output columns holding it (default: merge_keys)
+    late_margin: str = "0 seconds"
+
+    @property
+    def late_margin_seconds(self) -> int:
+        return parse_seconds(self.late_margin) or 0  # validated at load
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     inputs: tuple[InputSpec, ...]
@@ -64,6 +99,10 @@ class JobSpec:
     kafka_bootstrap_servers: str | None = None
     future_tolerance: str = "1 day"
     description: str = ""
+    join: StreamJoin | None = None
+    explain: ExplainSpec = field(default_factory=ExplainSpec)
+    owners: tuple[str, ...] = ()  # e-mail addresses or "team:<name>" (Dagster asset owners)
+    tags: dict[str, str] = field(default_factory=dict, hash=False)  # Dagster asset tags
 
     @property
     def watermark_seconds(self) -> int:
@@ -84,6 +123,14 @@ class JobSpec:
     def row_key(self) -> tuple[str, ...]:
         """The columns that identify an output row: merge keys (update mode) or the idempotent key (append)."""
         return self.merge_keys if self.output_mode == "update" else self.idempotent_key
+
+    def input(self, name: str) -> InputSpec:
+        return next(i for i in self.inputs if i.name == name)
+
+    @property
+    def join_bound(self) -> JoinBound | None:
+        """The time bound of the job's stream-stream join (None: it has none)."""
+        return self.join.bound if self.join else None
 
 
 def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
@@ -106,6 +153,13 @@ def _seconds(spec_field: str, value: Any) -> int:
     return seconds
 
 
+def _signed(text: str) -> int | None:
+    """Seconds of an interval that may be negative ("-5 minutes"); None when it is none."""
+    negative = isinstance(text, str) and text.strip().startswith("-")
+    seconds = parse_seconds(text.strip()[1:] if negative else text)
+    return None if seconds is None else -seconds if negative else seconds
+
+
 _HINTS = get_type_hints(JobSpec)
 _KIND_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "text", list: "a list",
                tuple: "a list", dict: "a table"}
@@ -125,6 +179,10 @@ def _check_types(spec: JobSpec, where: str) -> None:
         if hint in (str, str | None) and not isinstance(value, str) and not (value is None and hint != str):
             raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not text",
                               f'write it in quotes, e.g. {f.name} = "..."')
+        if hint == dict[str, str] and not (isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a table of text values",
+                              f'write a table, e.g. {f.name} = {{ team = "growth" }}')
         if hint == tuple[str, ...] and not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
             example = json.dumps([value] if isinstance(value, str) else ["window_start", "user_id"])
             raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a list of column names",
@@ -140,8 +198,10 @@ def _check_checkpoint(spec: JobSpec, where: str) -> None:
                           "to use $STATEOPS_HOME/checkpoints/<job>")
 
 
-def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
-    """Check every field of `spec`; return it unchanged or raise ConfigError naming the field."""
+def validate(spec: JobSpec) -> JobSpec:
+    """Check every field of `spec`, its transformation included; return it unchanged or raise ConfigError
+    naming the field."""
+    from jobs import transformation
     if not isinstance(spec.name, str) or not _NAME.match(spec.name):
         raise ConfigError("name", f"{spec.name!r} is not a valid job name",
                           "use lower-case letters, digits and underscores, starting with a letter")
@@ -164,9 +224,12 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
             raise ConfigError(f"{where}.inputs.{inp.name}.time_column",
                               f"column {inp.time_column!r} is {columns[inp.time_column]}, not timestamp",
                               "the watermark needs a TIMESTAMP column")
-    if spec.transformation not in transformations:
-        raise ConfigError(f"{where}.transformation", f"unknown transformation {spec.transformation!r}",
-                          f"use one of {sorted(transformations)}")
+    if len({i.name for i in spec.inputs}) < len(spec.inputs) or not all(_NAME.match(i.name) for i in spec.inputs):
+        raise ConfigError(f"{where}.inputs", f"input names {[i.name for i in spec.inputs]} are not distinct "
+                          "lower-case names", "name each input once (it names the landing folder or Kafka topic)")
+    _check_join(spec, where)
+    _check_explain(spec, where)
+    _check_labels(spec, where)
     if spec.output_mode not in OUTPUT_MODES:
         raise ConfigError(f"{where}.output_mode", f"unknown output mode {spec.output_mode!r}",
                           f"use one of {OUTPUT_MODES}")
@@ -211,7 +274,58 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
         raise ConfigError(f"{where}.future_tolerance", f"{spec.future_tolerance!r} is not positive",
                           'use e.g. "1 day": rows further ahead of their arrival go to the dead letters')
     _check_checkpoint(spec, where)
+    transformation.check(spec)
     return spec
+
+
+def _check_join(spec: JobSpec, where: str) -> None:
+    join = spec.join
+    if join is None:
+        return
+    names = [i.name for i in spec.inputs]
+    for side in ("left", "right"):
+        if getattr(join, side) not in names:
+            raise ConfigError(f"{where}.join.{side}", f"{getattr(join, side)!r} is not an input of the job",
+                              f"name one of the inputs {names}")
+    if join.left == join.right:
+        raise ConfigError(f"{where}.join.right", "is the same input as join.left", "join two different inputs")
+    for end in ("lower", "upper"):
+        if _signed(getattr(join, end)) is None:
+            raise ConfigError(f"{where}.join.{end}", f"{getattr(join, end)!r} is not an interval",
+                              'write e.g. "5 minutes" (lower may be negative: "-5 minutes")')
+    if join.bound.lower_seconds > join.bound.upper_seconds:
+        raise ConfigError(f"{where}.join.lower", f"{join.lower!r} is above join.upper {join.upper!r}",
+                          "the join matches lower <= right time - left time <= upper: make lower <= upper")
+
+
+def _check_explain(spec: JobSpec, where: str) -> None:
+    explain = spec.explain
+    for name, column in explain.key_columns.items():
+        inp = next((i for i in spec.inputs if i.name == name), None)
+        if inp is None or not isinstance(column, str) or column not in inp.columns():
+            raise ConfigError(f"{where}.explain.key_columns", f"{name} = {column!r} is not a column of an input",
+                              "map each input to its column holding the key, e.g. { events = \"user_id\" }")
+    if not all(isinstance(c, str) and _IDENTIFIER.match(c) for c in explain.output_key_columns):
+        raise ConfigError(f"{where}.explain.output_key_columns", f"{list(explain.output_key_columns)!r} is not a "
+                          "list of column names", 'list the output columns holding the key, e.g. ["user_id"]')
+    _seconds(f"{where}.explain.late_margin", explain.late_margin)
+
+
+_EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}$")
+_TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
+_TAG_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+
+
+def _check_labels(spec: JobSpec, where: str) -> None:
+    """Owners and tags as Dagster accepts them on an asset, refused here with the field's name."""
+    for owner in spec.owners:
+        if not (_EMAIL.match(owner) or (owner.startswith("team:") and len(owner) > 5)):
+            raise ConfigError(f"{where}.owners", f"{owner!r} is neither an e-mail address nor a team",
+                              'write e.g. "ana@example.com" or "team:data-platform"')
+    for key, value in spec.tags.items():
+        if not _TAG_KEY.match(key) or not _TAG_VALUE.match(value):
+            raise ConfigError(f"{where}.tags", f"{key!r} = {value!r} is not a valid tag",
+                              "use letters, digits, '_', '.', '-' (at most 63 each; a key may have one 'prefix/')")
 
 
 def check_output_columns(spec: JobSpec, columns: Iterable[str]) -> None:
@@ -256,17 +370,87 @@ def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
                               "and ops/ (default: $STATEOPS_HOME/checkpoints/<job>)")
 
 
+# What a `[jobs.<name>]` table must hold to define a job (otherwise it overrides a job defined elsewhere).
+DEFINING = ("transformation", "inputs", "output_mode", "watermark_delay", "watermark_min", "watermark_max")
+_DEFINITION_ONLY = {"name", "inputs", "transformation", "join"}
+_EXPLAIN_EXAMPLE = ('[jobs.NAME.explain] key_columns = { events = "user_id" }, output_key_columns = ["user_id"], '
+                    'late_margin = "0 seconds"')
+_NESTED = {"inputs": ("name", "schema", "time_column"), "join": ("left", "right", "upper", "lower")}
+
+
+def _nested(where: str, key: str, value: Any) -> Any:
+    """`inputs` (a list of tables) and `join` (a table) from TOML into InputSpec / StreamJoin."""
+    keys, example = _NESTED[key], {"inputs": '[[jobs.NAME.inputs]] with name, schema, time_column',
+                                   "join": 'join = { left = "orders", right = "payments", upper = "5 minutes" }'}[key]
+    tables = value if key == "inputs" else [value]
+    if (key == "inputs" and not isinstance(value, list)) or not all(isinstance(t, dict) for t in tables):
+        wanted = "a list of tables" if key == "inputs" else "a table"
+        raise ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not {wanted}", f"write {example}")
+    built = []
+    for table in tables:
+        unknown = sorted(set(table) - set(keys))
+        missing = [k for k in keys if k not in table and k != "lower"]
+        if unknown or missing:
+            raise ConfigError(f"{where}.{key}", f"{table!r}: " + (f"unknown key {unknown[0]!r}" if unknown else
+                              f"{missing[0]!r} is missing"), f"give exactly {', '.join(keys)}; e.g. {example}")
+        bad = next((k for k, v in table.items() if not isinstance(v, str)), None)
+        if bad:
+            raise ConfigError(f"{where}.{key}.{bad}", f"{table[bad]!r} is {_kind(table[bad])}, not text",
+                              f'write it in quotes, e.g. {bad} = "..."')
+        built.append(InputSpec(**table) if key == "inputs" else StreamJoin(**table))
+    return tuple(built) if key == "inputs" else built[0]
+
+
+def _explain(where: str, value: Any) -> ExplainSpec:
+    known = {f.name for f in fields(ExplainSpec)}
+    if not isinstance(value, dict) or set(value) - known:
+        raise ConfigError(f"{where}.explain", f"{value!r} is not a table of {sorted(known)}",
+                          f"write {_EXPLAIN_EXAMPLE}")
+    keys, output = value.get("key_columns", {}), value.get("output_key_columns", [])
+    if not isinstance(keys, dict) or not isinstance(output, list) or not isinstance(value.get("late_margin", ""), str):
+        raise ConfigError(f"{where}.explain", f"{value!r}: key_columns is a table, output_key_columns a list, "
+                          "late_margin text", f"write {_EXPLAIN_EXAMPLE}")
+    return ExplainSpec(**{**value, "output_key_columns": tuple(output)})
+
+
+def _converted(where: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """TOML values as JobSpec holds them: lists of names as tuples, nested tables as objects."""
+    out = dict(values)
+    for key, value in values.items():
+        if key == "explain":
+            out[key] = _explain(where, value)
+        elif key in _NESTED:
+            out[key] = _nested(where, key, value)
+        elif _HINTS.get(key) == tuple[str, ...] and isinstance(value, list):
+            out[key] = tuple(value)
+    return out
+
+
+def spec_from_config(name: str, table: Any) -> JobSpec:
+    """A job defined by a `[jobs.<name>]` table of the config file (`transformation = "module:function"`,
+    inputs, watermark, output mode, ...); checked by `validate` like every other definition."""
+    where = f"jobs.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(where, f"{table!r} is {_kind(table)}, not a table", f"write [jobs.{name}] and its settings")
+    known = {f.name for f in fields(JobSpec)} - {"name"}
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"{where}.{key}", "is not a job setting", f"use one of {sorted(known)}")
+    missing = [key for key in DEFINING if key not in table]
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}", "is required to define a job", f"set {', '.join(missing)} "
+                          "(README.md, Your own jobs); to override a job defined elsewhere, use its name")
+    return JobSpec(name=name, **{"sink_table": name, **_converted(where, table)})
+
+
 def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
-    """Apply config-file overrides to a catalog spec; unknown keys are errors, not silently ignored."""
-    known = {f.name for f in fields(JobSpec)} - {"name", "inputs", "transformation"}
+    """Apply config-file overrides to a job defined elsewhere; unknown keys are errors, not silently ignored."""
+    known = {f.name for f in fields(JobSpec)} - _DEFINITION_ONLY
     for key in overrides:
         if key not in known:
             raise ConfigError(f"jobs.{spec.name}.{key}", "is not a setting that can be overridden",
                               f"use one of {sorted(known)}")
-    values = dict(overrides)
-    for name in ("merge_keys", "idempotent_key"):
-        if isinstance(values.get(name), list):
-            values[name] = tuple(values[name])
+    values = _converted(f"jobs.{spec.name}", overrides)
     _check_narrowing(spec, values)
     return replace(spec, **values)
 
@@ -282,4 +466,4 @@ def _check_narrowing(spec: JobSpec, overrides: Mapping[str, Any]) -> None:
         if not _seconds(f"{where}.watermark_min", low) <= seconds <= _seconds(f"{where}.watermark_max", high):
             raise ConfigError(f"{where}.{key}", f"{overrides[key]!r} lies outside {bounds}",
                               f"a config file may only narrow the bounds: choose a value within [{low}, {high}]"
-                              " (the bounds themselves belong to the job's definition in jobs/catalog.py)")
+                              " (the bounds themselves belong to the job's definition)")

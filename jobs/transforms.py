@@ -1,40 +1,27 @@
-"""The stateful transformations of the four standard jobs. Each takes the parsed input streams by name."""
+"""The transformations of the four example jobs (jobs.catalog), written as any user's job is.
+
+Each takes its input streams by name (already parsed and watermarked: jobs.transformation) and returns
+the stateful streaming DataFrame.
+"""
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from stateops.durations import parse_seconds, spark_interval
-from stateops.joins import JoinBound
-
 from jobs.spec import JobSpec
 
 ACTIVITY_WINDOW = "5 minutes"
 SESSION_GAP = "15 minutes"
-PAYMENT_WITHIN = "5 minutes"
 ACTION_TIMEOUT_MS = 30 * 60 * 1000
 
-# The time bound of each join transformation, from the same constants as its join condition: the audit
-# (overdue join rows) and explain-key (late or waiting rows) read it here.
-JOIN_BOUNDS = {
-    "order_payments": JoinBound(lower_seconds=0, upper_seconds=parse_seconds(PAYMENT_WITHIN)),
-}
 
-Streams = Mapping[str, DataFrame]
-
-
-def _watermarked(streams: Streams, spec: JobSpec, name: str) -> DataFrame:
-    inp = next(i for i in spec.inputs if i.name == name)
-    return streams[name].withWatermark(inp.time_column, spark_interval(spec.watermark_seconds))
-
-
-def user_activity(streams: Streams, spec: JobSpec) -> DataFrame:
+def user_activity(events: DataFrame) -> DataFrame:
     """Dedup by event_id within the watermark (evicting), then 5-minute windows per user."""
-    events = _watermarked(streams, spec, "events").dropDuplicatesWithinWatermark(["event_id"])
+    events = events.dropDuplicatesWithinWatermark(["event_id"])
     return (
         events.groupBy(F.window("event_time", ACTIVITY_WINDOW), "user_id")
         .agg(F.count(F.lit(1)).alias("events"), F.sum("value").alias("value_sum"))
@@ -43,9 +30,8 @@ def user_activity(streams: Streams, spec: JobSpec) -> DataFrame:
     )
 
 
-def user_sessions(streams: Streams, spec: JobSpec) -> DataFrame:
+def user_sessions(events: DataFrame) -> DataFrame:
     """Session windows per user, closed after 15 minutes of inactivity."""
-    events = _watermarked(streams, spec, "events")
     return (
         events.groupBy(F.session_window("event_time", SESSION_GAP), "user_id")
         .agg(F.count(F.lit(1)).alias("events"), F.min("event_time").alias("first_event_time"),
@@ -56,15 +42,14 @@ def user_sessions(streams: Streams, spec: JobSpec) -> DataFrame:
     )
 
 
-def order_payments(streams: Streams, spec: JobSpec) -> DataFrame:
-    """Inner join of orders and payments: the payment within 5 minutes after the order."""
-    orders = _watermarked(streams, spec, "orders").alias("o")
-    payments = _watermarked(streams, spec, "payments").alias("p")
+def order_payments(orders: DataFrame, payments: DataFrame, spec: JobSpec) -> DataFrame:
+    """Inner join of orders and payments: the payment within the spec's join bound after the order."""
+    bound = spec.join_bound  # lower <= payment_time - order_time <= upper
     condition = F.expr(
-        f"o.order_id = p.order_id AND p.payment_time >= o.order_time "
-        f"AND p.payment_time <= o.order_time + interval {PAYMENT_WITHIN}"
+        f"o.order_id = p.order_id AND p.payment_time >= o.order_time + interval {bound.lower_seconds} seconds "
+        f"AND p.payment_time <= o.order_time + interval {bound.upper_seconds} seconds"
     )
-    return orders.join(payments, condition, "inner").select(
+    return orders.alias("o").join(payments.alias("p"), condition, "inner").select(
         F.col("o.order_id").alias("order_id"), F.col("o.user_id").alias("user_id"),
         F.col("o.order_time").alias("order_time"), F.col("o.amount").alias("order_amount"),
         F.col("p.payment_id").alias("payment_id"), F.col("p.payment_time").alias("payment_time"),
@@ -116,21 +101,8 @@ def track_actions(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState
     state.setTimeoutTimestamp(max(last_ms + ACTION_TIMEOUT_MS, watermark + 1))
 
 
-def user_actions(streams: Streams, spec: JobSpec) -> DataFrame:
-    events = _watermarked(streams, spec, "events")
+def user_actions(events: DataFrame) -> DataFrame:
+    """applyInPandasWithState with an event-time timeout: one final row per user activity."""
     return events.groupBy("user_id").applyInPandasWithState(
         track_actions, ACTIONS_OUTPUT, ACTIONS_STATE, "append", GroupStateTimeout.EventTimeTimeout
     )
-
-
-def join_bound(spec: JobSpec) -> JoinBound | None:
-    """The join time bound of a job's transformation (None: the job has no stream-stream join)."""
-    return JOIN_BOUNDS.get(spec.transformation)
-
-
-TRANSFORMATIONS: dict[str, Callable[[Streams, JobSpec], DataFrame]] = {
-    "user_activity": user_activity,
-    "user_sessions": user_sessions,
-    "order_payments": order_payments,
-    "user_actions": user_actions,
-}

@@ -1,7 +1,11 @@
 """One asset per streaming job: its Delta table, materialized by one run of the job's query.
 
-Built by a factory from the job catalog, so a job added to the catalog becomes an asset without code
-here. The run's numbers become the materialization's metadata, the first thing an operator looks at.
+Built by a factory from the job catalog, so every registered job (the examples, entry points, the config
+file's own jobs) becomes an asset without code here, with the spec's owners and tags and a code version
+(jobs.transformation.code_version). The run's numbers become the materialization's metadata, the first
+thing an operator looks at, with the standard entries Dagster shows natively (`dagster/row_count`,
+`dagster/column_schema`, `dagster/uri`); each new micro-batch is reported while the run goes on, as an
+AssetObservation (batch, input rows, state rows, watermark, batch time) in the run's event log.
 
 One writer per job: each job asset is in its own concurrency pool (`stateops_job_<job>`; the instance
 config `concurrency: pools: default_limit: 1` makes a second run wait for the first), and the run holds
@@ -12,14 +16,17 @@ holds the maintenance lock, fails with one line naming the holder, before Spark 
 from collections import Counter
 from typing import Literal
 
-from dagster import (AssetExecutionContext, AssetsDefinition, Config, Definitions, Failure, MaterializeResult,
-                     MetadataValue, asset)
+from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, Config, Definitions, Failure,
+                     MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
 from jobs.catalog import load_jobs
 from jobs.runner import RunResult, run_job
 from jobs.spec import JobSpec
+from jobs.transformation import code_version
 from stateops import control
+from stateops import progress as progress_table
+from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
 
 from orchestration.resources import PathsResource, SparkResource
@@ -46,20 +53,48 @@ def one_line_failure(err: StateOpsError) -> Failure:
     return Failure(description=str(err).splitlines()[0], allow_retries=False)
 
 
-def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
-    """The run's numbers as materialization metadata (one `state_rows/<operator>` entry per operator)."""
-    repeated = {n for n, c in Counter(op["operator_name"] for op in result.state_operators).items() if c > 1}
-    state_rows = {  # an operator name used twice in one query gets its position appended
-        f"state_rows/{op['operator_name']}" + (f"#{i}" if op["operator_name"] in repeated else ""):
-            op["num_rows_total"]
-        for i, op in enumerate(result.state_operators)
+def state_rows(operators: list[dict]) -> dict[str, int]:
+    """One `state_rows/<operator>` entry per operator (a name used twice in one query gets its position)."""
+    repeated = {n for n, c in Counter(op["operator_name"] for op in operators).items() if c > 1}
+    return {f"state_rows/{op['operator_name']}" + (f"#{i}" if op["operator_name"] in repeated else ""):
+            op["num_rows_total"] for i, op in enumerate(operators)}
+
+
+def table_metadata(table_path: str) -> dict[str, object]:
+    """Dagster's standard table entries: row count and column schema of the Delta table, and its URI."""
+    table = open_table(table_path)
+    uri = {"dagster/uri": MetadataValue.text(table_path)}
+    if table is None:
+        return uri
+    schema = TableSchema([TableColumn(name, kind, constraints=TableColumnConstraints(nullable=nullable))
+                          for name, kind, nullable in table_columns(table)])
+    return {"dagster/row_count": MetadataValue.int(table.count()),
+            "dagster/column_schema": MetadataValue.table_schema(schema), **uri}
+
+
+def progress_metadata(progress: dict) -> dict[str, object]:
+    """One micro-batch, as a progress observation's metadata."""
+    operators = progress_table.operator_metrics(progress)
+    return {
+        "batch": progress.get("batchId"),
+        "input_rows": progress.get("numInputRows", 0),
+        "state_rows": sum(op["num_rows_total"] for op in operators),
+        **state_rows(operators),
+        "watermark": progress.get("eventTime", {}).get("watermark"),
+        "batch_time": progress.get("timestamp"),
+        "batch_ms": progress.get("batchDuration"),
     }
+
+
+def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
+    """The run's numbers, and the table's standard entries, as materialization metadata."""
     durations = result.batch_durations_ms
     return {
+        **table_metadata(table_path),
         "batches": result.batches,
         "input_rows": result.input_rows,
         "output_rows": result.output_rows,
-        **state_rows,
+        **state_rows(result.state_operators),
         "watermark": result.watermark,
         "median_batch_ms": result.median_batch_ms,
         "max_batch_ms": max(durations) if durations else None,
@@ -80,17 +115,24 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
     """The asset of one job: key = its sink table; materializing it runs the job once."""
 
     @asset(name=spec.sink_table, group_name=GROUP, description=spec.description, kinds={"spark", "delta"},
-           pool=pool_name(spec))
+           pool=pool_name(spec), owners=list(spec.owners), tags=dict(spec.tags), code_version=code_version(spec))
     def _materialize(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource,
                      paths: PathsResource) -> MaterializeResult:
         if config.mode == "bounded" and config.max_seconds is not None:
             raise ConfigError("max_seconds", "only applies to mode 'continuous'",
                               "remove max_seconds, or set mode: continuous")
         layout = paths.layout
+        reported: set[int] = set()
+
+        def observe(progress: dict) -> None:  # idle reports repeat the last batch id: once per batch
+            if progress.get("batchId") not in reported:
+                reported.add(progress.get("batchId"))
+                context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(progress)))
+
         try:
             control.check_can_start(layout, spec.name)  # before Spark starts; run_job decides atomically
             result = run_job(spark.spark_session, spec, layout, mode=config.mode, max_seconds=config.max_seconds,
-                             run_id=context.run_id, dagster_run_id=context.run_id)
+                             run_id=context.run_id, dagster_run_id=context.run_id, on_progress=observe)
         except StateOpsError as err:
             raise one_line_failure(err) from None
         return MaterializeResult(metadata=run_metadata(result, layout.table(spec.sink_table)))

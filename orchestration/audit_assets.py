@@ -5,9 +5,11 @@
                             resource at all, so its runs never start a JVM
 
 Each materialization records the report in the `audits`/`findings` ops tables and shows it: markdown
-tables of operators and findings, counts per severity, and two charts embedded as PNG data URIs (the
-Dagster UI's markdown sanitizer allows `data:` image sources). A job without a committed batch fails the
-run with one line ("job X has no checkpoint yet ..."); the schedules skip such ticks instead.
+tables of operators and findings, counts per severity, numbers per operator/store (which Dagster plots
+over the materializations), and two charts saved as PNG files next to the audit
+(`ops/<job>/audits/<audit_id>/`), linked by path: images inside the event log would cost ~180 KB per audit.
+A job without a committed batch fails the run with one line ("job X has no checkpoint yet ..."); the
+schedules skip such ticks instead.
 """
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
 import os
@@ -18,8 +20,7 @@ from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definiti
 from jobs.audit_cli import AuditTarget, resolve_audit
 from jobs.spec import JobSpec
 from stateops.audit import AuditReport, fast_audit, load_history, record
-from stateops.audit.render import (findings_markdown, history_chart, image_markdown, operators_markdown,
-                                   partition_chart, severity_counts)
+from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
@@ -42,19 +43,18 @@ def audit_target(spec: JobSpec, layout: Layout) -> AuditTarget:
     return resolve_audit(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
 
 
-def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[str, object]:
-    """What the UI shows for one audit: numbers (plotted over time by Dagster), tables, charts."""
+def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str) -> dict[str, object]:
+    """What the UI shows for one audit: numbers (plotted over time by Dagster), tables, links to its charts."""
     history = load_history(layout, report.checkpoint, report.query_id)  # includes the audit just recorded
     counts = severity_counts(report.findings)
     skews = [op.skew_ratio for op in report.operators if op.skew_ratio is not None]
-    charts = []
-    bars = partition_chart(report)
-    if bars is not None:
-        basis = "rows" if any(op.rows_per_partition for op in report.operators) else "bytes"
-        charts.append(image_markdown(f"{basis} per partition", bars))
-    lines = history_chart(history)
-    if lines is not None:
-        charts.append(image_markdown("state rows and bytes over time", lines))
+    charts = save_charts(report, history, layout.audit_charts(job, audit_id))
+    per_store = {}
+    for op in report.operators:
+        label = store_label(op.operator_id, op.operator_name, op.store_name).replace(" ", "_")
+        if op.rows_total is not None:
+            per_store[f"rows/{label}"] = op.rows_total
+        per_store[f"bytes/{label}"] = op.bytes_total
     return {
         "audit_kind": report.kind,
         "audit_id": audit_id,
@@ -69,9 +69,10 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout) -> dict[s
         "state_rows_total": sum(op.rows_total or 0 for op in report.operators),
         "state_bytes_total": sum(op.bytes_total for op in report.operators),
         "max_skew_ratio": max(skews) if skews else None,
+        **per_store,
         "operators": MetadataValue.md(operators_markdown(report)),
         "findings": MetadataValue.md(findings_markdown(report.findings)),
-        "charts": MetadataValue.md("\n\n".join(charts) if charts else "_No state to chart._"),
+        **{f"chart/{name}": MetadataValue.path(path) for name, path in charts.items()},
     }
 
 
@@ -85,7 +86,7 @@ def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, layout, run
     audit_id = record(layout, report)
     context.log.info(f"{report.kind} audit {audit_id} of {target.checkpoint}: batch {report.batch_id}, "
                      f"{len(report.findings)} finding(s)")
-    return MaterializeResult(metadata=audit_metadata(report, audit_id, layout))
+    return MaterializeResult(metadata=audit_metadata(report, audit_id, layout, spec.name))
 
 
 def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:

@@ -108,3 +108,9 @@ def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> 
     if table is None:
         return None
     return table.to_pyarrow_table(columns=list(columns) if columns else None, filters=filters)
+
+
+def table_columns(table: DeltaTable) -> list[tuple[str, str, bool]]:
+    """(name, type, nullable) per column of the table's current schema; nested types by their JSON."""
+    return [(f.name, f.type.type if isinstance(getattr(f.type, "type", None), str) else f.type.to_json(),
+             f.nullable) for f in table.schema().fields]

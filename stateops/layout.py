@@ -6,6 +6,7 @@ checkpoints/_deadletter/<job>/  the job's dead-letter query
 tables/<table>/            Delta output tables (dead letters: <job>_deadletter)
 ops/<job>/                 control files and archives of one job (ops/<job>/archives/<runbook id>/)
 ops/<job>/logs/<run>.log   a run's log: Spark's console output (CLI runs) and the full trace of a failure
+ops/<job>/audits/<audit>/  an audit's charts (PNG), linked from its Dagster materialization
 ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
 """
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Layout:
 
     def run_log(self, job: str, run_id: str) -> str:
         return _join(self.ops_dir(job), "logs", f"{run_id}.log")
+
+    def audit_charts(self, job: str, audit_id: str) -> str:
+        return _join(self.ops_dir(job), "audits", audit_id)
 
     def ops_table(self, name: str) -> str:
         return _join(self.home, "ops", "tables", name)

@@ -4,14 +4,17 @@ Oracles: the landing files (line counts, malformed lines re-parsed in plain Pyth
 (deltalake), the checkpoints (query id) and the progress ops table.
 """
 import json
+import threading
+import time
 from datetime import datetime
 
 import pytest
-from dagster import materialize
+from dagster import DagsterEventType, DagsterRunStatus, instance_for_test, materialize
 from deltalake import DeltaTable
 
 from jobs.generator import GeneratorConfig, generate
 from stateops import progress
+from stateops.control import request_stop
 from stateops.delta import open_table
 
 from orchestration.assets import SPECS, job_assets
@@ -122,3 +125,45 @@ def test_max_seconds_in_bounded_mode_is_refused_before_spark_starts(layout, dags
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.to_string()
     assert "max_seconds" in message and "continuous" in message
+
+
+def _observations(instance, run_id: str, key: list[str]) -> list[dict]:
+    return [{k: v.value for k, v in e.dagster_event.event_specific_data.asset_observation.metadata.items()}
+            for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION)
+            if e.dagster_event.asset_key.path == key]
+
+
+def test_a_continuous_run_reports_each_batch_in_its_event_log_while_it_runs(layout, spark):
+    """Read from the instance by another thread while the run goes on: one observation per micro-batch,
+    before the run's materialization, with the batch's numbers (oracle: the landing files' line counts)."""
+    generated = generate(layout, GeneratorConfig(events=300, files=3, users=40, minutes_per_file=30, seed=29))
+    lines = [len(open(path).read().splitlines()) for path in generated.files["events"]]
+    spec = SPECS["user_activity"]
+    asset = [a for a in job_assets if a.key.path == [spec.sink_table]]
+    config = {"ops": {spec.sink_table: {"config": {"mode": "continuous", "max_seconds": 900}}}}
+    with instance_for_test() as instance:  # on disk: this thread reads what the run's thread writes
+        outcome = {}
+        runner = threading.Thread(target=lambda: outcome.update(result=materialize(
+            asset, resources=default_resources(), run_config=config, instance=instance, raise_on_error=False)))
+        runner.start()
+        try:
+            deadline, seen = time.monotonic() + 600, []
+            while len(seen) < len(lines) and runner.is_alive() and time.monotonic() < deadline:
+                time.sleep(1)
+                runs = instance.get_runs()
+                if runs:
+                    seen = _observations(instance, runs[0].run_id, [spec.sink_table])
+            (run,) = instance.get_runs()
+            assert runner.is_alive() and run.status == DagsterRunStatus.STARTED, "the run ended before it reported"
+            assert not instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        finally:
+            request_stop(layout, spec.name, actor="test", reason="progress seen")
+            runner.join(timeout=600)
+    result = outcome["result"]
+    assert result.success
+    assert [o["batch"] for o in seen] == list(range(len(lines)))
+    assert [o["input_rows"] for o in seen] == lines
+    assert all(o["state_rows"] > 0 for o in seen), seen
+    assert [o["watermark"][:10] for o in seen] == ["1970-01-01"] + ["2026-01-01"] * (len(lines) - 1), seen
+    assert all(datetime.fromisoformat(o["batch_time"].replace("Z", "+00:00")) and o["batch_ms"] > 0 for o in seen)
+    assert _metadata(result, spec.sink_table)["batches"] == len(lines)

@@ -9,10 +9,8 @@ the skewed input is a hot *partition*: the generator's events with event ids re-
 Spark's hash partitioning sends to one partition of the dedup store (what a hot key does to a dedup
 or join store).
 """
-import base64
 import json
 import os
-import re
 
 import pytest
 from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, build_schedule_context,
@@ -117,9 +115,11 @@ def _audit_rows(layout: Layout, audit_id: str, table: str = "audits") -> list[di
     return [] if rows is None else rows.to_pylist()
 
 
-def _images(markdown: str) -> dict[str, bytes]:
-    return {alt: base64.b64decode(data)
-            for alt, data in re.findall(r"!\[([^\]]+)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)}
+def _charts(meta: dict, layout: Layout) -> dict[str, bytes]:
+    """The chart files an audit's metadata links, read from the audit's folder under the ops folder."""
+    charts = {k.removeprefix("chart/"): v for k, v in meta.items() if k.startswith("chart/")}
+    assert all(os.path.dirname(path) == layout.audit_charts(JOB, meta["audit_id"]) for path in charts.values())
+    return {name: open(path, "rb").read() for name, path in charts.items()}
 
 
 def _run_deep(defs: Definitions, instance):
@@ -174,9 +174,12 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     direct = _oracle(spark, checkpoint, skew[0]["operator_id"])
     assert details["ratio"] == pytest.approx(max(direct.values()) * PARTITIONS / sum(direct.values()), abs=1e-3)
     assert (details["hot_partition"], details["cause"], details["partitions"]) == (0, "many_keys", PARTITIONS)
-    images = _images(meta["charts"])
-    assert set(images) == {"rows per partition", "state rows and bytes over time"}
+    images = _charts(meta, hot)
+    assert set(images) == {"state_per_partition", "state_over_time"}
     assert all(png_size(png) == PNG_SIZE for png in images.values())
+    assert not any("data:image" in str(value) for value in meta.values()), "no image inside the event log"
+    for op, row in recorded.items():  # one number per store, which Dagster plots over the audits
+        assert meta[f"rows/op_{op}_{names[op]}/default"] == row["rows_total"]
 
     checks = _checks(result)
     assert set(checks) == {"state_skew", "state_growth", "state_eviction"}
@@ -203,7 +206,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert fast_meta["audit_kind"] == "fast"
     fast_rows = _audit_rows(hot, fast_meta["audit_id"])
     assert {r["operator_id"] for r in fast_rows} == set(recorded) and {r["kind"] for r in fast_rows} == {"fast"}
-    assert set(_images(fast_meta["charts"])) == {"bytes per partition", "state rows and bytes over time"}
+    assert set(_charts(fast_meta, hot)) == {"state_per_partition", "state_over_time"}
     assert "(bytes)" in fast_meta["operators"]
 
     # --- balanced: the same job on balanced input passes the skew check ------------------------------

@@ -20,7 +20,6 @@ from stateops.layout import Layout
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.session import HDFS_PROVIDER
-from jobs.transforms import join_bound
 from tests.audit_support import (event_stream, events, hdfs_window_query, ids_on_partition, nonzero,
                                  oracle_rows, run_bounded, run_job_query, write_batches)
 
@@ -58,7 +57,7 @@ def built(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reports(spark, built):
     """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
-    return {name: deep_audit(spark, cp, job=name, join_bound=join_bound(get_job(name))) if name in JOBS
+    return {name: deep_audit(spark, cp, job=name, join_bound=get_job(name).join_bound) if name in JOBS
             else deep_audit(spark, cp) for name, cp in built["cps"].items()}
 
 

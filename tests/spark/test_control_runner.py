@@ -21,7 +21,6 @@ from jobs.cli import main
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from jobs.spec import JobSpec
-from jobs.transforms import TRANSFORMATIONS
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop
@@ -102,7 +101,7 @@ def test_stop_request_lets_the_batch_in_flight_complete(spark, layout):
     assert done["actor"] == "test" and done["details"]["interrupted_batch"] is False
 
 
-def _sleepy(streams, spec):
+def sleepy(events):
     """Every batch sleeps ten minutes in a Python UDF: a query that does not stop by itself."""
     @F.udf("string")
     def slow(value):
@@ -110,12 +109,12 @@ def _sleepy(streams, spec):
         clock.sleep(600)
         return value
 
-    return streams["events"].select(slow("event_id").alias("event_id"))
+    return events.select(slow("event_id").alias("event_id"), "event_time").dropDuplicatesWithinWatermark(
+        ["event_id"])
 
 
-def test_a_batch_that_does_not_finish_is_stopped_after_the_grace_period(spark, layout, monkeypatch):
-    monkeypatch.setitem(TRANSFORMATIONS, "sleepy", _sleepy)
-    spec = JobSpec(name="sleepy", inputs=(EVENTS,), transformation="sleepy", output_mode="append",
+def test_a_batch_that_does_not_finish_is_stopped_after_the_grace_period(spark, layout):
+    spec = JobSpec(name="sleepy", inputs=(EVENTS,), transformation=f"{__name__}:sleepy", output_mode="append",
                    sink_table="sleepy", watermark_delay="10 minutes", watermark_min="1 minute",
                    watermark_max="1 hour", shuffle_partitions=2)
     generate(layout, GeneratorConfig(events=20, files=1, users=5, seed=3))

@@ -1,15 +1,14 @@
 """Markdown tables and PNG charts of an audit, from a hand-built report and history rows (no JVM)."""
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import io
 
 import pytest
 
 from stateops.audit.model import AuditReport, Finding, OperatorAudit
-from stateops.audit.render import (PNG_SIZE, findings_markdown, history_chart, image_markdown, operators_markdown,
-                                   partition_chart, png_size, severity_counts)
+from stateops.audit.render import (PNG_SIZE, findings_markdown, history_chart, operators_markdown, partition_chart,
+                                   png_size, save_charts, severity_counts)
 
 pytestmark = pytest.mark.unit
 
@@ -93,13 +92,20 @@ def test_partition_chart_is_a_png_of_the_fixed_size():
     assert partition_chart(AuditReport(checkpoint="/x", batch_id=0, watermark=None)) is None
 
 
-def test_history_chart_is_a_png_and_embeds_as_a_data_uri():
-    png = history_chart(history())
-    _is_png_of_size(png)
-    md = image_markdown("state over time", png)
-    assert md.startswith("![state over time](data:image/png;base64,") and md.endswith(")")
-    assert base64.b64decode(md[len("![state over time](data:image/png;base64,"):-1]) == png
+def test_history_chart_is_a_png():
+    _is_png_of_size(history_chart(history()))
     assert history_chart([]) is None
+
+
+def test_charts_are_saved_as_files_next_to_the_audit(tmp_path):
+    folder = str(tmp_path / "ops" / "job" / "audits" / "a1")
+    saved = save_charts(report(), history(), folder)
+    assert saved == {"state_per_partition": f"{folder}/state_per_partition.png",
+                     "state_over_time": f"{folder}/state_over_time.png"}
+    for path in saved.values():
+        _is_png_of_size(open(path, "rb").read())
+    empty = save_charts(AuditReport(checkpoint="/x", batch_id=0, watermark=None), [], str(tmp_path / "none"))
+    assert empty == {}
 
 
 def test_png_size_refuses_what_is_not_a_png():

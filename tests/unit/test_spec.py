@@ -7,7 +7,6 @@ import pytest
 
 from jobs.catalog import BUILTIN, load_jobs
 from jobs.spec import InputSpec, check_output_columns, validate
-from jobs.transforms import TRANSFORMATIONS
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
@@ -21,7 +20,7 @@ BASE = BUILTIN[0]
     ({"watermark_min": "3 hours"}, "jobs.user_activity.watermark_min", "above watermark_max"),
     ({"output_mode": "complete"}, "jobs.user_activity.output_mode", "unknown output mode"),
     ({"merge_keys": ()}, "jobs.user_activity.merge_keys", "update mode needs merge keys"),
-    ({"transformation": "nope"}, "jobs.user_activity.transformation", "unknown transformation"),
+    ({"transformation": "nope"}, "jobs.user_activity.transformation", "not a reference to a callable"),
     ({"shuffle_partitions": 0}, "jobs.user_activity.shuffle_partitions", "not a positive integer"),
     ({"source": "s3"}, "jobs.user_activity.source", "unknown source"),
     ({"source": "kafka"}, "jobs.user_activity.kafka_bootstrap_servers", "required"),
@@ -30,7 +29,7 @@ BASE = BUILTIN[0]
 ])
 def test_bad_spec_names_field_and_fix(change, field, words):
     with pytest.raises(ConfigError) as err:
-        validate(replace(BASE, **change), TRANSFORMATIONS)
+        validate(replace(BASE, **change))
     assert err.value.field == field
     assert words in str(err.value) and "Fix:" in str(err.value)
 
@@ -38,7 +37,7 @@ def test_bad_spec_names_field_and_fix(change, field, words):
 def test_unknown_watermark_column_lists_the_real_columns():
     bad = InputSpec("events", "event_id STRING, ts TIMESTAMP", "event_time")
     with pytest.raises(ConfigError) as err:
-        validate(replace(BASE, inputs=(bad,)), TRANSFORMATIONS)
+        validate(replace(BASE, inputs=(bad,)))
     assert err.value.field == "jobs.user_activity.inputs.events.time_column"
     assert "unknown column 'event_time'" in str(err.value) and "'ts'" in str(err.value)
 
@@ -46,13 +45,13 @@ def test_unknown_watermark_column_lists_the_real_columns():
 def test_watermark_column_must_be_a_timestamp():
     bad = InputSpec("events", "event_id STRING, event_time STRING", "event_time")
     with pytest.raises(ConfigError, match="not timestamp"):
-        validate(replace(BASE, inputs=(bad,)), TRANSFORMATIONS)
+        validate(replace(BASE, inputs=(bad,)))
 
 
 def test_unreadable_schema_is_refused():
     bad = InputSpec("events", "event_id STRNG, event_time TIMESTAMP", "event_time")
     with pytest.raises(ConfigError, match="cannot read column definition 'event_id STRNG'"):
-        validate(replace(BASE, inputs=(bad,)), TRANSFORMATIONS)
+        validate(replace(BASE, inputs=(bad,)))
 
 
 def test_builtin_jobs_are_valid_and_config_overrides_apply(tmp_path):

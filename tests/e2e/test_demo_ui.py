@@ -1,0 +1,94 @@
+"""The demo through Dagster, and the UI that shows it, checked in a real browser.
+
+`bash scripts/demo` is orchestration.demo.run_demo on DEMO_INPUT (about 9,000 lines); here the same code
+path runs on a reduced input (a few hundred lines: the whole demo is too slow for CI) into a fresh
+instance prepared as scripts/demo and scripts/ui prepare it. Oracles: the Dagster instance's own API
+(runs, latest materializations, the run's event log), the Delta tables and the audits ops table.
+Then dagster-webserver serves that instance and headless Chromium renders the asset pages.
+"""
+import os
+
+import pytest
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
+from deltalake import DeltaTable
+
+from jobs.generator import GeneratorConfig
+from stateops.delta import read_table
+from stateops.layout import Layout
+
+from orchestration.assets import SPECS
+from orchestration.audit_assets import deep_audit_key, fast_audit_key
+from orchestration.demo import demo_selection, run_demo
+from orchestration.instance import prepare
+from tests import browser
+
+pytestmark = pytest.mark.e2e
+
+SMALL = GeneratorConfig(events=500, files=3, users=60, minutes_per_file=30, hot_key_share=0.05, late_share=0.03,
+                        duplicate_share=0.05, malformed_share=0.01, orders=60, seed=42)
+CHECKS = {"state_skew", "state_growth", "state_eviction"}
+
+
+@pytest.fixture(scope="module")
+def demo(spark, tmp_path_factory):
+    """(layout, DAGSTER_HOME, instance, run id, printed lines) of one demo run on a fresh instance."""
+    root = tmp_path_factory.mktemp("demo")
+    layout, home = Layout(str(root / "stateops")), str(root / "dagster")
+    assert prepare(home) is None
+    lines: list[str] = []
+    with DagsterInstance.from_config(home) as instance:
+        result = run_demo(layout, instance, SMALL, echo=lines.append)
+        assert result.success, lines
+        yield layout, home, instance, result.run_id, lines
+
+
+def _last_commit(checkpoint: str) -> int:
+    return max(int(name) for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
+
+
+def _latest(instance, key: AssetKey) -> tuple[str, dict]:
+    event = instance.get_latest_materialization_event(key)
+    assert event is not None, f"{key.to_user_string()}: never materialized"
+    return event.run_id, {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def test_demo_materializes_every_job_and_audit_on_the_instance(demo):
+    layout, _, instance, run_id, lines = demo
+    assert instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS
+    assert set(demo_selection()) == {k for s in SPECS.values()
+                                     for k in (AssetKey(s.sink_table), deep_audit_key(s), fast_audit_key(s))}
+    logs = instance.all_logs(run_id)
+    for spec in SPECS.values():
+        materialized_in, meta = _latest(instance, AssetKey(spec.sink_table))
+        assert materialized_in == run_id, spec.name
+        table = DeltaTable(layout.table(spec.sink_table))
+        assert meta["dagster/row_count"] == table.count(), spec.name
+        assert [c.name for c in meta["dagster/column_schema"].columns] == [f.name for f in table.schema().fields]
+        assert meta["dagster/uri"] == layout.table(spec.sink_table)
+        assert meta["batches"] == SMALL.files and meta["input_rows"] > 0, spec.name
+        observed = [e.dagster_event.event_specific_data.asset_observation.metadata["batch"].value for e in logs
+                    if e.dagster_event and e.dagster_event.event_type == DagsterEventType.ASSET_OBSERVATION
+                    and e.dagster_event.asset_key == AssetKey(spec.sink_table)]
+        # One per micro-batch, the no-data batch that closes state after the last file included.
+        assert observed == list(range(_last_commit(spec.checkpoint_path(layout)) + 1)), spec.name
+        for key, kind in ((deep_audit_key(spec), "deep"), (fast_audit_key(spec), "fast")):
+            materialized_in, audit = _latest(instance, key)
+            assert materialized_in == run_id and audit["audit_kind"] == kind, key
+            rows = read_table(layout.ops_table("audits"), filters=[("audit_id", "=", audit["audit_id"])]).to_pylist()
+            assert rows and audit["batch_id"] == _last_commit(spec.checkpoint_path(layout)), key
+            if kind == "deep":
+                assert audit["state_rows_total"] == sum(r["rows_total"] for r in rows) > 0, key
+        checks = {e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
+                  for e in logs if e.dagster_event
+                  and e.dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+                  and e.dagster_event.event_specific_data.asset_key == AssetKey(spec.sink_table)}
+        assert set(checks) == CHECKS, spec.name
+    assert lines[-1] == f"Dagster run {run_id}: success"
+
+
+@pytest.mark.skipif(browser.chromium() is None,
+                    reason="chromium is not installed (scripts/test installs it: apt-get install -y chromium)")
+def test_ui_renders_metadata_and_check_results_in_chromium(demo):
+    layout, home, instance, _, _ = demo
+    with browser.webserver(layout.home, home) as url:
+        browser.check_pages(url, instance, [("user_activity", "user_activity")])

@@ -1,0 +1,99 @@
+"""A user's own job, registered from outside StateOps, run through the CLI and through Dagster, audited.
+
+The job is examples/engagement.py (dedup, then transformWithStateInPandas with TTL), copied into a temporary
+folder that is not part of the repository: the driver finds it on PYTHONPATH (the CLI) or sys.path (this
+process), Spark's Python workers through addPyFile (what a cluster needs too). It is registered by
+examples/engagement.toml as STATEOPS_CONFIG, unchanged. Oracles: tests/engagement_oracle.py (the Delta
+table recomputed from the landing files in plain Python) and Spark's state reader (the audit's numbers).
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from dagster import materialize
+from deltalake import DeltaTable
+
+from jobs.catalog import get_job
+from jobs.generator import GeneratorConfig, generate
+from stateops.delta import read_table
+
+from orchestration.assets import build_job_asset
+from orchestration.audit_assets import build_deep_audit_asset
+from orchestration.resources import PathsResource, SparkResource
+from tests import engagement_oracle
+
+pytestmark = pytest.mark.e2e
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+JOB = "user_engagement"
+INPUT = dict(users=25, duplicate_share=0.1, late_share=0.05, malformed_share=0.02, minutes_per_file=20)
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch, spark):
+    """engagement.py in a folder of its own, importable here and by Spark's workers; the example config."""
+    folder = tmp_path / "user_code"
+    folder.mkdir()
+    shutil.copy(os.path.join(EXAMPLES, "engagement.py"), folder / "engagement.py")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("STATEOPS_CONFIG", os.path.join(EXAMPLES, "engagement.toml"))
+    yield folder
+    sys.modules.pop("engagement", None)
+
+
+def _table(layout) -> dict[str, tuple]:
+    """The job's Delta table in the oracle's terms."""
+    rows = DeltaTable(layout.table(JOB)).to_pyarrow_table().to_pylist()
+    return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
+                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
+            for r in rows}
+
+
+def _state_rows(spark, checkpoint: str, operator_id: int, variable: str) -> int:
+    return (spark.read.format("statestore").option("path", checkpoint).option("operatorId", operator_id)
+            .option("stateVarName", variable).load().count())
+
+
+def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_audited(
+        spark, layout, user_module, dagster_instance):
+    spec = get_job(JOB)
+    assert spec.transformation == "engagement:user_engagement"
+    assert os.path.dirname(sys.modules["engagement"].__file__) == str(user_module)
+
+    # --- the CLI, in its own process: PYTHONPATH makes the module importable by the driver and workers ---
+    generate(layout, GeneratorConfig(events=300, files=2, seed=5, **INPUT))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(user_module)])}
+    cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "stateops"), "jobs", "run", JOB],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert f"{JOB}: 2 batches" in cli.stdout, cli.stdout
+    landing = layout.landing("events")
+    assert _table(layout) == engagement_oracle.engagement(landing)
+
+    # --- Dagster, in this process, on the same checkpoint: two more files, then the deep audit -------------
+    generate(layout, GeneratorConfig(events=300, files=2, seed=6, start="2026-01-01T00:40:00+00:00", **INPUT))
+    spark.sparkContext.addPyFile(str(user_module / "engagement.py"))
+    result = materialize([build_job_asset(spec), build_deep_audit_asset(spec)], instance=dagster_instance,
+                         resources={"spark": SparkResource(), "paths": PathsResource(home=layout.home)})
+    assert result.success
+    (run,) = result.asset_materializations_for_node(JOB)
+    assert run.metadata["batches"].value == 2
+    assert run.metadata["dagster/row_count"].value == len(engagement_oracle.engagement(landing))
+    assert _table(layout) == engagement_oracle.engagement(landing)
+
+    (audit,) = result.asset_materializations_for_node(f"{JOB}_state_audit")
+    meta = {k: v.value for k, v in audit.metadata.items()}
+    assert meta["audit_kind"] == "deep" and meta["batch_id"] == 3
+    recorded = read_table(layout.ops_table("audits"), filters=[("audit_id", "=", meta["audit_id"])]).to_pylist()
+    names = {r["operator_name"] for r in recorded}
+    assert names == {"dedupeWithinWatermark", "transformWithStateInPandasExec"}, names
+    checkpoint = spec.checkpoint_path(layout)
+    (tws,) = {r["operator_id"] for r in recorded if r["operator_name"] == "transformWithStateInPandasExec"}
+    expected = engagement_oracle.state_rows(landing)  # rows per state variable: summary, actions
+    audited = {r["store_name"]: r["rows_total"] for r in recorded if r["operator_id"] == tws}
+    assert {v: audited.get(v) for v in expected} == expected, audited
+    assert {v: _state_rows(spark, checkpoint, tws, v) for v in expected} == expected
+    assert meta["state_rows_total"] == sum(r["rows_total"] for r in recorded) > 0
