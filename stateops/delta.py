@@ -13,6 +13,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from stateops.fs import storage_options
+
 
 @dataclass(frozen=True)
 class BatchWrite:
@@ -23,7 +25,7 @@ class BatchWrite:
 
 def open_table(uri: str) -> DeltaTable | None:
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, storage_options=storage_options(uri))
     except TableNotFoundError:
         return None
 
@@ -44,7 +46,8 @@ def write_batch(
             return BatchWrite(rows=0, skipped=True, version=table.version())
     commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
     if table is None or not merge_keys:
-        write_deltalake(uri, data, mode="append", commit_properties=commit, schema_mode="merge")
+        write_deltalake(uri, data, mode="append", commit_properties=commit, schema_mode="merge",
+                        storage_options=storage_options(uri))
     else:
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
         (
@@ -54,12 +57,12 @@ def write_batch(
             .when_not_matched_insert_all()
             .execute()
         )
-    return BatchWrite(rows=data.num_rows, skipped=False, version=DeltaTable(uri).version())
+    return BatchWrite(rows=data.num_rows, skipped=False, version=open_table(uri).version())
 
 
 def append_rows(uri: str, data: pa.Table) -> None:
     """Plain append for ops tables (no idempotency needed: rows carry their own ids)."""
-    write_deltalake(uri, data, mode="append", schema_mode="merge")
+    write_deltalake(uri, data, mode="append", schema_mode="merge", storage_options=storage_options(uri))
 
 
 def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table | None:
