@@ -10,7 +10,9 @@ import json
 
 import click
 
+from stateops import progress
 from stateops.checkpoint import Checkpoint
+from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
 from stateops.explain import (REASONS, ExplainError, ExplainTarget, InputSource, JoinSpec, KeyExplanation,
                               explain_key, resolve_batch)
@@ -20,20 +22,26 @@ from stateops.layout import Layout
 from jobs.catalog import get_job
 from jobs.sink import query_app_id
 from jobs.spec import JobSpec
-from jobs.transforms import JOIN_BOUNDS
+from jobs.transforms import JOIN_BOUNDS, SESSION_GAP
 
-# How each transformation's state relates to its inputs: the join's sides and time condition, and the
-# column that carries the key in each input and in the output table.
+# How each transformation's state relates to its inputs: the join's sides and time condition, the kind of
+# state, how long after its event time an input row stays on time (a session stays open a gap after its
+# last event), and the column that carries the key in each input and in the output table.
 JOINS = {
     "order_payments": JoinSpec(left="orders", right="payments", left_time="order_time", right_time="payment_time",
-                               lower_seconds=JOIN_BOUNDS["order_payments"].lower_seconds,
-                               upper_seconds=JOIN_BOUNDS["order_payments"].upper_seconds),
+                               bound=JOIN_BOUNDS["order_payments"]),
+}
+STATE_KINDS = {
+    "order_payments": ("join", 0),
+    "user_activity": ("window", 0),  # dropDuplicatesWithinWatermark first: a row is late by its event time
+    "user_sessions": ("session", parse_seconds(SESSION_GAP) or 0),
+    "user_actions": ("custom", 0),
 }
 KEY_COLUMNS = {
     "order_payments": {"orders": "order_id", "payments": "order_id", "output": ("order_id",)},
-    "user_activity": {"output": ("user_id",)},
-    "user_sessions": {"output": ("user_id",)},
-    "user_actions": {"output": ("user_id",)},
+    "user_activity": {"events": "user_id", "output": ("user_id",)},
+    "user_sessions": {"events": "user_id", "output": ("user_id",)},
+    "user_actions": {"events": "user_id", "output": ("user_id",)},
 }
 
 
@@ -45,11 +53,14 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
         app_id = query_app_id(spec.name, checkpoint)
     except (OSError, ValueError, KeyError):
         app_id = None
-    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column, keys.get(inp.name))
+    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column, keys.get(inp.name),
+                               spec.future_tolerance_seconds)
                    for inp in spec.inputs) if spec.source == "json" else ()
+    kind, margin = STATE_KINDS.get(spec.transformation, ("custom", 0))
     return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),
                          output_app_id=app_id, output_key_columns=tuple(keys.get("output", spec.merge_keys)),
-                         inputs=inputs, join=JOINS.get(spec.transformation))
+                         inputs=inputs, join=JOINS.get(spec.transformation), kind=kind,
+                         late_margin_seconds=margin, progress_table=layout.ops_table(progress.TABLE))
 
 
 def explain_job_key(spark, name: str, key: str, batch_id: int | None = None, layout: Layout | None = None,

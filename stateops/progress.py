@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from stateops.delta import append_rows, read_table
+from stateops.delta import append_rows, open_table, read_table
 from stateops.layout import Layout
 
 TABLE = "progress"
@@ -33,6 +33,7 @@ SCHEMA = pa.schema([
     ("state_memory_bytes", pa.int64()),
     ("rows_dropped_by_watermark", pa.int64()),
     ("state_operators_json", pa.string()),
+    ("sources_json", pa.string()),
 ])
 
 
@@ -58,6 +59,20 @@ def operator_metrics(progress: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def source_offsets(progress: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per source, in the checkpoint's source order: what it read in this batch (start, end]. Spark purges
+    offsets/ after 100 batches; these rows keep which batch read which input for good (explain-key)."""
+    return [
+        {
+            "description": source.get("description"),
+            "start_offset": source.get("startOffset"),
+            "end_offset": source.get("endOffset"),
+            "input_rows": source.get("numInputRows", 0),
+        }
+        for source in progress.get("sources", [])
+    ]
+
+
 def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> dict[str, Any]:
     ops = operator_metrics(progress)
     durations = progress.get("durationMs", {})
@@ -78,6 +93,7 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "state_memory_bytes": sum(op["memory_used_bytes"] for op in ops),
         "rows_dropped_by_watermark": sum(op["num_rows_dropped_by_watermark"] for op in ops),
         "state_operators_json": json.dumps(ops, sort_keys=True),
+        "sources_json": json.dumps(source_offsets(progress), sort_keys=True),
     }
 
 
@@ -91,3 +107,21 @@ def read(layout: Layout, job: str | None = None) -> pa.Table:
     filters = [("job", "=", job)] if job else None
     table = read_table(layout.ops_table(TABLE), filters=filters)
     return table if table is not None else SCHEMA.empty_table()
+
+
+def query_batches(uri: str, query_id: str) -> list[dict[str, Any]]:
+    """Every recorded batch of one query (batch_id, run_id, timestamp, watermark, sources), oldest first.
+
+    Tables written before sources were recorded have no sources column: those batches get sources None.
+    """
+    table = open_table(uri)
+    if table is None:
+        return []
+    names = set(table.schema().to_arrow().names)
+    columns = [c for c in ("batch_id", "run_id", "timestamp", "watermark", "sources_json") if c in names]
+    rows = table.to_pyarrow_table(columns=columns, filters=[("query_id", "=", query_id)]).to_pylist()
+    for row in rows:
+        text = row.pop("sources_json", None)
+        row["sources"] = json.loads(text) if text else None
+    rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"], r["batch_id"]))
+    return rows

@@ -116,6 +116,11 @@ def _late_marks(marks: list[int], restarts: Collection[int] = ()) -> list[int]:
     return [0 if i in restarts else m for i, m in enumerate([0, *marks[:-1]])]
 
 
+def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
+    """The watermark each batch's rows are checked against for lateness (that of the batch before)."""
+    return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
+
+
 def user_activity(batches: list[list[dict]], delay_ms: int, restarts: Collection[int] = ()) -> set[tuple]:
     """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
     marks = _watermarks(batches, delay_ms)
@@ -156,16 +161,23 @@ def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     return {s for s in sessions if s[1] <= marks[-1]}
 
 
+def join_watermarks(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> list[int]:
+    """The join's global watermark (the minimum of the two inputs') in force during each batch, plus the
+    final one; a row of batch i is late when its time <= entry i - 1 (0 for the first batch)."""
+    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
+    return [min(a, b) for a, b in zip(order_marks, payment_marks)]
+
+
 def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(order_id, payment_id, order_time, payment_time) for pairs within the bound, replayed batch by batch.
 
     Both inputs advance in lockstep (one file each per batch); the global watermark is the minimum. Late
-    rows are dropped against the previous batch's watermark; at the end of each batch, orders that no
-    future payment can match (order_time + bound behind the watermark) and payments that no future order
-    can match (payment_time behind the watermark) leave the state.
+    rows are dropped against the previous batch's watermark; new rows are joined with the state, and only
+    then, at the end of the batch and with the batch's own watermark, orders that no future payment can
+    match (order_time + bound behind the watermark) and payments that no future order can match
+    (payment_time behind the watermark) leave the state.
     """
-    order_marks, payment_marks = _watermarks(orders, delay_ms), _watermarks(payments, delay_ms)
-    marks = [min(a, b) for a, b in zip(order_marks, payment_marks)]
+    marks = join_watermarks(orders, payments, delay_ms)
     held_orders: list[dict] = []
     held_payments: list[dict] = []
     pairs = set()
@@ -173,7 +185,7 @@ def order_payments(orders: list[list[dict]], payments: list[list[dict]], delay_m
     def within(o: dict, p: dict) -> bool:
         return o["order_id"] == p["order_id"] and o["t"] <= p["t"] <= o["t"] + PAYMENT_WITHIN_MS
 
-    for order_batch, payment_batch, late, mark in zip(orders, payments, _late_marks(marks), marks[1:]):
+    for order_batch, payment_batch, late, mark in zip(orders, payments, _late_marks(marks), marks):
         new_orders = [r for r in order_batch if r["t"] > late]
         new_payments = [r for r in payment_batch if r["t"] > late]
         for o in new_orders:

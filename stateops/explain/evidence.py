@@ -1,0 +1,293 @@
+"""Evidence about one key at one batch, gathered with Spark's State Reader API, the input and the output.
+
+- `state-metadata`: the operators and stores of the checkpoint, and the batches still retained;
+- `statestore` at `batchId=N`: the key's rows per operator, store and partition (join stores are read by
+  `storeName`, so the join's `matched` flag is visible);
+- `statestore` with `readChangeFeed` from the first retained batch to N: when the key entered state, was
+  matched, was deleted. This needs a provider that keeps per-batch changes: RocksDB with changelog
+  checkpointing (the project default) or the HDFS provider;
+- the input rows of the key that the query read: the file source's log (`sources/<i>/`) names every file
+  with its source batch, and the batch log (`batches.py`) says which micro-batch read it and the watermarks;
+- the output Delta table (delta-rs), as of the Delta version written by batch N when the writer's
+  transaction app id is known.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Iterable
+from urllib.parse import unquote
+
+from stateops.checkpoint import Checkpoint
+from stateops.explain.batches import BatchLog
+from stateops.explain.model import ExplainError, ExplainTarget, InputSource
+from stateops.explain.times import iso
+
+JOIN_OPERATORS = ("symmetricHashJoin",)
+
+
+def plain(value: Any) -> Any:
+    """A Spark/Arrow value as JSON-able data (timestamps as ISO strings, UTC)."""
+    if hasattr(value, "asDict"):
+        return {k: plain(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def _leaf_columns(data_type, prefix: str) -> list[tuple[str, str]]:
+    """(column path, leaf name) of every non-struct field under a struct type."""
+    from pyspark.sql.types import StructType
+
+    out = []
+    for f in data_type.fields:
+        path = f"{prefix}.`{f.name}`"
+        if isinstance(f.dataType, StructType):
+            out.extend(_leaf_columns(f.dataType, path))
+        else:
+            out.append((path, f.name))
+    return out
+
+
+def _key_filter(df, key: str):
+    """Rows whose state key has a field equal to `key` (or `field=value` to pick the field)."""
+    from pyspark.sql import functions as F
+
+    leaves = _leaf_columns(df.schema["key"].dataType, "key")
+    value, names = key, None
+    if "=" in key:
+        name, _, rest = key.partition("=")
+        if name in {leaf for _, leaf in leaves}:
+            value, names = rest, {name}
+    conditions = [F.col(path).cast("string") == F.lit(value) for path, leaf in leaves
+                  if names is None or leaf in names]
+    if not conditions:
+        return df.limit(0)
+    condition = conditions[0]
+    for extra in conditions[1:]:
+        condition = condition | extra
+    return df.where(condition)
+
+
+def _spark_error(err: Exception) -> str:
+    return str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
+
+
+@dataclass(frozen=True)
+class Store:
+    operator_id: int
+    operator_name: str
+    store_name: str
+    num_partitions: int
+    min_batch_id: int
+    max_batch_id: int
+    properties: str | None
+
+
+def stores(spark, checkpoint: str, batch_id: int) -> list[Store]:
+    try:
+        rows = (spark.read.format("state-metadata").option("batchId", batch_id).load(checkpoint)
+                .collect())
+    except Exception as err:  # noqa: BLE001 - Spark raises Py4J/Analysis errors; report them as one line
+        raise ExplainError(f"{checkpoint}: cannot read state metadata at batch {batch_id}: "
+                           f"{_spark_error(err)}") from None
+    return [Store(r.operatorId, r.operatorName, r.stateStoreName, r.numPartitions, r.minBatchId, r.maxBatchId,
+                  r.operatorProperties) for r in rows]
+
+
+def _readers(spark, checkpoint: str, store: Store) -> list[tuple[str, Any]]:
+    """(label, reader) per readable unit of a store: one per transformWithState variable, else one."""
+    base = (spark.read.format("statestore").option("path", checkpoint)
+            .option("operatorId", store.operator_id))
+    if store.operator_name.startswith("transformWithState"):
+        try:
+            variables = [v["stateName"] for v in json.loads(store.properties or "{}").get("stateVariables", [])]
+        except (ValueError, AttributeError, TypeError):
+            variables = []
+        return [(name, base.option("stateVarName", name)) for name in variables
+                if not name.startswith("$")]
+    return [(store.store_name, base.option("storeName", store.store_name))]
+
+
+def read_state(spark, checkpoint: str, found_in: list[Store], key: str, batch_id: int) -> list[dict]:
+    found = []
+    for store in found_in:
+        for label, reader in _readers(spark, checkpoint, store):
+            try:
+                rows = _key_filter(reader.option("batchId", batch_id).load(), key).collect()
+            except Exception as err:  # noqa: BLE001
+                raise ExplainError(f"cannot read state of operator {store.operator_id} store {label} at batch "
+                                   f"{batch_id}: {_spark_error(err)}") from None
+            for row in rows:
+                value = plain(row["value"]) if "value" in row.__fields__ else None
+                found.append({"operator_id": store.operator_id, "operator_name": store.operator_name,
+                              "store_name": label, "partition_id": row["partition_id"],
+                              "key": plain(row["key"]), "value": value})
+    return found
+
+
+def read_changes(spark, checkpoint: str, found_in: list[Store], key: str, start: int, end: int
+                 ) -> tuple[list[dict], dict]:
+    """The key's change feed per store from `start` to `end`, and a note on what was covered."""
+    info: dict[str, Any] = {"start_batch_id": start, "end_batch_id": end}
+    if end < start:
+        info["error"] = f"no retained changes up to batch {end} (first retained batch {start})"
+        return [], info
+    events = []
+    for store in found_in:
+        for label, reader in _readers(spark, checkpoint, store):
+            try:
+                df = (reader.option("readChangeFeed", True).option("changeStartBatchId", start)
+                      .option("changeEndBatchId", end).load())
+                rows = _key_filter(df, key).collect()
+            except Exception as err:  # noqa: BLE001
+                info["error"] = (f"change feed unavailable for operator {store.operator_id} store {label} "
+                                 f"(needs RocksDB changelog checkpointing or the HDFS provider, and batch "
+                                 f"{start} still retained): {_spark_error(err)}")
+                return [], info
+            for row in rows:
+                events.append({"operator_id": store.operator_id, "store_name": label,
+                               "batch_id": row["batch_id"], "change_type": row["change_type"],
+                               "partition_id": row["partition_id"], "key": plain(row["key"]),
+                               "value": plain(row["value"])})
+    events.sort(key=lambda e: (e["batch_id"], e["store_name"], e["change_type"] != "update"))
+    return events, info
+
+
+def _norm_path(path: str) -> str:
+    """A path or URI as comparable text: file:///a/b, file:/a/b and /a/b alike."""
+    return unquote(re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path)).strip("/")
+
+
+def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: InputSource, batch_id: int
+                 ) -> dict[str, tuple[int, int, int | None]]:
+    """Files of one input read up to micro-batch `batch_id`: path -> (source index, source batch, micro-batch
+    or None when no longer known)."""
+    root = _norm_path(inp.path)
+    files: dict[str, tuple[int, int, int | None]] = {}
+    for index, logged in logs.items():
+        last = log.end_offset(batch_id, index)
+        for path, source_batch in logged:
+            if not _norm_path(path).startswith(root + "/") or (last is not None and source_batch > last):
+                continue
+            micro = log.micro_batch_of(index, source_batch)
+            if micro is None or micro <= batch_id:
+                files[path] = (index, source_batch, micro)
+    return files
+
+
+def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bool:
+    """What the job's dead-letter query takes (jobs/sources.py): a field missing or unparsable, or a time
+    more than the future tolerance ahead of the file's arrival."""
+    if any(v is None for v in values.values()):
+        return True
+    moment = values.get(inp.time_column)
+    return bool(inp.future_tolerance_seconds and arrival is not None and isinstance(moment, datetime)
+                and moment > arrival + timedelta(seconds=inp.future_tolerance_seconds))
+
+
+def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[InputSource], key: str,
+                batch_id: int) -> tuple[list[dict], int]:
+    """Rows of the key that the stateful query saw in its file inputs, up to micro-batch `batch_id`, and
+    the number of the key's lines that went to the dead-letter table instead."""
+    from pyspark.sql import functions as F
+
+    found, dead, logs = [], 0, checkpoint.source_files()
+    for inp in inputs:
+        if not inp.key_column:
+            continue
+        files = _input_files(logs, log, inp, batch_id)
+        if not files:
+            continue
+        by_path = {_norm_path(p): where for p, where in files.items()}
+        try:
+            rows = (spark.read.text(sorted(files)).select(
+                F.col("_metadata.file_path").alias("file"),
+                F.col("_metadata.file_modification_time").alias("arrival"),
+                F.from_json("value", inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
+                .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
+                .collect())
+        except Exception:  # noqa: BLE001 - input files may be gone (retention); state evidence remains
+            continue
+        for row in rows:
+            where = by_path.get(_norm_path(row["file"]))
+            if where is None or row["row"] is None:
+                continue
+            values = row["row"].asDict()
+            if _dead_letter(values, inp, row["arrival"]):
+                dead += 1
+                continue
+            _, source_batch, micro = where
+            found.append({"input": inp.name, "batch_id": micro, "source_batch_id": source_batch,
+                          "event_time": plain(values.get(inp.time_column)), "row": plain(values)})
+    found.sort(key=lambda r: (r["batch_id"] is None, r["batch_id"] or 0, r["source_batch_id"], r["input"]))
+    return found, dead
+
+
+def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> list[dict] | None:
+    """The key's rows in the output table as of batch_id; None when that cannot be determined."""
+    if not target.output_table or not target.output_key_columns:
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(target.output_table)
+    except TableNotFoundError:
+        return [] if batch_id == latest else None
+    if batch_id != latest:
+        if not target.output_app_id:
+            return None
+        version = _version_for_batch(target.output_table, target.output_app_id, batch_id, table.version())
+        if version is None:
+            return []
+        table = DeltaTable(target.output_table, version=version)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    dataset = table.to_pyarrow_dataset()
+    rows: list[dict] = []
+    for column in target.output_key_columns:
+        if column not in dataset.schema.names:
+            continue
+        if pa.types.is_string(dataset.schema.field(column).type):
+            data = dataset.to_table(filter=ds.field(column) == key)  # pushed down to file statistics
+        else:
+            data = dataset.to_table()
+            data = data.filter(pc.equal(pc.cast(data[column], pa.string()), key))
+        rows.extend(plain(record) for record in data.to_pylist())
+    return rows
+
+
+def _version_for_batch(uri: str, app_id: str, batch_id: int, latest_version: int) -> int | None:
+    """The last Delta version whose recorded transaction for app_id is <= batch_id (versions are monotonic)."""
+    from deltalake import DeltaTable
+
+    def txn(version: int) -> int:
+        value = DeltaTable(uri, version=version).transaction_version(app_id)
+        return -1 if value is None else int(value)
+
+    low, high, best = 0, latest_version, None
+    while low <= high:
+        middle = (low + high) // 2
+        if txn(middle) <= batch_id:
+            best, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return best
