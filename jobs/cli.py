@@ -21,6 +21,7 @@ from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
 from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
+from jobs.retention_cli import COMMANDS as RETENTION_COMMANDS
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
@@ -208,4 +209,6 @@ def demo(obj) -> None:
 for command in CONTROL_COMMANDS:
     jobs.add_command(command)
 main.add_command(explain_key_command)
+for command in RETENTION_COMMANDS:
+    main.add_command(command)
 main.add_command(audit)

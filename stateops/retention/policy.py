@@ -13,7 +13,8 @@ unknown key, a wrong type or a bad interval is a ConfigError naming the field an
     orphan_action = "archive"       # ... archived (ops/_orphans/archives), deleted, or kept
     apply_on_schedule = false       # the daily Dagster run applies its plan (else it only plans)
     [retention.ops_tables]
-    compact = true                  # compact small files (delta-rs optimize.compact) and checkpoint the log
+    compact = true                  # compact small files (delta-rs optimize.compact) and checkpoint the log ...
+    compact_min_files = 10          # ... once a table has this many small files
     vacuum_after = "7 days"         # files the table no longer uses are deleted this long after
     log_retention = "7 days"        # Delta log entries older than this (before a checkpoint) are deleted
     progress_horizon = "30 days"    # progress rows older than this are ...
@@ -52,6 +53,7 @@ class JobPolicy:
 @dataclass(frozen=True)
 class OpsTablePolicy:
     compact: bool = True
+    compact_min_files: int = 10
     vacuum_after: str = "7 days"
     log_retention: str = "7 days"
     progress_horizon: str = "30 days"

@@ -74,6 +74,7 @@ class CheckpointFiles:
     commits: list[int]
     stores: list[Store]
     confs: dict[int, dict]                       # batch -> the Spark conf recorded in offsets/<batch>
+    timestamps: dict[int, int]                   # batch -> batchTimestampMs (when the batch was planned)
     references: dict[str, set[str] | None]       # zip relative path -> immutable file names (None: unreadable)
 
     @property
@@ -165,18 +166,20 @@ def parse(tree: Tree, read: Callable[[list[str]], Mapping[str, bytes]]) -> Check
                 store.unique_ids = store.unique_ids or bool(match.group(2))
                 store.versions.setdefault(int(match.group(1)), {})[match.group(3)] = rel
     texts = read([tree.path(f"offsets/{b}") for b in offsets])
-    confs = {b: _conf(texts.get(tree.path(f"offsets/{b}"))) for b in offsets}
-    return CheckpointFiles(tree, offsets, commits, sorted(stores.values(), key=lambda s: s.folder), confs, {})
+    meta = {b: _batch_metadata(texts.get(tree.path(f"offsets/{b}"))) for b in offsets}
+    confs = {b: m.get("conf") if isinstance(m.get("conf"), dict) else {} for b, m in meta.items()}
+    times = {b: int(m["batchTimestampMs"]) for b, m in meta.items() if isinstance(m.get("batchTimestampMs"), int)}
+    return CheckpointFiles(tree, offsets, commits, sorted(stores.values(), key=lambda s: s.folder), confs, times, {})
 
 
-def _conf(data: bytes | None) -> dict:
-    """The `conf` of an offset log entry (`v1`, then the batch metadata JSON, then one line per source)."""
+def _batch_metadata(data: bytes | None) -> dict:
+    """The batch metadata of an offset log entry (`v1`, then this JSON, then one line per source)."""
     lines = (data or b"").decode("utf-8", errors="replace").splitlines()
     try:
-        conf = json.loads(lines[1]).get("conf", {})
-    except (IndexError, ValueError, AttributeError):
+        meta = json.loads(lines[1])
+    except (IndexError, ValueError):
         return {}
-    return conf if isinstance(conf, dict) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def load_references(files: CheckpointFiles, read: Callable[[list[str]], Mapping[str, bytes]],
