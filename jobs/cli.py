@@ -139,7 +139,9 @@ def _summary(result: RunResult) -> str:
             + (f", stopped by {result.stop_reason}" + (" (a batch was interrupted)" if result.hard_stopped else "")
                if result.stop_reason else "")
             + (f", {result.progress_write_failures} progress rows NOT recorded" if result.progress_write_failures
-               else ""))
+               else "")
+            + (f", {result.progress_gap_batches} batches of an earlier run have no progress row"
+               if result.progress_gap_batches else ""))
 
 
 @jobs.command("run")

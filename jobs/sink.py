@@ -49,7 +49,7 @@ class DeltaSink:
     table_uri: str
     checkpoint: str
     merge_keys: tuple[str, ...] = ()
-    tag_batch_id: bool = False
+    tag_batch_id: bool = False    # dead letters: each row gets its batch id and `recorded_at` (for retention)
     use_jvm: bool = False
     rows_written: int = 0
     batches_skipped: int = 0
@@ -63,7 +63,8 @@ class DeltaSink:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.tag_batch_id:
-            df = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+            df = df.withColumn("batch_id", F.lit(batch_id).cast("long")).withColumn("recorded_at",
+                                                                                 F.current_timestamp())
         if self.use_jvm:
             self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id, self.merge_keys)
             return

@@ -102,6 +102,9 @@ def _value(where: str, key: str, value: Any, default: Any) -> Any:
                           f'write "{FOREVER}" or an interval, e.g. "90 days"')
     if key in INTERVALS and parse_seconds(value) is None:
         raise ConfigError(field_name, f"{value!r} is not an interval", 'write a number and a unit, e.g. "30 days"')
+    if key == "vacuum_after" and parse_seconds(value) % 3600:
+        raise ConfigError(field_name, f"{value!r} is not a whole number of hours (delta-rs vacuums by the hour)",
+                          'write hours or days, e.g. "168 hours" or "7 days"')
     return value
 
 

@@ -20,9 +20,9 @@ from deltalake import write_deltalake
 from stateops.delta import open_table
 from stateops.durations import parse_seconds
 from stateops.fs import storage_options
-from stateops.progress import TABLE as PROGRESS
+from stateops.progress import ROLLUP_TABLE, TABLE as PROGRESS
 
-ROLLUP = "progress_rollup"
+ROLLUP = ROLLUP_TABLE
 LOG_RETENTION = "delta.logRetentionDuration"
 _LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet|checkpoint\.\d+\.\d+\.parquet|crc)$")
 ROLLUP_KEYS = ("query_id", "query_name", "hour")
