@@ -7,15 +7,24 @@ sensors and fast audits read it later with pyarrow only (no JVM). They are writt
 from __future__ import annotations
 
 import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stateops.delta import append_rows, open_table, read_table
+from stateops.errors import ConfigError
 from stateops.layout import Layout
 
 TABLE = "progress"
+ROLLUP_TABLE = "progress_rollup"  # hourly rollups of rows past the retention horizon (stateops.retention)
+log = logging.getLogger(__name__)
 
 SCHEMA = pa.schema([
     ("job", pa.string()),

@@ -139,8 +139,11 @@ class Executor:
         fs, path = filesystem(item.target)
         fs.rm(path, recursive=True)
         freed, removed = _gone(tree, Tree.list(item.target))
-        return ItemResult(item.item_id, item.rule, item.target, "done", freed, removed,
-                          details={"destination": item.details.get("destination")})
+        if item.action == ARCHIVE_TREE:  # moved into the archive, not freed
+            return ItemResult(item.item_id, item.rule, item.target, "done",
+                              details={"destination": item.details["destination"], "bytes_moved": freed,
+                                       "files_moved": removed})
+        return ItemResult(item.item_id, item.rule, item.target, "done", freed, removed)
 
     def _table(self, item: Item) -> ItemResult:
         self._control(item)
