@@ -24,6 +24,7 @@ from jobs.explain_cli import explain_key_command
 from jobs.retention_cli import COMMANDS as RETENTION_COMMANDS
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
+from jobs.recover_cli import COMMANDS as RECOVERY_COMMANDS
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.settings import settings_report
 from jobs.spec import JobSpec
@@ -211,6 +212,6 @@ def demo(obj) -> None:
 for command in CONTROL_COMMANDS:
     jobs.add_command(command)
 main.add_command(explain_key_command)
-for command in RETENTION_COMMANDS:
+for command in RETENTION_COMMANDS + RECOVERY_COMMANDS:
     main.add_command(command)
 main.add_command(audit)
