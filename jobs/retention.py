@@ -4,7 +4,6 @@ sessions set it (STATEOPS_SPARK_CONF, else Spark's default 100)."""
 from __future__ import annotations
 
 import os
-import posixpath
 
 from stateops.errors import ConfigError
 from stateops.layout import Layout
@@ -34,7 +33,7 @@ def retention_scope(layout: Layout, config_path: str | None = None) -> Scope:
     jobs = load_jobs(path, layout)
     areas = {name: JobArea(job=name, checkpoint=spec.checkpoint_path(layout),
                            deadletter_checkpoint=layout.deadletter_checkpoint(name),
-                           archive_root=posixpath.join(layout.ops_dir(name), "archives"),
+                           archive_root=spec.archive_path(layout),
                            sink_table=layout.table(spec.sink_table), deadletter_table=layout.deadletter_table(name))
              for name, spec in jobs.items()}
     return Scope(layout=layout, jobs=areas, roots=job_roots(layout, path),

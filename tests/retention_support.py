@@ -3,10 +3,9 @@
 `build_history` runs the catalog's jobs (real queries, RocksDB, Delta sinks) over two generations of input
 (two bounded runs each): `user_activity` with changelog checkpointing on, then off (changelogs, then a
 snapshot zip with its SSTs per version), `order_payments` (a join: four stores) the other way round; then
-`user_sessions`, whose
-checkpoints are renamed to a job the catalog does not have (an orphan) and aged. It adds archives of
-`user_activity` in the runbook's format (manifest.json with files, sizes and sha256, checkpoint/,
-report.json) of several ages, one of them unfinished and one corrupted, temp files of interrupted writes,
+`user_sessions`, whose checkpoints are renamed to a job the catalog does not have (an orphan) and aged.
+It adds archives of `user_activity` made by the recovery runbook's archive code (manifest.json with files,
+sizes and sha256, checkpoint/, report.json) of several ages, one of them unfinished and one corrupted, temp files of interrupted writes,
 progress rows 40 days old, and files the progress table no longer uses (a compaction's).
 
 The oracles never use the code under test: `needs_oracle` states DESIGN.md's "restarting from batch N
@@ -15,12 +14,10 @@ system.
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
+import posixpath
 import re
-import shutil
 import time
 import zipfile
 from dataclasses import replace
@@ -36,6 +33,7 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops import progress
 from stateops.layout import Layout
+from stateops.recovery import archive as runbook_archive
 from tests.audit_support import with_conf
 
 DAY = 86400
@@ -59,26 +57,23 @@ def _age(path: Path, days: float) -> None:
 
 
 def _archive(layout: Layout, job: str, archive_id: str, days: int, finished: bool, broken: bool) -> None:
-    """An archive as the recovery runbook writes it: <archive root>/<id>/{manifest.json, checkpoint/, report.json}."""
-    folder = Path(layout.ops_dir(job)) / "archives" / archive_id
-    shutil.copytree(layout.checkpoint(job), folder / "checkpoint")
-    files = []
-    for path in sorted(p for p in (folder / "checkpoint").rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        files.append({"path": str(path.relative_to(folder / "checkpoint")), "size": len(data),
-                      "sha256": hashlib.sha256(data).hexdigest()})
+    """An archive made by the recovery runbook's archive code: <archive root>/<id>/{manifest.json, checkpoint/,
+    report.json when the runbook ended}."""
+    folder = posixpath.join(layout.archives(job), archive_id)
+    entries = runbook_archive.copy_tree(layout.checkpoint(job), posixpath.join(folder, runbook_archive.CHECKPOINT))
     created = datetime.now(timezone.utc) - timedelta(days=days)
-    manifest = {"archive_id": archive_id, "job": job, "created_at": created.isoformat(), "files": files,
-                "latest_committed_batch": None, "total_bytes": sum(f["size"] for f in files)}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    runbook_archive.write_json(posixpath.join(folder, runbook_archive.MANIFEST), {
+        "archive_id": archive_id, "job": job, "created_at": created.isoformat(), "mode": "restore",
+        "files": [e.__dict__ for e in entries], "total_bytes": sum(e.size for e in entries)})
     if finished:
-        (folder / "report.json").write_text(json.dumps({"outcome": "succeeded"}))
+        runbook_archive.write_json(posixpath.join(folder, runbook_archive.REPORT), {"outcome": "succeeded"})
     if broken:  # same size, other bytes: only a checksum finds it
-        victim = folder / "checkpoint" / files[-1]["path"]
+        victim = Path(folder) / runbook_archive.CHECKPOINT / entries[-1].path
         data = bytearray(victim.read_bytes())
         data[0] ^= 0xFF
         victim.write_bytes(bytes(data))
-    _age(folder, days)
+    assert bool(runbook_archive.verify(layout.archives(job), archive_id)) == broken
+    _age(Path(folder), days)
 
 
 def build_history(spark: SparkSession, home: Path) -> Layout:

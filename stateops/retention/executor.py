@@ -120,8 +120,9 @@ class Executor:
             root = archive_root(self.scope, item.job)
             current = {a.archive_id: a for a in archives_in(Tree.list(root), item.job)}
             mine = current.get(item.details["archive_id"])
-            if mine is None or not mine.finished:
-                raise Refused(f"archive {item.details['archive_id']} is not a finished archive now")
+            if mine is None or mine.in_use:
+                raise Refused(f"archive {item.details['archive_id']} is not a finished archive now (its runbook "
+                              "is running or has not ended)")
             keep = current.get(item.details["protected"])
             if keep is None or self.verify(keep):
                 raise Refused(f"the newest verified archive {item.details['protected']} is gone or no longer "

@@ -21,6 +21,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.fs import filesystem
+from stateops.recovery.journal import running
 from stateops.retention import restart
 from stateops.retention.listing import Tree, read_many
 from stateops.retention.scope import Scope
@@ -79,11 +80,17 @@ class ArchiveEntry:
     path: str
     tree: Tree
     manifest: dict[str, Any] | None
+    running: bool = False             # a runbook process holds its lock now
 
     @property
     def finished(self) -> bool:
-        """The runbook that made it wrote its report (an archive without one may still be in use)."""
+        """The runbook that made it wrote its report (an archive without one may still be resumed)."""
         return REPORT in self.tree
+
+    @property
+    def in_use(self) -> bool:
+        """A runbook may still need it: it is running now, or has not finished (a crashed one resumes)."""
+        return self.running or not self.finished
 
     @property
     def created(self) -> float:
@@ -100,7 +107,7 @@ class ArchiveEntry:
         return {"job": self.job, "archive_id": self.archive_id, "path": self.path, "bytes": self.tree.bytes(),
                 "files": len(self.tree), "created_at": _iso(self.created), "has_manifest": self.manifest is not None,
                 "source": manifest.get("source"), "latest_committed_batch": manifest.get("latest_committed_batch"),
-                "finished": self.finished}
+                "finished": self.finished, "runbook_running": self.running}
 
 
 @dataclass
@@ -218,8 +225,17 @@ def _checkpoints(scope: Scope, home: Tree) -> list[CheckpointEntry]:
     return entries
 
 
+def runbook_running(path: str) -> bool:
+    """A runbook process holds the archive's `.runbook.lock` now (the lock is a local flock: an archive in an
+    object store has no runbook running by this test)."""
+    if "://" in path and not path.startswith("file://"):
+        return False
+    return running(path.removeprefix("file://"))
+
+
 def archives_in(tree: Tree, job: str | None) -> list[ArchiveEntry]:
-    """The archives in one archive root's listing: each folder `<id>/` (runbook records included)."""
+    """The archives in one archive root's listing: each folder `<id>/` (runbook records included), with the
+    facts from its manifest (never guessed from names) and whether its runbook is running now."""
     ids = sorted(name for name in tree.children() if len(tree.sub(name)))
     manifests = read_many([tree.path(f"{i}/{MANIFEST}") for i in ids if f"{i}/{MANIFEST}" in tree])
     entries = []
@@ -229,7 +245,8 @@ def archives_in(tree: Tree, job: str | None) -> list[ArchiveEntry]:
             manifest = json.loads(raw) if raw else None
         except ValueError:
             manifest = None
-        entries.append(ArchiveEntry(job, archive_id, tree.path(archive_id), tree.sub(archive_id), manifest))
+        entries.append(ArchiveEntry(job, archive_id, tree.path(archive_id), tree.sub(archive_id), manifest,
+                                    runbook_running(tree.path(archive_id))))
     return entries
 
 

@@ -8,9 +8,9 @@ its holder may be frozen, not dead) only provably unreferenced files are planned
 runbook holds the job's maintenance lock, the job's checkpoints and archives are left alone.
 
 Archives: the newest `keep_archives` and those younger than `keep_archives_for` stay, and so do archives
-whose runbook has not finished and the newest archive that verifies against its manifest (none is
-deleted when none verifies). Orphan checkpoints idle for `orphan_idle` are archived or deleted. Ops and
-dead-letter tables: vacuum, log cleanup, row retention, compaction (stateops.retention.tables).
+whose runbook has not finished or is running now, and the newest archive that verifies against its
+manifest (none is deleted when none verifies). Orphan checkpoints idle for `orphan_idle` are archived or
+deleted. Ops and dead-letter tables: vacuum, log cleanup, row retention, compaction (stateops.retention.tables).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ class Planner:
         archives = sorted((e for e in entries if e.manifest is not None), key=lambda e: e.created, reverse=True)
         young = self.now.timestamp() - parse_seconds(policy.keep_archives_for)
         candidates = [e for i, e in enumerate(archives)
-                      if i >= policy.keep_archives and e.created < young and e.finished]
+                      if i >= policy.keep_archives and e.created < young and not e.in_use]
         if not candidates:
             return
         protected = next((e for e in archives if not self.verify(e)), None)
