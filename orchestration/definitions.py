@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from orchestration import assets, audits, schedules
+from orchestration import assets, audits, retention, schedules
 from orchestration.resources import default_resources
 
 MODULE_DEFS = [
     assets.defs,
     schedules.defs,
     audits.defs,
+    retention.defs,
 ]
 
 defs = Definitions.merge(*MODULE_DEFS, Definitions(resources=default_resources(), executor=in_process_executor))

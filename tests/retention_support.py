@@ -80,7 +80,7 @@ def build_history(spark: SparkSession, home: Path) -> Layout:
     layout = Layout(str(home))
     settings = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
     for generation, start in enumerate(("2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00")):
-        generate(layout, GeneratorConfig(events=600, files=4, users=40, orders=80, start=start, minutes_per_file=15,
+        generate(layout, GeneratorConfig(events=400, files=3, users=40, orders=80, start=start, minutes_per_file=20,
                                          duplicate_share=0.05, malformed_share=0.02, seed=11 + generation))
         # Changelogs, then snapshot zips (and SSTs) per version for one job; the other way round for the other.
         with_conf(spark, {**settings, CHANGELOG: str(generation == 0).lower()},

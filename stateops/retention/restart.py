@@ -212,7 +212,8 @@ def _with_crc(tree: Tree, rels: list[str]) -> list[str]:
 def history(files: CheckpointFiles, floor: int, *, live: bool) -> History:
     """Files not needed to restart from any batch in [floor, latest]. `live`: someone holds the job's lease
     (a query may be writing): then only provably unreferenced files, as Spark's own cleanup decides them:
-    versions below the base, and immutable files older than every file a kept snapshot names."""
+    versions below the base, and immutable files older than every file a kept snapshot names. Temp files
+    are listed either way; only a caller that knows no lease is held may delete them."""
     tree, latest = files.tree, files.latest
     problems: list[str] = []
     if latest is None:
@@ -226,15 +227,13 @@ def history(files: CheckpointFiles, floor: int, *, live: bool) -> History:
     formats = [s.folder for s in files.stores if s.unique_ids]
     if formats:
         problems.append(f"{formats[0]} uses checkpoint format v2 (<version>_<id> files): its files are left alone")
-    temp = []
-    if not live:
-        names = {posixpath.split(rel) for rel in tree.files}
-        temp = [rel for rel in tree.files if TEMP.match(posixpath.basename(rel))]
-        for rel in tree.files:  # `.x.crc` whose `x` is gone
-            folder, name = posixpath.split(rel)
-            if name.startswith(".") and name.endswith(".crc") and not TEMP.match(name):
-                if (folder, name[1:-4]) not in names and rel not in temp:
-                    temp.append(rel)
+    names = {posixpath.split(rel) for rel in tree.files}  # temp files: listed live or not, the caller decides
+    temp = [rel for rel in tree.files if TEMP.match(posixpath.basename(rel))]
+    for rel in tree.files:  # `.x.crc` whose `x` is gone
+        folder, name = posixpath.split(rel)
+        if name.startswith(".") and name.endswith(".crc") and not TEMP.match(name):
+            if (folder, name[1:-4]) not in names and rel not in temp:
+                temp.append(rel)
     if problems:
         return History(floor, (), (), (), tuple(sorted(temp)), tuple(problems))
     logs = [f"offsets/{b}" for b in files.offsets if b < floor - 1] + [f"commits/{b}" for b in files.commits if b < floor]
