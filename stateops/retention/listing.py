@@ -57,11 +57,11 @@ class Tree:
         if not fs.exists(base):
             return cls(root, {})
         found = fs.find(base, detail=True, withdirs=False)
-        files = {}
+        files, prefix = {}, base.split("://", 1)[-1] + "/"
         for path, info in found.items():
-            rel = posixpath.relpath(path.split("://", 1)[-1], base.split("://", 1)[-1])
-            if rel != "." and info.get("type", "file") != "directory":
-                files[rel] = Entry(int(info.get("size") or 0), _mtime(info))
+            path = path.split("://", 1)[-1]
+            if path.startswith(prefix) and info.get("type", "file") != "directory":
+                files[path[len(prefix):]] = Entry(int(info.get("size") or 0), _mtime(info))
         return cls(root, files)
 
     def path(self, rel: str) -> str:

@@ -185,8 +185,11 @@ def _batch_metadata(data: bytes | None) -> dict:
 def load_references(files: CheckpointFiles, read: Callable[[list[str]], Mapping[str, bytes]],
                     from_version: Callable[[Store], int] = lambda store: 0) -> None:
     """Read the metadata of the zips at or above `from_version(store)` (the ones retention keeps)."""
-    wanted = [path for s in files.stores for v, kinds in s.versions.items() if v >= from_version(s)
-              for kind, path in kinds.items() if kind == "zip" and path not in files.references]
+    wanted = []
+    for store in files.stores:
+        low = from_version(store)
+        wanted += [path for v, kinds in store.versions.items() if v >= low
+                   for kind, path in kinds.items() if kind == "zip" and path not in files.references]
     data = read([files.tree.path(p) for p in wanted])
     for rel in wanted:
         raw = data.get(files.tree.path(rel))
