@@ -21,6 +21,7 @@ from jobs.audit_cli import audit
 from jobs.catalog import get_job, load_jobs
 from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
+from jobs.retention_cli import COMMANDS as RETENTION_COMMANDS
 from jobs.failures import QueryFailed
 from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
 from jobs.recover_cli import COMMANDS as RECOVERY_COMMANDS
@@ -139,7 +140,9 @@ def _summary(result: RunResult) -> str:
             + (f", stopped by {result.stop_reason}" + (" (a batch was interrupted)" if result.hard_stopped else "")
                if result.stop_reason else "")
             + (f", {result.progress_write_failures} progress rows NOT recorded" if result.progress_write_failures
-               else ""))
+               else "")
+            + (f", {result.progress_gap_batches} batches of an earlier run have no progress row"
+               if result.progress_gap_batches else ""))
 
 
 @jobs.command("run")
@@ -206,6 +209,6 @@ def demo(obj) -> None:
 for command in CONTROL_COMMANDS:
     jobs.add_command(command)
 main.add_command(explain_key_command)
-for command in RECOVERY_COMMANDS:
+for command in RETENTION_COMMANDS + RECOVERY_COMMANDS:
     main.add_command(command)
 main.add_command(audit)

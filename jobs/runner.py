@@ -3,11 +3,13 @@
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
 transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
 streaming frame, jobs.plan) and a stateless dead-letter query that keeps every line that failed parsing or
-lies too far in the future. Every progress event of both goes to the `progress` ops table (a failed append
-is counted and logged, and never stops the query); the stateful query's events also go to the caller's
-progress callback, if any. Queries are polled with a short awaitTermination so an interrupt (a Dagster run
-termination) stops them within seconds, and they are always stopped in `finally`. A failed query raises
-QueryFailed: one line, with the full trace in the run's log.
+lies too far in the future. Every progress event of both goes to the `progress` ops table in small groups
+(stateops.progress.ProgressBuffer: at most STATEOPS_PROGRESS_FLUSH_SECONDS late, all written when the run
+ends; rows that cannot be written are counted and logged, and never stop the query); the stateful query's
+events also go to the caller's progress callback, if any. A run notes, at its start, batches an earlier run
+committed without a progress row (a crash lost its buffer). Queries are polled with a short awaitTermination
+so an interrupt (a Dagster run termination) stops them within seconds, and they are always stopped in
+`finally`. A failed query raises QueryFailed: one line, with the full trace in the run's log.
 
 One writer per job: a run holds the job's lease (stateops.control) from before its first query starts
 until after its last one stopped; every batch checks it before writing (a run whose lease was taken
@@ -34,9 +36,11 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from stateops import actions, control
 from stateops import progress as progress_table
+from stateops.checkpoint import Checkpoint
 from stateops.control import ControlSettings, HeldLease
 from stateops.delta import open_table
 from stateops.durations import spark_interval
+from stateops.errors import StateOpsError
 from stateops.fs import filesystem
 from stateops.layout import Layout
 from stateops.recovery.sinkstate import sink_state
@@ -76,6 +80,7 @@ class RunResult:
     stop_reason: str | None = None  # stop_request | max_seconds; None: the input was consumed
     hard_stopped: bool = False      # a batch was still running when the stop's grace period ran out
     progress_write_failures: int = 0
+    progress_gap_batches: int = 0   # batches earlier runs committed without a progress row (noted at start)
 
     @property
     def median_batch_ms(self) -> float | None:
@@ -86,15 +91,21 @@ ProgressCallback = Callable[[dict[str, Any]], None]  # gets each progress event 
 
 
 class ProgressRecorder(StreamingQueryListener):
-    """Appends every progress event of this run's queries to the `progress` ops table, and keeps the
-    stateful query's events until the run's own thread takes them (`take_new`) for its progress callback."""
+    """Records every progress event of this run's queries in the `progress` ops table, in small groups
+    (stateops.progress.ProgressBuffer; `close()` writes what is left), and keeps the stateful query's
+    events until the run's own thread takes them (`take_new`) for its progress callback."""
 
-    def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str]):
+    def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
+                 flush: progress_table.FlushSettings | None = None):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.events: list[dict[str, Any]] = []
-        self.write_failures = 0
+        self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
         self._lock = threading.Lock()
         self._new: list[dict[str, Any]] = []
+
+    @property
+    def write_failures(self) -> int:
+        return self.buffer.failures
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -103,22 +114,22 @@ class ProgressRecorder(StreamingQueryListener):
         progress = json.loads(event.progress.json)
         if progress.get("name") not in self.query_names:
             return
-        with self._lock:
-            try:
-                progress_table.append(self.layout, [progress_table.progress_row(progress, self.job, self.run_id)])
-            except Exception as err:  # noqa: BLE001 - on Spark's listener thread an exception would vanish
-                self.write_failures += 1
-                log.warning("%s: progress of query %s batch %s not recorded in %s: %s", self.job,
-                            progress.get("name"), progress.get("batchId"), self.layout.ops_table("progress"), err)
-            self.events.append(progress)
-            if progress.get("name") == self.job:
-                self._new.append(progress)
+        try:  # on Spark's listener thread an exception would vanish
+            self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
+        finally:
+            with self._lock:
+                self.events.append(progress)
+                if progress.get("name") == self.job:
+                    self._new.append(progress)
 
     def take_new(self) -> list[dict[str, Any]]:
         """The stateful query's progress events since the last call."""
         with self._lock:
             new, self._new = self._new, []
         return new
+
+    def close(self) -> None:
+        self.buffer.close()
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -268,6 +279,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), dl_checkpoint, tag_batch_id=True,
                         use_jvm=use_jvm)
     names = {spec.name, deadletter_query_name(spec.name)}
+    gap = _note_progress_gaps(layout, spec.name, run_id, (checkpoint, dl_checkpoint))
     recorder = ProgressRecorder(layout, spec.name, run_id, names)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
@@ -311,6 +323,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         for query in queries:
             recorder.wait_for(query)
         spark.streams.removeListener(recorder)
+        recorder.close()
         _deliver(recorder, on_progress)
     if stop_reason == "stop_request":
         actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,
@@ -318,7 +331,28 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                        details={"reason": request.reason, "grace_seconds": request.grace_seconds,
                                 "interrupted_batch": interrupted})
     result = _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
-    return replace(result, stop_reason=stop_reason, hard_stopped=interrupted)
+    return replace(result, stop_reason=stop_reason, hard_stopped=interrupted, progress_gap_batches=gap)
+
+
+def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tuple[str, ...]) -> int:
+    """Batches an earlier run committed without a progress row (its buffer was lost in a crash, or could not
+    be written): logged, journaled as `progress_gap` in `actions`, and counted in the run result."""
+    missing = 0
+    for path in checkpoints:
+        try:
+            checkpoint = Checkpoint.open(path)
+            latest, query_id = checkpoint.latest_committed_batch(), checkpoint.query_id()
+        except (StateOpsError, OSError, ValueError, KeyError):
+            continue  # a new checkpoint: nothing committed before this run
+        gap = progress_table.unrecorded_batches(layout, query_id, latest)
+        if gap:
+            log.warning("%s: batches %d..%d of %s have no progress row (an earlier run ended before writing them)",
+                        job, gap[0], gap[-1], path)
+            actions.record(layout, job, "progress_gap", "noted", actor=control.default_actor(), run_id=run_id,
+                           details={"checkpoint": path, "query_id": query_id, "first_batch": gap[0],
+                                    "last_batch": gap[-1], "batches": len(gap)})
+            missing += len(gap)
+    return missing
 
 
 def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,

@@ -67,7 +67,7 @@ class DeltaSink:
     table_uri: str
     checkpoint: str
     merge_keys: tuple[str, ...] = ()
-    tag_batch_id: bool = False
+    tag_batch_id: bool = False    # dead letters: each row gets its batch id and `recorded_at` (for retention)
     use_jvm: bool = False
     sink: SinkState = field(default_factory=SinkState)  # epoch and, after a rebuild, its replay rules
     row_key: tuple[str, ...] = ()          # append sinks: the idempotent key (insert-if-absent on replays)
@@ -96,7 +96,8 @@ class DeltaSink:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.tag_batch_id:
-            df = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+            df = df.withColumn("batch_id", F.lit(batch_id).cast("long")).withColumn("recorded_at",
+                                                                                 F.current_timestamp())
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
             if self.sink.write_floor_ms is not None and self.time_column:

@@ -103,6 +103,7 @@ def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
         "deadletter_rows": result.deadletter_rows,
         "deadletter_total": result.deadletter_total,
         "progress_write_failures": result.progress_write_failures,
+        "progress_gap_batches": result.progress_gap_batches,
         "table_path": MetadataValue.path(table_path),
         "query_id": result.query_id,
         "stateops_run_id": result.run_id,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from orchestration import assets, audits, recovery, schedules
+from orchestration import assets, audits, recovery, retention, schedules
 from orchestration.resources import default_resources
 
 MODULE_DEFS = [
@@ -15,6 +15,7 @@ MODULE_DEFS = [
     schedules.defs,
     audits.defs,
     recovery.defs,
+    retention.defs,
 ]
 
 defs = Definitions.merge(*MODULE_DEFS, Definitions(resources=default_resources(), executor=in_process_executor))

@@ -18,6 +18,10 @@ from stateops.fs import filesystem
 _BATCH_FILE = re.compile(r"^\d+$")
 # RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-f-]+)?\.(changelog|zip|delta|snapshot)$")
+# RocksDB's immutable files, shared between versions and named in each version's zip: SSTs/*.sst and
+# archived WAL files logs/*.log (in a store's folder, next to the versioned files).
+IMMUTABLE_DIRS = ("SSTs", "logs")
+IMMUTABLE_KINDS = {".sst": "sst", ".log": "log"}
 
 
 class NotACheckpointError(StateOpsError):
@@ -31,7 +35,7 @@ class StateFile:
     store_name: str
     path: str
     size: int
-    kind: str  # changelog | zip | delta | snapshot | sst | other
+    kind: str  # changelog | zip | delta | snapshot | sst | log | other
     version: int | None
 
 
@@ -174,13 +178,13 @@ class Checkpoint:
                 continue  # crc files, _metadata (schemas), anything not under <op>/<partition>/
             middle = rel[2:-1]
             store = "default"
-            if middle and middle[0] != "SSTs":
+            if middle and middle[0] not in IMMUTABLE_DIRS:
                 store = middle[0]
             match = _VERSIONED.match(name)
             if match:
                 kind, version = match.group(2), int(match.group(1))
             else:
-                kind, version = ("sst" if name.endswith(".sst") else "other"), None
+                kind, version = IMMUTABLE_KINDS.get(posixpath.splitext(name)[1], "other"), None
             files.append(StateFile(int(rel[0]), int(rel[1]), store, path, int(info.get("size") or 0),
                                    kind, version))
         return files

@@ -25,6 +25,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from stateops.fs import storage_options
+
 COMMIT_ATTEMPTS = 20
 
 
@@ -40,7 +42,7 @@ class BatchWrite:
 
 def open_table(uri: str) -> DeltaTable | None:
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, storage_options=storage_options(uri))
     except TableNotFoundError:
         return None
 
@@ -60,8 +62,9 @@ def _write_once(uri: str, data: pa.Table, app_id: str, batch_id: int, merge_keys
                 insert_only: bool, attempt: int) -> BatchWrite:
     table = open_table(uri)
     if table is None:
-        write_deltalake(uri, data.schema.empty_table(), mode="append", schema_mode="merge")
-        table = DeltaTable(uri)
+        write_deltalake(uri, data.schema.empty_table(), mode="append", schema_mode="merge",
+                        storage_options=storage_options(uri))
+        table = open_table(uri)
     done = table.transaction_version(app_id)
     if done is not None and done >= batch_id:
         return BatchWrite(rows=0, skipped=True, version=table.version(), attempts=attempt)
@@ -100,7 +103,7 @@ def write_batch(
 
 def append_rows(uri: str, data: pa.Table) -> None:
     """Plain append for ops tables (no idempotency needed: rows carry their own ids)."""
-    write_deltalake(uri, data, mode="append", schema_mode="merge")
+    write_deltalake(uri, data, mode="append", schema_mode="merge", storage_options=storage_options(uri))
 
 
 def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table | None:

@@ -1,8 +1,23 @@
-"""One filesystem layer (fsspec) for every path, so the same code serves local disk, HDFS or object stores."""
+"""One filesystem layer (fsspec) for every path, so the same code serves local disk, HDFS or object stores.
+
+Object stores are configured by URL plus environment, the same for both clients: fsspec's s3fs (botocore)
+and delta-rs read the standard AWS_* variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, AWS_REGION). `storage_options(uri)` hands them to delta-rs explicitly (plus
+AWS_ALLOW_HTTP for an http:// endpoint, e.g. a test server on loopback), merged with
+STATEOPS_STORAGE_OPTIONS, a JSON object of further delta-rs options that wins over the environment.
+"""
 from __future__ import annotations
+
+import json
+import os
 
 import fsspec
 from fsspec.core import url_to_fs
+
+from stateops.errors import ConfigError
+
+S3_SCHEMES = ("s3", "s3a")
+_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 
 
 def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -10,7 +25,38 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return url_to_fs(path)
 
 
-
 def exists(path: str) -> bool:
     fs, p = filesystem(path)
     return fs.exists(p)
+
+
+def scheme(uri: str) -> str:
+    return uri.split("://", 1)[0].lower() if "://" in uri else "file"
+
+
+def extra_storage_options() -> dict[str, str]:
+    raw = os.environ.get("STATEOPS_STORAGE_OPTIONS", "").strip()
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except ValueError as err:
+        raise ConfigError("STATEOPS_STORAGE_OPTIONS", f"is not JSON ({err})",
+                          'write a JSON object of delta-rs storage options, e.g. {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}') from None
+    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+        raise ConfigError("STATEOPS_STORAGE_OPTIONS", "is not an object of text values",
+                          'write e.g. {"AWS_REGION": "eu-west-1"} (every value in quotes)')
+    return options
+
+
+def storage_options(uri: str) -> dict[str, str] | None:
+    """delta-rs storage options for `uri`: from the environment (S3: AWS_*), then STATEOPS_STORAGE_OPTIONS."""
+    options: dict[str, str] = {}
+    if scheme(uri) in S3_SCHEMES:
+        options = {name: os.environ[name] for name in _AWS_ENV if os.environ.get(name)}
+        if "AWS_REGION" not in options and os.environ.get("AWS_DEFAULT_REGION"):
+            options["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"]
+        if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    options.update(extra_storage_options())
+    return options or None

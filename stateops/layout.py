@@ -8,6 +8,10 @@ ops/<job>/                 control files and archives of one job (ops/<job>/arch
 ops/<job>/logs/<run>.log   a run's log: Spark's console output (CLI runs) and the full trace of a failure
 ops/<job>/audits/<audit>/  an audit's charts (PNG), linked from its Dagster materialization
 ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
+
+The home may be an object-store URL (s3://bucket/stateops: tables, ops tables, archives, retention); the
+control records (leases, locks: stateops.control) need a local or POSIX path, then kept apart in
+STATEOPS_CONTROL_HOME (default: the home itself).
 """
 from __future__ import annotations
 
@@ -22,16 +26,23 @@ def _join(root: str, *parts: str) -> str:
     return posixpath.join(root.rstrip("/"), *parts)
 
 
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
 @dataclass(frozen=True)
 class Layout:
     home: str
+    control: str | None = None  # where control records and locks live; None: the home
 
     @classmethod
     def from_env(cls) -> "Layout":
-        home = os.environ.get("STATEOPS_HOME", DEFAULT_HOME)
-        if "://" not in home:
-            home = os.path.abspath(home)
-        return cls(home)
+        control = os.environ.get("STATEOPS_CONTROL_HOME", "").strip()
+        return cls(_absolute(os.environ.get("STATEOPS_HOME", DEFAULT_HOME)), _absolute(control) if control else None)
+
+    @property
+    def control_home(self) -> str:
+        return self.control or self.home
 
     def landing(self, source: str) -> str:
         return _join(self.home, "landing", source)

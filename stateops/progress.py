@@ -1,20 +1,30 @@
 """The `progress` ops table: one row per micro-batch progress event of any StateOps query.
 
 Rows come from Spark's StreamingQueryProgress JSON; turning it into a row is pure logic so that
-sensors and fast audits read it later with pyarrow only (no JVM).
+sensors and fast audits read it later with pyarrow only (no JVM). They are written in small groups
+(ProgressBuffer), not one Delta commit per batch, and retention compacts the table and rolls up old rows.
 """
 from __future__ import annotations
 
 import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stateops.delta import append_rows, open_table, read_table
+from stateops.errors import ConfigError
 from stateops.layout import Layout
 
 TABLE = "progress"
+ROLLUP_TABLE = "progress_rollup"  # hourly rollups of rows past the retention horizon (stateops.retention)
+log = logging.getLogger(__name__)
 
 SCHEMA = pa.schema([
     ("job", pa.string()),
@@ -127,3 +137,128 @@ def query_batches(uri: str, query_id: str) -> list[dict[str, Any]]:
         row["sources"] = json.loads(text) if text else None
     rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"], r["batch_id"]))
     return rows
+
+
+FLUSH_ENV = {"flush_seconds": "STATEOPS_PROGRESS_FLUSH_SECONDS", "flush_rows": "STATEOPS_PROGRESS_FLUSH_ROWS"}
+
+
+@dataclass(frozen=True)
+class FlushSettings:
+    """How long a progress row may wait in the buffer, and how many rows make a group. Environment:
+    STATEOPS_PROGRESS_FLUSH_SECONDS (30) and STATEOPS_PROGRESS_FLUSH_ROWS (100)."""
+
+    flush_seconds: float = 30.0
+    flush_rows: int = 100
+    max_rows: int = 10_000  # a buffer that cannot be written (storage down) drops its oldest rows beyond this
+
+    @classmethod
+    def from_env(cls) -> "FlushSettings":
+        values: dict[str, float] = {}
+        for name, variable in FLUSH_ENV.items():
+            raw = os.environ.get(variable, "").strip()
+            if not raw:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                value = -1
+            if value <= 0 or (name == "flush_rows" and value != int(value)):
+                raise ConfigError(variable, f"{raw!r} is not a positive {'whole ' if name == 'flush_rows' else ''}"
+                                  "number", "use e.g. 30 (seconds) or 100 (rows)")
+            values[name] = int(value) if name == "flush_rows" else value
+        return cls(**values)
+
+
+class ProgressBuffer:
+    """Progress rows appended in small groups instead of one Delta commit per micro-batch.
+
+    A group is committed when it holds `flush_rows` rows or its oldest row has waited `flush_seconds`
+    (a background thread sees to the latter), and on `close()`: nothing is lost on a clean stop, and a
+    crash loses at most the buffer (the next run notes the gap: `unrecorded_batches`). A failed append
+    keeps its rows for the next attempt; rows that are finally given up (at close, or beyond `max_rows`)
+    are counted in `failures` and each logged as a warning. Thread-safe.
+    """
+
+    def __init__(self, layout: Layout, settings: FlushSettings | None = None, *, name: str = "progress"):
+        self.layout, self.settings = layout, settings or FlushSettings.from_env()
+        self.rows: list[dict[str, Any]] = []
+        self.failures = 0
+        self.commits = 0
+        self._error: Exception | None = None
+        self._since: float | None = None
+        self._lock = threading.RLock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name=f"stateops-{name}-flush", daemon=True)
+        self._thread.start()
+
+    def _tick(self) -> None:
+        period = min(1.0, self.settings.flush_seconds / 4)
+        while not self._done.wait(period):
+            with self._lock:
+                due = self._since is not None and time.monotonic() - self._since >= self.settings.flush_seconds
+            if due:
+                self.flush()
+
+    def add(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self.rows.append(row)
+            if self._since is None:
+                self._since = time.monotonic()
+            overflow = len(self.rows) - self.settings.max_rows
+            if overflow > 0:
+                self._give_up(self.rows[:overflow], "the buffer is full")
+                del self.rows[:overflow]
+            full = len(self.rows) >= self.settings.flush_rows
+        if full:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Append the buffered rows in one commit; False (rows kept) when the append failed."""
+        with self._lock:
+            if not self.rows:
+                return True
+            try:
+                append(self.layout, self.rows)
+            except Exception as err:  # noqa: BLE001 - the query must not stop for its progress rows
+                self._error = err
+                log.warning("%d progress row(s) not appended to %s yet (will retry): %s", len(self.rows),
+                            self.layout.ops_table(TABLE), err)
+                return False
+            self.commits += 1
+            self.rows, self._since = [], None
+            return True
+
+    def _give_up(self, rows: list[dict[str, Any]], why: str) -> None:
+        self.failures += len(rows)
+        for row in rows:
+            log.warning("%s: progress of query %s batch %s not recorded in %s (%s): %s", row.get("job"),
+                        row.get("query_name"), row.get("batch_id"), self.layout.ops_table(TABLE), why, self._error)
+
+    def close(self) -> None:
+        """Stop the timer and write what is left; rows that still cannot be written are counted as failures."""
+        self._done.set()
+        self._thread.join(timeout=10)
+        with self._lock:
+            if not self.flush():
+                self._give_up(self.rows, "at the end of the run")
+                self.rows, self._since = [], None
+
+
+def last_recorded_batch(layout: Layout, query_id: str) -> int | None:
+    """The newest batch of `query_id` in `progress` or its hourly rollups (None: no row at all)."""
+    newest = None
+    for name, column in ((TABLE, "batch_id"), (ROLLUP_TABLE, "last_batch_id")):
+        table = read_table(layout.ops_table(name), columns=[column], filters=[("query_id", "=", query_id)])
+        if table is not None and table.num_rows:
+            value = pc.max(table[column]).as_py()
+            newest = value if newest is None or (value is not None and value > newest) else newest
+    return newest
+
+
+def unrecorded_batches(layout: Layout, query_id: str, latest_committed: int) -> range:
+    """Batches the checkpoint committed after the newest recorded progress row of its query: rows a crashed
+    run still held in its buffer (or failed to write). Empty when the query has no row at all."""
+    newest = last_recorded_batch(layout, query_id)
+    if newest is None or newest >= latest_committed:
+        return range(0)
+    return range(newest + 1, latest_committed + 1)

@@ -50,12 +50,14 @@ class Roots:
         outside = tuple(sorted({a[0] for a in areas.values() if not _within(a[0], home)}))
         return cls(home=home, roots=(home, *outside), areas=areas)
 
-    def confine(self, path: str, *, job: str) -> str:
-        """The resolved path, if a destructive step of `job` may touch it; else OutsideRootsError."""
+    def confine(self, path: str, *, job: str | None) -> str:
+        """The resolved path, if a destructive step of `job` may touch it; else OutsideRootsError.
+        job=None: a step that belongs to no job (retention of ops tables and orphans) may touch no job's area."""
         def refuse(problem: str, fix: str) -> OutsideRootsError:
-            return OutsideRootsError(f"refusing {path} for job {job}: {problem}. Fix: {fix}")
+            return OutsideRootsError(f"refusing {path} for {f'job {job}' if job else 'a step of no job'}: "
+                                     f"{problem}. Fix: {fix}")
 
-        if job not in self.areas:
+        if job is not None and job not in self.areas:
             raise refuse("unknown job", f"use one of {sorted(self.areas)}")
         if ".." in path.replace("\\", "/").split("/"):
             raise refuse("the path contains '..'", "pass the path without '..' components")
@@ -74,5 +76,6 @@ class Roots:
             for area in owned:
                 if _within(real, area) or _within(area, real):
                     raise refuse(f"it resolves to {real}, which touches {other}'s {area}",
-                                 f"a step of {job} may only touch {job}'s own paths")
+                                 f"a step of {job} may only touch {job}'s own paths" if job else
+                                 "only paths no configured job owns may be touched here")
         return real

@@ -31,17 +31,19 @@ class UnsupportedStorageError(StateOpsError):
     """STATEOPS_HOME is on a storage where the control plane cannot lock atomically."""
 
 
-def local_home(home: str) -> str:
-    """STATEOPS_HOME as a local filesystem path; refuses URLs other than file://."""
+def local_home(home: str, variable: str = "STATEOPS_HOME") -> str:
+    """The control home (STATEOPS_CONTROL_HOME, else STATEOPS_HOME) as a local filesystem path; refuses URLs
+    other than file://."""
     if "://" not in home:
         return home
     url = urlparse(home)
     if url.scheme == "file":
         return url.path
     raise UnsupportedStorageError(
-        f"STATEOPS_HOME {home}: the control plane (lease, stop request, maintenance lock, overrides) needs "
-        f"{SUPPORTED}; {url.scheme}:// has no atomic lock. Fix: keep STATEOPS_HOME on a local or POSIX shared "
-        "path (checkpoints may still live elsewhere: the job setting `checkpoint`)")
+        f"{variable} {home}: the control plane (lease, stop request, maintenance lock, overrides) needs "
+        f"{SUPPORTED}; {url.scheme}:// has no atomic lock. Fix: keep {variable} on a local or POSIX shared "
+        "path, or set STATEOPS_CONTROL_HOME to one for the control records (checkpoints may still live "
+        "elsewhere: the job setting `checkpoint`)")
 
 
 class ControlStore:
@@ -49,7 +51,8 @@ class ControlStore:
 
     def __init__(self, layout: Layout, job: str):
         self.job = job
-        self.dir = os.path.join(Layout(local_home(layout.home)).ops_dir(job), "control")
+        variable = "STATEOPS_CONTROL_HOME" if layout.control else "STATEOPS_HOME"
+        self.dir = os.path.join(Layout(local_home(layout.control_home, variable)).ops_dir(job), "control")
 
     def path(self, name: str) -> str:
         return os.path.join(self.dir, f"{name}.json")

@@ -1,0 +1,40 @@
+"""Retention's scope from the job catalog and the config file: each job's paths, the roots guard, the
+policies (`[retention]` in STATEOPS_CONFIG, validated at load) and Spark's minBatchesToRetain as the jobs'
+sessions set it (STATEOPS_SPARK_CONF, else Spark's default 100)."""
+from __future__ import annotations
+
+import os
+
+from stateops.errors import ConfigError
+from stateops.layout import Layout
+from stateops.retention import JobArea, Scope, load_policies
+
+from jobs.catalog import job_roots, load_config, load_jobs
+from jobs.session import SparkSettings, spark_conf
+
+MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
+SPARK_DEFAULT_MIN_BATCHES = 100
+
+
+def min_batches_to_retain() -> int:
+    value = spark_conf(SparkSettings.from_env()).get(MIN_BATCHES, str(SPARK_DEFAULT_MIN_BATCHES))
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"STATEOPS_SPARK_CONF.{MIN_BATCHES}", f"{value!r} is not a positive whole number",
+                          "write a number of batches, e.g. \"100\" (Spark's default)")
+    return number
+
+
+def retention_scope(layout: Layout, config_path: str | None = None) -> Scope:
+    path = config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG")
+    jobs = load_jobs(path, layout)
+    areas = {name: JobArea(job=name, checkpoint=spec.checkpoint_path(layout),
+                           deadletter_checkpoint=layout.deadletter_checkpoint(name),
+                           archive_root=spec.archive_path(layout),
+                           sink_table=layout.table(spec.sink_table), deadletter_table=layout.deadletter_table(name))
+             for name, spec in jobs.items()}
+    return Scope(layout=layout, jobs=areas, roots=job_roots(layout, path),
+                 policies=load_policies(load_config(path), list(jobs)), min_batches_to_retain=min_batches_to_retain())

@@ -1,0 +1,119 @@
+"""Retention in Dagster: a daily `retention` asset that plans (and applies only when its config says so).
+
+    retention            asset, group `retention`: inventory, plan, optionally apply; records the storage
+                         history (ops table `storage`) and writes the plan as JSON next to its chart PNG
+    retention_job        the asset as a job: the Launchpad's manual run (config `apply: true` to apply)
+    retention_daily      its schedule, 03:30 UTC (stopped until an operator turns it on); its runs apply
+                         only with `[retention] apply_on_schedule = true` in the config file
+
+Metadata: bytes and files the plan frees (total and per rule: numbers Dagster plots over time, and a
+table), what an apply freed, storage by kind, and a chart of storage over time from the `storage` table.
+"""
+# No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
+import json
+import os
+import posixpath
+
+from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultScheduleStatus, Definitions,
+                     MaterializeResult, MetadataValue, RunRequest, ScheduleEvaluationContext, SkipReason, asset,
+                     define_asset_job, schedule)
+from pydantic import Field
+
+from jobs.retention import retention_scope
+from stateops import retention as core
+from stateops.control import default_actor
+from stateops.errors import StateOpsError
+from stateops.fs import filesystem
+from stateops.retention import history
+from stateops.retention.model import Plan
+
+from orchestration.assets import one_line_failure
+from orchestration.resources import PathsResource
+
+GROUP = "retention"
+CRON = "30 3 * * *"
+
+
+class RetentionConfig(Config):
+    apply: bool = Field(False, description="Apply the plan (delete what it lists). Default: plan only.")
+
+
+def plans_dir(home: str) -> str:
+    return posixpath.join(home.rstrip("/"), "ops", "_retention", "plans")
+
+
+def _per_rule_markdown(plan: Plan) -> str:
+    rows = plan.per_rule()
+    if not rows:
+        return "_Nothing to do._"
+    lines = ["| rule | items | bytes | files |", "|---|---:|---:|---:|"]
+    lines += [f"| {rule} | {t['items']} | {t['bytes']:,} | {t['files']:,} |" for rule, t in sorted(rows.items())]
+    return "\n".join(lines)
+
+
+def _save(home: str, plan: Plan, chart: bytes | None) -> str:
+    """The plan as JSON (what `stateops retention apply --plan` takes) and the chart beside it."""
+    fs, folder = filesystem(plans_dir(home))
+    fs.makedirs(folder, exist_ok=True)
+    with fs.open(posixpath.join(folder, f"{plan.plan_id}.json"), "w") as handle:
+        json.dump(plan.to_dict(), handle, indent=1)
+    if chart is not None:
+        with fs.open(posixpath.join(folder, f"{plan.plan_id}.png"), "wb") as handle:
+            handle.write(chart)
+    return posixpath.join(plans_dir(home), f"{plan.plan_id}.json")
+
+
+@asset(name="retention", group_name=GROUP, description="Checkpoint and ops-table retention: plan daily, apply "
+       "when config `apply` is true (stateops retention plan / apply --yes).")
+def retention_asset(context: AssetExecutionContext, config: RetentionConfig, paths: PathsResource) -> MaterializeResult:
+    try:
+        scope = retention_scope(paths.layout, os.environ.get("STATEOPS_CONFIG"))
+        inventory = core.take_inventory(scope)
+        plan = core.make_plan(scope, inventory)
+        report = core.apply(scope, plan, actor=f"dagster:{context.run_id}", run_id=context.run_id) \
+            if config.apply else None
+    except StateOpsError as err:
+        raise one_line_failure(err) from None
+    history.record(scope.layout, inventory, plan, report)
+    chart = history.storage_chart(history.read(scope.layout))
+    totals = inventory.to_dict()["totals"]
+    metadata = {
+        "applied": config.apply, "plan_id": plan.plan_id,
+        "plan_bytes": MetadataValue.int(plan.bytes), "plan_files": MetadataValue.int(plan.files),
+        "plan_items": MetadataValue.int(len(plan.items)),
+        **{f"plan_bytes/{rule}": MetadataValue.int(t["bytes"]) for rule, t in plan.per_rule().items()},
+        **{f"plan_files/{rule}": MetadataValue.int(t["files"]) for rule, t in plan.per_rule().items()},
+        "per_rule": MetadataValue.md(_per_rule_markdown(plan)),
+        "storage_bytes": MetadataValue.int(totals["bytes"]), "storage_files": MetadataValue.int(totals["files"]),
+        **{f"storage_bytes/{kind[:-6]}": MetadataValue.int(totals[kind])
+           for kind in ("checkpoints_bytes", "archives_bytes", "tables_bytes", "ops_tables_bytes")},
+    }
+    saved = _save(scope.layout.home, plan, chart)
+    metadata["plan"] = MetadataValue.path(saved)
+    # The chart stays out of the event log (a file beside the plan); storage_bytes plots natively over runs.
+    metadata["chart"] = (MetadataValue.path(saved[:-len(".json")] + ".png") if chart else
+                         MetadataValue.md("_Storage over time is drawn from the second retention run on._"))
+    if report is not None:
+        metadata.update({"freed_bytes": MetadataValue.int(report.bytes), "freed_files": MetadataValue.int(report.files),
+                         "run_report": MetadataValue.md(f"```\n{report.render()}\n```")})
+        if not report.ok:
+            context.log.warning(report.render())
+    return MaterializeResult(metadata=metadata)
+
+
+retention_job = define_asset_job("retention_job", selection=AssetSelection.assets(retention_asset),
+                                 description="Plan retention; apply with config `apply: true` (Launchpad).")
+
+
+@schedule(name="retention_daily", cron_schedule=CRON, job=retention_job, execution_timezone="UTC",
+          default_status=DefaultScheduleStatus.STOPPED)
+def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
+    """Plan daily; the run applies only when the config file says `[retention] apply_on_schedule = true`."""
+    try:
+        apply = retention_scope(paths.layout, os.environ.get("STATEOPS_CONFIG")).policies.apply_on_schedule
+    except StateOpsError as err:
+        return SkipReason(str(err).splitlines()[0])
+    return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})
+
+
+defs = Definitions(assets=[retention_asset], jobs=[retention_job], schedules=[retention_daily])

@@ -1,0 +1,138 @@
+"""One recursive listing per root, and the small reads retention needs, through fsspec.
+
+A root is listed once (`fs.find(detail=True)`: one walk on local disk, paged LIST calls on an object
+store) and everything else (checkpoints, archives, tables under it) is cut out of that listing, so the
+cost of an inventory stays close to the cost of a bare listing of the tree (bench/bench_retention.py).
+Paths are kept as the filesystem names them, with the URL scheme put back for object stores.
+"""
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Iterator, Mapping
+
+from stateops.fs import filesystem, scheme
+
+
+@dataclass(frozen=True)
+class Entry:
+    size: int
+    mtime: float  # seconds since the epoch
+
+
+def _mtime(info: Mapping) -> float:
+    for key in ("mtime", "LastModified", "last_modified", "modified", "created"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+    return 0.0
+
+
+def _url(root: str, fs_path: str) -> str:
+    """The fsspec path of a listed file spelled like `root` (scheme included for URLs)."""
+    proto = scheme(root)
+    if proto == "file" and not root.startswith("file://"):
+        return fs_path
+    return f"{proto}://{fs_path.split('://', 1)[-1]}"
+
+
+class Tree:
+    """Files under one directory: relative path -> Entry (directories are implied by their files)."""
+
+    def __init__(self, root: str, files: Mapping[str, Entry]):
+        self.root = root.rstrip("/")
+        self.files = dict(files)
+
+    @classmethod
+    def list(cls, root: str) -> "Tree":
+        """Every file under `root` (empty when it does not exist)."""
+        fs, base = filesystem(root)
+        base = base.rstrip("/")
+        if not fs.exists(base):
+            return cls(root, {})
+        found = fs.find(base, detail=True, withdirs=False)
+        files, prefix = {}, base.split("://", 1)[-1] + "/"
+        for path, info in found.items():
+            path = path.split("://", 1)[-1]
+            if path.startswith(prefix) and info.get("type", "file") != "directory":
+                files[path[len(prefix):]] = Entry(int(info.get("size") or 0), _mtime(info))
+        return cls(root, files)
+
+    def path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def sub(self, rel_dir: str) -> "Tree":
+        """The files under `rel_dir` (relative to this tree), as a tree of their own."""
+        prefix = rel_dir.strip("/") + "/"
+        return Tree(self.path(rel_dir.strip("/")),
+                    {rel[len(prefix):]: e for rel, e in self.files.items() if rel.startswith(prefix)})
+
+    def children(self, rel_dir: str = "") -> set[str]:
+        """Names of the directories and files directly under `rel_dir`."""
+        prefix = rel_dir.strip("/") + "/" if rel_dir.strip("/") else ""
+        return {rel[len(prefix):].split("/", 1)[0] for rel in self.files if rel.startswith(prefix)}
+
+    def bytes(self) -> int:
+        return sum(e.size for e in self.files.values())
+
+    def last_modified(self) -> float | None:
+        return max((e.mtime for e in self.files.values()), default=None)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __contains__(self, rel: str) -> bool:
+        return rel in self.files
+
+
+def read_many(paths: Iterable[str]) -> dict[str, bytes]:
+    """Whole small files, fetched together (fsspec's `cat` of a list: concurrent on object stores)."""
+    paths = list(paths)
+    if not paths:
+        return {}
+    fs, _ = filesystem(paths[0])
+    names = {filesystem(p)[1]: p for p in paths}
+    data = fs.cat(list(names), on_error="omit")
+    return {names[name]: value for name, value in data.items() if name in names}
+
+
+def read_text(path: str) -> str | None:
+    fs, p = filesystem(path)
+    try:
+        with fs.open(p, "r") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def zip_references(data: bytes) -> set[str] | None:
+    """The immutable files (SSTs, archived logs) a RocksDB version zip names in its `metadata` entry
+    (`v1` then JSON with sstFiles[].dfsSstFileName and logFiles[].dfsLogFileName); None if unreadable."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            text = archive.read("metadata").decode("utf-8")
+        lines = [line for line in text.splitlines() if line.strip().startswith("{")]
+        doc = json.loads(lines[0])
+    except (zipfile.BadZipFile, KeyError, IndexError, ValueError, UnicodeDecodeError):
+        return None
+    names = {f.get("dfsSstFileName") for f in doc.get("sstFiles", [])}
+    names |= {f.get("dfsLogFileName") for f in doc.get("logFiles", [])}
+    return {n for n in names if n}
+
+
+def walk_dirs(tree: Tree, rel_dir: str, depth: int) -> Iterator[str]:
+    """Relative directories exactly `depth` levels below `rel_dir` that hold files."""
+    prefix = rel_dir.strip("/") + "/" if rel_dir.strip("/") else ""
+    seen = set()
+    for rel in tree.files:
+        if rel.startswith(prefix):
+            parts = rel[len(prefix):].split("/")
+            if len(parts) > depth:
+                seen.add(prefix + "/".join(parts[:depth]))
+    return iter(sorted(seen))
