@@ -9,11 +9,13 @@ from dagster import Definitions, in_process_executor
 
 from orchestration import assets, audits, schedules
 from orchestration.resources import default_resources
+from sensors import definitions as sensors
 
 MODULE_DEFS = [
     assets.defs,
     schedules.defs,
     audits.defs,
+    sensors.defs,
 ]
 
 defs = Definitions.merge(*MODULE_DEFS, Definitions(resources=default_resources(), executor=in_process_executor))
