@@ -76,9 +76,10 @@ class WebhookSettings:
                 values[name] = kind(raw)
             except ValueError:
                 values[name] = -1
-            if values[name] < 0 or (name == "timeout_seconds" and values[name] == 0):
-                raise ConfigError(variable, f"{raw!r} is not a {'whole ' if kind is int else ''}number above 0",
-                                  "use e.g. 3")
+            positive = name == "timeout_seconds"
+            if values[name] < 0 or (positive and values[name] == 0):
+                raise ConfigError(variable, f"{raw!r} is not a {'whole ' if kind is int else ''}number "
+                                  f"{'above 0' if positive else 'of 0 or more'}", "use e.g. 3")
         return cls(url, **values)
 
 
