@@ -67,6 +67,7 @@ class RunResult:
     state_operators: list[dict[str, Any]] = field(default_factory=list)
     batch_durations_ms: list[int] = field(default_factory=list)
     delta_version: int | None = None
+    batches_skipped: int = 0  # batches the sink found already in Delta (re-run after a crash)
     stop_reason: str | None = None  # stop_request | max_seconds; None: the input was consumed
     hard_stopped: bool = False      # a batch was still running when the stop's grace period ran out
     progress_write_failures: int = 0
@@ -286,5 +287,6 @@ def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, re
         state_operators=progress_table.operator_metrics(last),
         batch_durations_ms=[e.get("batchDuration", 0) for e in with_data],
         delta_version=out_table.version() if out_table is not None else None,
+        batches_skipped=sink.batches_skipped,
         progress_write_failures=recorder.write_failures,
     )

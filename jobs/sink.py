@@ -6,6 +6,7 @@ JVM writer is used instead, with Delta's own idempotent-write options; both hono
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -13,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from stateops.delta import write_batch
+from stateops.faults import fault_point
 from stateops.fs import filesystem
 
 
@@ -43,7 +45,8 @@ def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_k
 
 @dataclass
 class DeltaSink:
-    """Writes each micro-batch once into `table_uri`; counts rows and remembers the Delta version."""
+    """Writes each micro-batch once into `table_uri`; counts rows and batches skipped as already written
+    (delta-rs path), and remembers the Delta version."""
 
     job: str
     table_uri: str
@@ -64,14 +67,21 @@ class DeltaSink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.tag_batch_id:
             df = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
+            fault_point("sink.before_commit", **where)
             self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id, self.merge_keys)
+            fault_point("sink.after_commit", **where)
             return
         data = df.toArrow()
         if data.num_rows == 0:
             return
+        fault_point("sink.before_commit", **where)
         result = write_batch(self.table_uri, data, app_id=self.app_id(), batch_id=batch_id,
                              merge_keys=self.merge_keys)
         self.rows_written += result.rows
         self.batches_skipped += int(result.skipped)
         self.version = result.version
+        if not result.skipped:
+            # Crash tests stop here: the batch is in Delta, Spark's commit log does not know it yet.
+            fault_point("sink.after_commit", **where)

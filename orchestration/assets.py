@@ -64,6 +64,7 @@ def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
         "median_batch_ms": result.median_batch_ms,
         "max_batch_ms": max(durations) if durations else None,
         "delta_version": result.delta_version,
+        "batches_skipped": result.batches_skipped,
         "deadletter_rows": result.deadletter_rows,
         "deadletter_total": result.deadletter_total,
         "progress_write_failures": result.progress_write_failures,

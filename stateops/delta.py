@@ -1,24 +1,41 @@
 """Exactly-once micro-batch writes into Delta with delta-rs (no JVM needed).
 
-A micro-batch may run twice (crash after the Delta commit, before Spark's commit log). Each commit carries
-the Delta transaction `(app_id, batch_id)`; a batch whose id is not above the table's recorded version
-for that app id is skipped. `app_id` must change with the checkpoint, since batch ids restart at 0.
+A micro-batch may run twice (crash after the Delta commit, before Spark's commit log), and two writers
+may run the same batch at once (two instances of one query). Each commit carries the Delta transaction
+`(app_id, batch_id)`; a batch whose id is not above the table's recorded version for that app id is
+skipped. `app_id` must change with the checkpoint, since batch ids restart at 0.
+
+The check and the commit use one snapshot (measured on deltalake 1.6.6): delta-rs commits on top of the
+snapshot it is given, and when newer commits landed meanwhile its conflict check fails the commit with
+`CommitFailedError` if one of them carries the same app id ("Concurrent transaction failed"; a MERGE
+also fails when they added data it read). Checking on one snapshot and committing through the table
+opened again let a commit that landed in between pass unseen (six writers of one batch: it landed twice
+in 3 of 10 rounds), and a table created by a first write through its path is not checked either (twice
+in 10 of 10 rounds). So the table is created empty first (no transaction), and a failed commit reloads,
+checks again and retries.
 """
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+COMMIT_ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
 class BatchWrite:
+    """What one write did; `attempts` > 1 means commits were lost to concurrent writers first."""
+
     rows: int
     skipped: bool
     version: int | None
+    attempts: int = 1
 
 
 def open_table(uri: str) -> DeltaTable | None:
@@ -28,6 +45,33 @@ def open_table(uri: str) -> DeltaTable | None:
         return None
 
 
+def _commit(table: DeltaTable, data: pa.Table, commit: CommitProperties, merge_keys: Sequence[str]) -> None:
+    """Append or MERGE on top of `table`'s snapshot: delta-rs checks what landed after it."""
+    if not merge_keys:
+        write_deltalake(table, data, mode="append", commit_properties=commit, schema_mode="merge")
+        return
+    predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
+    (
+        table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+def _write_once(uri: str, data: pa.Table, app_id: str, batch_id: int, merge_keys: Sequence[str],
+                attempt: int) -> BatchWrite:
+    table = open_table(uri)
+    if table is None:
+        write_deltalake(uri, data.schema.empty_table(), mode="append", schema_mode="merge")
+        table = DeltaTable(uri)
+    done = table.transaction_version(app_id)
+    if done is not None and done >= batch_id:
+        return BatchWrite(rows=0, skipped=True, version=table.version(), attempts=attempt)
+    _commit(table, data, CommitProperties(app_transactions=[Transaction(app_id, batch_id)]), merge_keys)
+    return BatchWrite(rows=data.num_rows, skipped=False, version=table.version(), attempts=attempt)
+
+
 def write_batch(
     uri: str,
     data: pa.Table,
@@ -35,26 +79,23 @@ def write_batch(
     app_id: str,
     batch_id: int,
     merge_keys: Sequence[str] = (),
+    attempts: int = COMMIT_ATTEMPTS,
 ) -> BatchWrite:
-    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id)."""
-    table = open_table(uri)
-    if table is not None:
-        done = table.transaction_version(app_id)
-        if done is not None and done >= batch_id:
-            return BatchWrite(rows=0, skipped=True, version=table.version())
-    commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-    if table is None or not merge_keys:
-        write_deltalake(uri, data, mode="append", commit_properties=commit, schema_mode="merge")
-    else:
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-        (
-            table.merge(data, predicate=predicate, source_alias="s", target_alias="t",
-                        commit_properties=commit)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-    return BatchWrite(rows=data.num_rows, skipped=False, version=DeltaTable(uri).version())
+    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id).
+
+    A commit that loses a race is retried on a reloaded snapshot, at most `attempts` times, after a short
+    random pause (writers of other app ids to one table make a MERGE conflict too); the last failure is
+    raised.
+    """
+    attempt = 1
+    while True:
+        try:
+            return _write_once(uri, data, app_id, batch_id, merge_keys, attempt)
+        except CommitFailedError:
+            if attempt >= attempts:
+                raise
+            time.sleep(random.uniform(0.0, 0.01 * attempt))
+            attempt += 1
 
 
 def append_rows(uri: str, data: pa.Table) -> None:

@@ -1,9 +1,10 @@
 """The correctness oracle: a batch recomputation, in plain Python, of what each job must produce.
 
 It reads the landing files itself (in modification-time order, one file per micro-batch, as the jobs
-read them), parses lines independently of Spark, and replays the watermark rules batch by batch. A line is
-a dead letter when it does not parse, or when its time lies more than the job's future tolerance (default
-one day) ahead of its file's modification time (whole milliseconds, as Spark reads it).
+read them; or grouped as a crashed and restarted run really grouped them, from the checkpoint's offset
+and source logs), parses lines independently of Spark, and replays the watermark rules batch by batch. A
+line is a dead letter when it does not parse, or when its time lies more than the job's future tolerance
+(default one day) ahead of its file's modification time (whole milliseconds, as Spark reads it).
 The watermark of batch i is max(event time seen in batches < i) - delay; it closes state (emits
 windows and sessions, evicts, fires timeouts). Late rows are dropped against the watermark of the
 batch before (Spark 3.4+ keeps these two apart so chained operators agree). Nothing imports Spark.
@@ -14,7 +15,6 @@ import json
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Collection
 
 WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
@@ -70,18 +70,52 @@ def file_rows(path: str, source: str) -> list[dict]:
     return [r for r in (parse_line(source, line, arrival) for line in lines) if r is not None]
 
 
-def _landing_files(landing_dir: str) -> list[str]:
+def landing_files(landing_dir: str) -> list[str]:
     """The files in the order Spark's file source takes them (modification time): one per micro-batch."""
     paths = [os.path.join(landing_dir, n) for n in os.listdir(landing_dir) if not n.startswith((".", "_"))]
     return sorted(paths, key=lambda p: (os.stat(p).st_mtime_ns // 1_000_000, p))
 
 
 def landing_batches(landing_dir: str) -> list[tuple[int, list[str]]]:
-    return [file_lines(path) for path in _landing_files(landing_dir)]
+    return [file_lines(path) for path in landing_files(landing_dir)]
 
 
-def typed_batches(landing_dir: str, source: str) -> list[list[dict]]:
-    return [file_rows(path, source) for path in _landing_files(landing_dir)]
+def _json_lines(path: str) -> list:
+    with open(path) as handle:
+        return [json.loads(line) if line.startswith("{") else None for line in handle.read().splitlines()[1:]]
+
+
+def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
+    """The landing files each micro-batch of a run read, from the checkpoint's logs.
+
+    offsets/<N> names, for each file source, the last entry of that source's own log (sources/<i>/) that
+    batch N covers; the entries name the files. Usually one file per batch, but a crash after the source
+    logged its next file and before offsets/<N> was written makes the first batch of the restart cover
+    two files (the logged one and one more).
+    """
+    paths = {os.path.basename(p): p for p in landing_files(landing_dir)}
+    log_batches: dict[int, dict[str, int]] = {}  # source index -> file name -> source log batch
+    for index in os.listdir(os.path.join(checkpoint, "sources")):
+        folder = os.path.join(checkpoint, "sources", index)
+        for entry in os.listdir(folder):
+            if entry.split(".")[0].isdigit():
+                for record in filter(None, _json_lines(os.path.join(folder, entry))):
+                    log_batches.setdefault(int(index), {})[os.path.basename(record["path"])] = record["batchId"]
+    (index, files), = [(i, f) for i, f in log_batches.items() if set(f) <= set(paths)]
+    offsets_dir = os.path.join(checkpoint, "offsets")
+    batches, covered = [], -1
+    for batch_id in sorted(int(n) for n in os.listdir(offsets_dir) if n.isdigit()):
+        offset = _json_lines(os.path.join(offsets_dir, str(batch_id)))[1:][index]
+        upto = offset["logOffset"] if offset else -1
+        batches.append([paths[name] for _, name in sorted((b, n) for n, b in files.items() if covered < b <= upto)])
+        covered = upto
+    return batches
+
+
+def typed_batches(landing_dir: str, source: str, checkpoint: str | None = None) -> list[list[dict]]:
+    """Typed rows per batch: one file per batch, or the files each batch of a run read (`checkpoint`)."""
+    batches = files_as_run(checkpoint, landing_dir) if checkpoint else [[p] for p in landing_files(landing_dir)]
+    return [[row for path in paths for row in file_rows(path, source)] for paths in batches]
 
 
 def malformed_count(landing_dir: str, source: str) -> int:
@@ -107,13 +141,10 @@ def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:
     return marks
 
 
-def _late_marks(marks: list[int], restarts: Collection[int] = ()) -> list[int]:
-    """Watermark for dropping late rows in each batch: the previous batch's watermark.
-
-    `restarts`: batch ids that drop no late rows at all (all of them: the bound "every late row admitted";
-    a restarted Spark 4.2 query may admit late rows an uninterrupted run drops).
-    """
-    return [0 if i in restarts else m for i, m in enumerate([0, *marks[:-1]])]
+def _late_marks(marks: list[int]) -> list[int]:
+    """Watermark for dropping late rows in each batch: the previous batch's watermark (also when Spark
+    re-runs a batch after a crash: it reads that watermark back from offsets/N-1)."""
+    return [0, *marks[:-1]]
 
 
 def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
@@ -121,13 +152,13 @@ def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
     return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
 
 
-def user_activity(batches: list[list[dict]], delay_ms: int, restarts: Collection[int] = ()) -> set[tuple]:
+def user_activity(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
     """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
     marks = _watermarks(batches, delay_ms)
     seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
     windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
-    for batch, late, mark in zip(batches, _late_marks(marks, restarts), [0, *marks[:-1]]):
-        seen = {k: v for k, v in seen.items() if v > mark}
+    for batch, late in zip(batches, _late_marks(marks)):  # the previous batch's watermark: drops and evicts
+        seen = {k: v for k, v in seen.items() if v > late}
         for row in batch:
             if row["t"] <= late or row["event_id"] in seen:
                 continue

@@ -85,6 +85,7 @@ def test_materialize_every_job_asset_reports_true_metadata(layout, spark, dagste
         dead = open_table(layout.deadletter_table(spec.name))
         assert (dead.count() if dead is not None else 0) == malformed, spec.name
         assert meta["delta_version"] == table.version(), spec.name
+        assert meta["batches_skipped"] == 0, spec.name  # nothing re-ran: no batch was already in Delta
         assert meta["table_path"] == table_path
         rows = table.count()
         if spec.output_mode == "append":
