@@ -23,6 +23,7 @@ from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
+from jobs.recover_cli import COMMANDS as RECOVERY_COMMANDS
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.settings import settings_report
 from jobs.spec import JobSpec
@@ -208,4 +209,6 @@ def demo(obj) -> None:
 for command in CONTROL_COMMANDS:
     jobs.add_command(command)
 main.add_command(explain_key_command)
+for command in RECOVERY_COMMANDS:
+    main.add_command(command)
 main.add_command(audit)

@@ -36,6 +36,7 @@ from stateops.control import ControlSettings, HeldLease
 from stateops.delta import open_table
 from stateops.fs import filesystem
 from stateops.layout import Layout
+from stateops.recovery.sinkstate import sink_state
 
 from jobs.failures import query_failed
 from jobs.session import delta_jars_on_classpath
@@ -205,7 +206,7 @@ def run_job(
     run_id = run_id or uuid.uuid4().hex
     settings = control_settings or ControlSettings.from_env()
     with control.acquire(layout, spec.name, run_id=run_id, dagster_run_id=dagster_run_id, runbook_id=runbook_id,
-                         settings=settings) as lease:
+                         mode=mode, settings=settings) as lease:
         return _run_queries(spark, effective_spec(spec, layout), layout, lease, mode=mode, run_id=run_id,
                             max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
                             grace_seconds=settings.stop_grace_seconds)
@@ -216,7 +217,9 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     _ensure_landing(spec, layout)
     use_jvm = delta_jars_on_classpath(dict(spark.sparkContext.getConf().getAll()))
     checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
-    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoint, spec.merge_keys, use_jvm=use_jvm)
+    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoint, spec.merge_keys, use_jvm=use_jvm,
+                     sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
+                     time_column=spec.output_time_column)
     dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), dl_checkpoint, tag_batch_id=True,
                         use_jvm=use_jvm)
     names = {spec.name, deadletter_query_name(spec.name)}

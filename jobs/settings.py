@@ -36,6 +36,8 @@ def effective_spec(spec: JobSpec, layout: Layout) -> JobSpec:
     """`spec` with the overrides in force applied, each re-checked against the job's current bounds."""
     values = {}
     for setting, change in overrides.in_force(layout, spec.name).items():
+        if setting not in overrides.SETTINGS:
+            continue  # the runbook's sink settings: read by the runner itself (stateops.recovery.sinkstate)
         try:
             values[setting] = _typed(setting, overrides.validate(spec.name, setting, change.value,
                                                                  watermark_bounds(spec)))

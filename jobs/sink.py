@@ -1,5 +1,9 @@
 """foreachBatch targets: exactly-once Delta writes (MERGE for update mode, append otherwise).
 
+After a runbook restart the app id carries the sink epoch; right after a rebuild, rows below the write
+floor are dropped and append rows that may repeat rows already in the table are inserted only where their
+idempotent key is absent (stateops.recovery.sinkstate explains both). Normal appends stay plain appends.
+
 The writer is delta-rs (embedded default). When the delta-spark jars are already on the classpath the
 JVM writer is used instead, with Delta's own idempotent-write options; both honour (app_id, batch_id).
 """
@@ -10,23 +14,28 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from stateops.delta import write_batch
 from stateops.faults import fault_point
 from stateops.fs import filesystem
+from stateops.recovery.sinkstate import SinkState, app_id
 
 
-def query_app_id(job: str, checkpoint: str) -> str:
-    """Delta transaction app id: job plus the query id stored in the checkpoint (new checkpoint, new id)."""
+def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
+    """Delta transaction app id: job plus the query id stored in the checkpoint (new checkpoint, new id), plus
+    the sink epoch a runbook restart set (stateops.recovery.sinkstate)."""
     fs, path = filesystem(checkpoint.rstrip("/") + "/metadata")
     with fs.open(path, "r") as handle:
         query_id = json.loads(handle.readline())["id"]
-    return f"stateops/{job}/{query_id}"
+    return app_id(job, query_id, epoch)
 
 
-def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str]) -> int:
+def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
+                    insert_only: bool = False) -> int:
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
@@ -38,9 +47,15 @@ def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_k
     spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
     spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
     condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-    (DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
-     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
+    (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
     return rows
+
+
+def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_timestamp(column.type):
+        return pc.cast(pc.cast(column, pa.timestamp("ms")), pa.int64())
+    return pc.cast(column, pa.int64())
 
 
 @dataclass
@@ -54,6 +69,9 @@ class DeltaSink:
     merge_keys: tuple[str, ...] = ()
     tag_batch_id: bool = False
     use_jvm: bool = False
+    sink: SinkState = field(default_factory=SinkState)  # epoch and, after a rebuild, its replay rules
+    row_key: tuple[str, ...] = ()          # append sinks: the idempotent key (insert-if-absent on replays)
+    time_column: str | None = None         # where a row's event-time span starts (write floor, replay horizon)
     rows_written: int = 0
     batches_skipped: int = 0
     version: int | None = None
@@ -61,24 +79,40 @@ class DeltaSink:
 
     def app_id(self) -> str:
         if self._app_id is None:
-            self._app_id = query_app_id(self.job, self.checkpoint)
+            self._app_id = query_app_id(self.job, self.checkpoint, self.sink.epoch)
         return self._app_id
+
+    def _replayed(self, data: pa.Table) -> tuple[pa.Table, bool]:
+        """After a rebuild: drop rows below the write floor; insert-if-absent when a row may be a repeat."""
+        if self.time_column is None or self.time_column not in data.column_names or data.num_rows == 0:
+            return data, self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
+        times = _millis(data.column(self.time_column))
+        if self.sink.write_floor_ms is not None:
+            data = data.filter(pc.greater_equal(times, self.sink.write_floor_ms))
+            times = _millis(data.column(self.time_column))
+        horizon = self.sink.insert_if_absent_until_ms
+        repeats = horizon is not None and bool(self.row_key) and data.num_rows > 0 and pc.min(times).as_py() <= horizon
+        return data, repeats
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.tag_batch_id:
             df = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
+            if self.sink.write_floor_ms is not None and self.time_column:
+                df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
             fault_point("sink.before_commit", **where)
-            self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id, self.merge_keys)
+            replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
+            self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
+                                                 self.row_key if replay else self.merge_keys, insert_only=replay)
             fault_point("sink.after_commit", **where)
             return
-        data = df.toArrow()
+        data, repeats = self._replayed(df.toArrow())
         if data.num_rows == 0:
             return
         fault_point("sink.before_commit", **where)
         result = write_batch(self.table_uri, data, app_id=self.app_id(), batch_id=batch_id,
-                             merge_keys=self.merge_keys)
+                             merge_keys=self.row_key if repeats else self.merge_keys, insert_only=repeats)
         self.rows_written += result.rows
         self.batches_skipped += int(result.skipped)
         self.version = result.version

@@ -50,6 +50,12 @@ class JobSpec:
     watermark_min: str
     watermark_max: str
     merge_keys: tuple[str, ...] = ()
+    # Append sinks: the output columns that identify a row, so a replay (a rebuild) inserts a row only if absent.
+    idempotent_key: tuple[str, ...] = ()
+    # The output column where a row's event-time span starts (a rebuild's write floor and replay horizon).
+    output_time_column: str | None = None
+    # Where the runbook keeps this job's archives (default: ops/<job>/archives under STATEOPS_HOME).
+    archive_dir: str | None = None
     source: str = "json"
     shuffle_partitions: int = field(default_factory=default_shuffle_partitions)
     trigger_interval: str = "10 seconds"
@@ -70,6 +76,14 @@ class JobSpec:
 
     def checkpoint_path(self, layout: Layout) -> str:
         return self.checkpoint or layout.checkpoint(self.name)
+
+    def archive_path(self, layout: Layout) -> str:
+        return self.archive_dir or layout.archives(self.name)
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The columns that identify an output row: merge keys (update mode) or the idempotent key (append)."""
+        return self.merge_keys if self.output_mode == "update" else self.idempotent_key
 
 
 def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
@@ -159,10 +173,19 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
     if spec.output_mode == "update" and not spec.merge_keys:
         raise ConfigError(f"{where}.merge_keys", "update mode needs merge keys to MERGE into Delta",
                           "list the output columns that identify a row, e.g. ['window_start', 'user_id']")
-    for key in spec.merge_keys:
-        if not _IDENTIFIER.match(key) or spec.merge_keys.count(key) > 1:
-            raise ConfigError(f"{where}.merge_keys", f"{key!r} is not a column name, or is listed twice",
-                              "list each output column once, e.g. ['window_start', 'user_id']")
+    for name in ("merge_keys", "idempotent_key"):
+        keys = getattr(spec, name)
+        for key in keys:
+            if not _IDENTIFIER.match(key) or keys.count(key) > 1:
+                raise ConfigError(f"{where}.{name}", f"{key!r} is not a column name, or is listed twice",
+                                  "list each output column once, e.g. ['window_start', 'user_id']")
+    if spec.output_time_column is not None and not _IDENTIFIER.match(spec.output_time_column):
+        raise ConfigError(f"{where}.output_time_column", f"{spec.output_time_column!r} is not a column name",
+                          "name the output column where a row's event time starts, e.g. 'window_start'")
+    if spec.archive_dir is not None and not os.path.isabs(spec.archive_dir):
+        raise ConfigError(f"{where}.archive_dir", f"{spec.archive_dir!r} is not an absolute path",
+                          "use an absolute local path under STATEOPS_HOME (the runbook's journal needs file "
+                          "locks), or remove it to use $STATEOPS_HOME/ops/<job>/archives")
     if not _NAME.match(spec.sink_table or ""):
         raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name",
                           "use lower-case letters, digits and underscores")
@@ -192,11 +215,16 @@ def validate(spec: JobSpec, transformations: Mapping[str, Any]) -> JobSpec:
 
 
 def check_output_columns(spec: JobSpec, columns: Iterable[str]) -> None:
-    """Merge keys must be columns of the query's output (known once Spark has analysed the query)."""
-    missing = [key for key in spec.merge_keys if key not in set(columns)]
-    if missing:
-        raise ConfigError(f"jobs.{spec.name}.merge_keys", f"{missing} are not output columns",
-                          f"use columns of the output: {sorted(columns)}")
+    """Merge keys, idempotent key and output time column must be columns of the query's output (known once
+    Spark has analysed the query)."""
+    columns = set(columns)
+    named = {"merge_keys": spec.merge_keys, "idempotent_key": spec.idempotent_key,
+             "output_time_column": (spec.output_time_column,) if spec.output_time_column else ()}
+    for name, keys in named.items():
+        missing = [key for key in keys if key not in columns]
+        if missing:
+            raise ConfigError(f"jobs.{spec.name}.{name}", f"{missing} are not output columns",
+                              f"use columns of the output: {sorted(columns)}")
 
 
 def _norm(path: str) -> str:
@@ -236,8 +264,9 @@ def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
             raise ConfigError(f"jobs.{spec.name}.{key}", "is not a setting that can be overridden",
                               f"use one of {sorted(known)}")
     values = dict(overrides)
-    if isinstance(values.get("merge_keys"), list):
-        values["merge_keys"] = tuple(values["merge_keys"])
+    for name in ("merge_keys", "idempotent_key"):
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
     _check_narrowing(spec, values)
     return replace(spec, **values)
 

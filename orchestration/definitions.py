@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from orchestration import assets, audits, schedules
+from orchestration import assets, audits, recovery, schedules
 from orchestration.resources import default_resources
 from sensors import definitions as sensors
 
@@ -15,6 +15,7 @@ MODULE_DEFS = [
     assets.defs,
     schedules.defs,
     audits.defs,
+    recovery.defs,
     sensors.defs,
 ]
 

@@ -150,6 +150,16 @@ class Checkpoint:
         return sorted(int(posixpath.basename(d)) for d in fs.ls(p, detail=False)
                       if posixpath.basename(d).isdigit())
 
+    def state_partitions(self, batch_id: int) -> dict[tuple[int, str], int]:
+        """(operator, store) -> partitions that wrote state version `batch_id + 1` (the version batch_id
+        committed), counted from the state files themselves: `state-metadata` keeps the count the operator
+        was created with, also after an offline repartition."""
+        written: dict[tuple[int, str], set[int]] = {}
+        for f in self.state_files():
+            if f.version == batch_id + 1:
+                written.setdefault((f.operator_id, f.store_name), set()).add(f.partition_id)
+        return {store: len(partitions) for store, partitions in written.items()}
+
     def state_files(self) -> list[StateFile]:
         """Every state file with its operator, partition, store and size, from one recursive listing."""
         fs, root = filesystem(self._join("state"))

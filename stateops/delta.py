@@ -45,22 +45,19 @@ def open_table(uri: str) -> DeltaTable | None:
         return None
 
 
-def _commit(table: DeltaTable, data: pa.Table, commit: CommitProperties, merge_keys: Sequence[str]) -> None:
+def _commit(table: DeltaTable, data: pa.Table, commit: CommitProperties, merge_keys: Sequence[str],
+            insert_only: bool) -> None:
     """Append or MERGE on top of `table`'s snapshot: delta-rs checks what landed after it."""
     if not merge_keys:
         write_deltalake(table, data, mode="append", commit_properties=commit, schema_mode="merge")
         return
     predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-    (
-        table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    merge = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
+    (merge if insert_only else merge.when_matched_update_all()).when_not_matched_insert_all().execute()
 
 
 def _write_once(uri: str, data: pa.Table, app_id: str, batch_id: int, merge_keys: Sequence[str],
-                attempt: int) -> BatchWrite:
+                insert_only: bool, attempt: int) -> BatchWrite:
     table = open_table(uri)
     if table is None:
         write_deltalake(uri, data.schema.empty_table(), mode="append", schema_mode="merge")
@@ -68,7 +65,8 @@ def _write_once(uri: str, data: pa.Table, app_id: str, batch_id: int, merge_keys
     done = table.transaction_version(app_id)
     if done is not None and done >= batch_id:
         return BatchWrite(rows=0, skipped=True, version=table.version(), attempts=attempt)
-    _commit(table, data, CommitProperties(app_transactions=[Transaction(app_id, batch_id)]), merge_keys)
+    _commit(table, data, CommitProperties(app_transactions=[Transaction(app_id, batch_id)]), merge_keys,
+            insert_only)
     return BatchWrite(rows=data.num_rows, skipped=False, version=table.version(), attempts=attempt)
 
 
@@ -79,9 +77,11 @@ def write_batch(
     app_id: str,
     batch_id: int,
     merge_keys: Sequence[str] = (),
+    insert_only: bool = False,
     attempts: int = COMMIT_ATTEMPTS,
 ) -> BatchWrite:
-    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id).
+    """Append `data` (or MERGE it on `merge_keys`) once per (app_id, batch_id). insert_only: rows whose key is
+    in the table already are left as they are (insert if absent: a replay's repeats).
 
     A commit that loses a race is retried on a reloaded snapshot, at most `attempts` times, after a short
     random pause (writers of other app ids to one table make a MERGE conflict too); the last failure is
@@ -90,7 +90,7 @@ def write_batch(
     attempt = 1
     while True:
         try:
-            return _write_once(uri, data, app_id, batch_id, merge_keys, attempt)
+            return _write_once(uri, data, app_id, batch_id, merge_keys, insert_only, attempt)
         except CommitFailedError:
             if attempt >= attempts:
                 raise

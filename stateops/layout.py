@@ -4,7 +4,7 @@ landing/<source>/          JSON event files (the embedded source)
 checkpoints/<job>/         the job's stateful query
 checkpoints/_deadletter/<job>/  the job's dead-letter query
 tables/<table>/            Delta output tables (dead letters: <job>_deadletter)
-ops/<job>/                 control files and archives of one job
+ops/<job>/                 control files and archives of one job (ops/<job>/archives/<runbook id>/)
 ops/<job>/logs/<run>.log   a run's log: Spark's console output (CLI runs) and the full trace of a failure
 ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
 """
@@ -49,6 +49,9 @@ class Layout:
 
     def ops_dir(self, job: str) -> str:
         return _join(self.home, "ops", job)
+
+    def archives(self, job: str) -> str:
+        return _join(self.ops_dir(job), "archives")
 
     def run_log(self, job: str, run_id: str) -> str:
         return _join(self.ops_dir(job), "logs", f"{run_id}.log")

@@ -28,6 +28,7 @@ SCHEMA = pa.schema([
     ("batch_duration_ms", pa.int64()),
     ("durations_json", pa.string()),
     ("watermark", pa.timestamp("us", tz="UTC")),
+    ("event_time_max", pa.timestamp("us", tz="UTC")),  # newest event time the batch read (all inputs)
     ("state_rows_total", pa.int64()),
     ("state_rows_updated", pa.int64()),
     ("state_memory_bytes", pa.int64()),
@@ -88,6 +89,7 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "batch_duration_ms": progress.get("batchDuration", durations.get("triggerExecution", 0)),
         "durations_json": json.dumps(durations, sort_keys=True),
         "watermark": _instant(progress.get("eventTime", {}).get("watermark")),
+        "event_time_max": _instant(progress.get("eventTime", {}).get("max")),
         "state_rows_total": sum(op["num_rows_total"] for op in ops),
         "state_rows_updated": sum(op["num_rows_updated"] for op in ops),
         "state_memory_bytes": sum(op["memory_used_bytes"] for op in ops),

@@ -15,6 +15,7 @@ import json
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
+from typing import Sequence
 
 WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
@@ -91,7 +92,8 @@ def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
     offsets/<N> names, for each file source, the last entry of that source's own log (sources/<i>/) that
     batch N covers; the entries name the files. Usually one file per batch, but a crash after the source
     logged its next file and before offsets/<N> was written makes the first batch of the restart cover
-    two files (the logged one and one more).
+    two files (the logged one and one more); a batch without new files (a no-data batch, or a runbook's
+    repartition batch) has none.
     """
     paths = {os.path.basename(p): p for p in landing_files(landing_dir)}
     log_batches: dict[int, dict[str, int]] = {}  # source index -> file name -> source log batch
@@ -130,14 +132,33 @@ def future_lines(landing_dir: str, source: str) -> list[str]:
             if parse_line(source, line, arrival) is None and parse_line(source, line, arrival, float("inf"))]
 
 
-def _watermarks(batches: list[list[dict]], delay_ms: int) -> list[int]:
-    """Watermark in force during each batch, plus the final one after the last batch."""
+Delay = int | Sequence[int]  # one delay, or the delay in force in each batch (a runbook changed it)
+
+
+def delays_switching(batches: int, before_ms: int, after_ms: int, switch: int) -> list[int]:
+    """The delay of each batch when a runbook restarted the query with a new delay at batch `switch`."""
+    return [before_ms if i < switch else after_ms for i in range(batches)]
+
+
+def _delays(batches: list[list[dict]], delay_ms: Delay) -> list[int]:
+    return [delay_ms] * len(batches) if isinstance(delay_ms, int) else list(delay_ms)
+
+
+def _watermarks(batches: list[list[dict]], delay_ms: Delay) -> list[int]:
+    """Watermark in force during each batch, plus the final one after the last batch.
+
+    Where the delay changes (a restart with a new delay) the restarted query starts from the watermark the
+    checkpoint recorded and has not seen earlier event times: the watermark moves on from there only.
+    """
+    delays = _delays(batches, delay_ms)
     marks, highest = [0], None
-    for batch in batches:
+    for i, batch in enumerate(batches):
+        if i and delays[i] != delays[i - 1]:
+            highest = None
         if batch:
             top = max(r["t"] for r in batch)
             highest = top if highest is None else max(highest, top)
-        marks.append(max(marks[-1], highest - delay_ms) if highest is not None else 0)
+        marks.append(max(marks[-1], highest - delays[i]) if highest is not None else marks[-1])
     return marks
 
 
@@ -147,22 +168,22 @@ def _late_marks(marks: list[int]) -> list[int]:
     return [0, *marks[:-1]]
 
 
-def late_marks(batches: list[list[dict]], delay_ms: int) -> list[int]:
+def late_marks(batches: list[list[dict]], delay_ms: Delay) -> list[int]:
     """The watermark each batch's rows are checked against for lateness (that of the batch before)."""
     return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
 
 
-def user_activity(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
+def user_activity(batches: list[list[dict]], delay_ms: Delay) -> set[tuple]:
     """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
-    marks = _watermarks(batches, delay_ms)
+    marks, delays = _watermarks(batches, delay_ms), _delays(batches, delay_ms)
     seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
     windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
-    for batch, late in zip(batches, _late_marks(marks)):  # the previous batch's watermark: drops and evicts
+    for batch, late, delay in zip(batches, _late_marks(marks), delays):  # drops and evicts
         seen = {k: v for k, v in seen.items() if v > late}
         for row in batch:
             if row["t"] <= late or row["event_id"] in seen:
                 continue
-            seen[row["event_id"]] = row["t"] + delay_ms
+            seen[row["event_id"]] = row["t"] + delay
             start = row["t"] - row["t"] % WINDOW_MS
             acc = windows[(start, start + WINDOW_MS, row["user_id"])]
             acc[0] += 1

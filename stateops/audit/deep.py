@@ -63,20 +63,24 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     if not ctx.checkpoint.operator_ids():
         return []
     rows = spark.read.format("state-metadata").load(ctx.checkpoint.path).collect()
+    # state-metadata keeps the count an operator was created with (also after an offline repartition):
+    # count the partitions that wrote the audited version instead.
+    counted = ctx.checkpoint.state_partitions(ctx.batch_id)
     refs: list[StoreRef] = []
     for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
+        partitions = counted.get((row.operatorId, row.stateStoreName), row.numPartitions)
         base = (("operatorId", str(row.operatorId)),)
         props = json.loads(row.operatorProperties) if getattr(row, "operatorProperties", None) else {}
         variables = [v for v in props.get("stateVariables", []) if "timer" not in
                      str(v.get("stateVariableType", "")).lower()]
         if variables:  # transformWithState: one entry per state variable; they share the store's files
             for i, var in enumerate(variables):
-                refs.append(StoreRef(row.operatorId, row.operatorName, var["stateName"], row.numPartitions,
+                refs.append(StoreRef(row.operatorId, row.operatorName, var["stateName"], partitions,
                                      row.minBatchId, row.maxBatchId, base + (("stateVarName", var["stateName"]),),
                                      row.stateStoreName if i == 0 else None))
             continue
         options = base if row.stateStoreName == "default" else base + (("storeName", row.stateStoreName),)
-        refs.append(StoreRef(row.operatorId, row.operatorName, row.stateStoreName, row.numPartitions,
+        refs.append(StoreRef(row.operatorId, row.operatorName, row.stateStoreName, partitions,
                              row.minBatchId, row.maxBatchId, options, row.stateStoreName))
     return refs
 

@@ -29,6 +29,7 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
     started = time.monotonic()
     ctx = build_context(checkpoint_path, None, t, layout=layout, history=history, progress=progress)
     files = files_by_store(ctx.checkpoint)
+    counted = ctx.checkpoint.state_partitions(ctx.batch_id)  # not the operator metadata's creation-time count
     operators: list[OperatorAudit] = []
     for op_id in ctx.checkpoint.operator_ids():
         meta = operator_meta(ctx.checkpoint, op_id)
@@ -37,6 +38,7 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
             (store, max(files[(o, store)].bytes_per_partition, default=-1) + 1)
             for (o, store) in sorted(files) if o == op_id]
         for store, num_partitions in stores:
+            num_partitions = counted.get((op_id, store), num_partitions)
             on_disk = files.get((op_id, store))
             key_schema, value_schema = store_schema(ctx.checkpoint, op_id, store)
             prof = profile(name, store, key_schema, value_schema)

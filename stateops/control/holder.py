@@ -120,7 +120,7 @@ class HeldLease:
 
 
 def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None = None,
-            runbook_id: str | None = None, actor: str | None = None,
+            runbook_id: str | None = None, actor: str | None = None, mode: str | None = None,
             settings: ControlSettings | None = None) -> HeldLease:
     """Take the job's lease for this process, or raise MaintenanceLockedError / LeaseHeldError."""
     settings = settings or ControlSettings.from_env()
@@ -133,7 +133,7 @@ def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None
         stamp = now_iso()
         mine = Lease(lease_id=uuid.uuid4().hex, job=job, run_id=run_id, dagster_run_id=dagster_run_id,
                      runbook_id=runbook_id, pid=os.getpid(), pid_started=start_ticks(os.getpid()), host=HOST,
-                     started=stamp, heartbeat=stamp)
+                     started=stamp, heartbeat=stamp, mode=mode)
         store.write(leases.RECORD, mine.to_dict())
         if stop.read(store) is not None:  # aimed at an earlier lease: void now
             store.remove(stop.RECORD)

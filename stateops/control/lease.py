@@ -32,6 +32,7 @@ class Lease:
     host: str
     started: str
     heartbeat: str
+    mode: str | None = None  # bounded | continuous: how the holder runs the job (a runbook restarts it alike)
 
     def heartbeat_age(self, now: datetime | None = None) -> float:
         return age_seconds(self.heartbeat, now)

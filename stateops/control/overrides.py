@@ -1,4 +1,5 @@
-"""Per-job overrides of the watermark delay and the shuffle partitions, with their full history.
+"""Per-job overrides of the watermark delay and the shuffle partitions, with their full history; and the
+runbook's sink settings (the sink epoch and a rebuild's replay rules: stateops.recovery.sinkstate).
 
 The `overrides` ops table (Delta, append-only) keeps every change: value (None = cleared), previous value,
 reason, actor, time, runbook id. The value in force is the latest row per (job, setting). Values are
@@ -26,6 +27,9 @@ TABLE = "overrides"
 WATERMARK_DELAY = "watermark_delay"
 SHUFFLE_PARTITIONS = "shuffle_partitions"
 SETTINGS = (WATERMARK_DELAY, SHUFFLE_PARTITIONS)
+SINK_EPOCH = "sink_epoch"    # part of the sink's Delta transaction app id; every runbook restart takes a new one
+SINK_REPLAY = "sink_replay"  # JSON: a rebuild's write floor and insert-if-absent horizon, for one epoch
+RUNBOOK_SETTINGS = (SINK_EPOCH, SINK_REPLAY)  # written by runbooks only, never by `stateops jobs override`
 
 SCHEMA = pa.schema([
     ("change_id", pa.string()),
@@ -88,6 +92,12 @@ def validate(job: str, setting: str, value: Any, bounds: WatermarkBounds) -> str
             raise ConfigError(setting, f"{value!r} is not a positive integer",
                               "use a positive integer, e.g. 8 (it applies to a new checkpoint only)")
         return str(number)
+    if setting == SINK_EPOCH:
+        if not str(value).isdigit():
+            raise ConfigError(setting, f"{value!r} is not a non-negative integer", "runbooks count epochs 0, 1, 2, ...")
+        return str(int(value))
+    if setting == SINK_REPLAY:
+        return str(value)
     raise ConfigError("setting", f"{setting!r} cannot be overridden", f"use one of {SETTINGS}")
 
 
@@ -131,6 +141,6 @@ def set_override(layout: Layout, job: str, setting: str, value: Any, *, bounds: 
 def clear_override(layout: Layout, job: str, setting: str, *, reason: str, actor: str,
                    runbook_id: str | None = None) -> Override | None:
     """Clear `setting` (back to the config file or spec default); None when no override was in force."""
-    if setting not in SETTINGS:
+    if setting not in SETTINGS + RUNBOOK_SETTINGS:
         raise ConfigError("setting", f"{setting!r} cannot be overridden", f"use one of {SETTINGS}")
     return _change(layout, job, setting, None, reason=reason, actor=actor, runbook_id=runbook_id)

@@ -8,9 +8,9 @@ Environment, in seconds (every process that runs or inspects jobs should see the
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from stateops.envnumbers import from_env
 from stateops.errors import ConfigError
 
 ENV = {
@@ -40,14 +40,4 @@ class ControlSettings:
 
     @classmethod
     def from_env(cls) -> "ControlSettings":
-        values = {}
-        for name, variable in ENV.items():
-            raw = os.environ.get(variable, "").strip()
-            if not raw:
-                continue
-            try:
-                values[name] = float(raw)
-            except ValueError:
-                raise ConfigError(variable, f"{raw!r} is not a number of seconds",
-                                  "use a positive number, e.g. 10") from None
-        return cls(**values)
+        return cls(**from_env(ENV))

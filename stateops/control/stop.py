@@ -58,3 +58,15 @@ def request_stop(layout: Layout, job: str, *, actor: str, reason: str = "", grac
                    dagster_run_id=holder.dagster_run_id, runbook_id=holder.runbook_id,
                    details={"reason": reason, "grace_seconds": grace, "lease_id": holder.lease_id})
     return request
+
+
+def withdraw(layout: Layout, job: str, request: StopRequest, *, actor: str, reason: str = "") -> bool:
+    """Remove `request` if it is still pending (a runbook that refuses takes its request back); journaled."""
+    store = ControlStore(layout, job)
+    with store.critical():
+        if read(store) != request:
+            return False
+        store.remove(RECORD)
+    actions.record(layout, job, "stop_request", "withdrawn", actor=actor, run_id=request.run_id,
+                   details={"reason": reason, "lease_id": request.lease_id})
+    return True

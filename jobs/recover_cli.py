@@ -1,0 +1,186 @@
+"""`stateops recover plan|run` and `stateops archives list|show`: the guarded runbook from a shell.
+
+    stateops recover plan JOB --mode MODE [--watermark "5 minutes"] [--partitions N] [--to-batch N]
+                              [--archive ID] [--json]
+    stateops recover run JOB ... --confirm JOB [--reason R]     (without --confirm: a dry run, the plan)
+    stateops archives list JOB [--json]
+    stateops archives show ID [--json] [--verify]
+
+Exit codes: 0 done (or planned), 1 the runbook failed and rolled back (or an archive does not verify),
+2 refused or a usage error (one line; nothing was changed).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+
+import click
+
+from stateops.layout import Layout
+from stateops.recovery import MODES, RecoveryEvent, RecoveryRequest, archive
+from stateops.recovery.journal import read_entries
+from stateops.recovery.model import RecoveryPlan, RecoveryRefused
+
+from jobs.catalog import get_job
+from jobs.recovery import plan as plan_recovery
+from jobs.recovery import recover
+
+
+def _request_options(command):
+    options = [
+        click.argument("job"),
+        click.option("--mode", required=True, type=click.Choice(MODES),
+                     help="adjust: new watermark delay; repartition: state partitions, offline; rebuild: fresh "
+                          "checkpoint replaying the retained input; rewind: back to --to-batch; restore: --archive."),
+        click.option("--watermark", "watermark_delay", default=None,
+                     help='New watermark delay, e.g. "20 minutes" (adjust; rebuild optionally), within the bounds.'),
+        click.option("--partitions", "shuffle_partitions", type=int, default=None,
+                     help="State partitions (repartition; rebuild optionally: the new checkpoint's partitions)."),
+        click.option("--to-batch", type=int, default=None, help="rewind: the last batch kept; batch N+1 runs again."),
+        click.option("--archive", "archive_id", default=None,
+                     help="restore: the archive id (stateops archives list JOB)."),
+        click.option("--reason", default="", help="Why (journaled, in the maintenance lock and the archive)."),
+        click.option("--actor", default=None, help="Who (default: user@host)."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _request(job, mode, watermark_delay, shuffle_partitions, to_batch, archive_id, reason, actor, confirm=None,
+             dry_run=True) -> RecoveryRequest:
+    return RecoveryRequest(job=job, mode=mode, watermark_delay=watermark_delay, shuffle_partitions=shuffle_partitions,
+                           to_batch=to_batch, archive_id=archive_id, reason=reason, confirm=confirm, dry_run=dry_run,
+                           actor=actor)
+
+
+@click.group("recover")
+def recover_group() -> None:
+    """Guarded state recovery: plan, then run (stop, archive, adjust, restart, verify, roll back)."""
+
+
+@recover_group.command("plan")
+@_request_options
+@click.pass_obj
+def plan_command(obj, as_json: bool, **values) -> None:
+    """Show what `recover run` would do (no JVM, nothing changed)."""
+    planned = plan_recovery(obj["layout"], _request(**values), config_path=obj["config"])
+    click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
+
+
+def _echo_event(event: RecoveryEvent) -> None:
+    shown = {k: v for k, v in event.details.items() if k not in ("plan", "audit", "audit_after", "verification")}
+    click.echo(f"  {event.at[11:19]} {event.step:20} {event.phase:8} " + (json.dumps(shown, default=str)[:200]
+                                                                             if shown else ""))
+
+
+@recover_group.command("run")
+@_request_options
+@click.option("--confirm", default=None, help="The job's name, to act; without it the run is a dry run (the plan).")
+@click.option("--dry-run", is_flag=True, help="Only print the plan, even with --confirm.")
+@click.pass_context
+def run_command(ctx: click.Context, as_json: bool, confirm: str | None, dry_run: bool, **values) -> None:
+    """Run the runbook for JOB (a dry run without --confirm JOB). Exit 1 when it rolled back."""
+    obj = ctx.obj
+    request = _request(**values, confirm=confirm, dry_run=dry_run or confirm is None)
+    report = recover(obj["layout"], request, config_path=obj["config"],
+                     on_event=None if as_json or request.dry_run else _echo_event)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    elif report.outcome == "planned":
+        click.echo(RecoveryPlan.from_dict(report.plan).render())
+        click.echo(f"Dry run: nothing was changed. To act: stateops recover run {request.job} ... --confirm "
+                   f"{request.job}")
+    else:
+        click.echo(report.summary())
+        verification = report.verification or {}
+        for check in verification.get("checks", []):
+            click.echo(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:12} {check['detail']}")
+        for line in _state_rows(report.audit_before, report.audit_after):
+            click.echo(line)
+        for note in report.notes:
+            click.echo(f"  note: {note}")
+        click.echo(f"  archive and journal: {report.archive_path}")
+    if report.outcome in ("rolled_back", "failed"):
+        ctx.exit(1)
+
+
+def _state_rows(before: dict | None, after: dict | None) -> list[str]:
+    """`state op/store: rows (partitions) before -> after` from the deep audits around the runbook."""
+    def per_store(audit: dict | None) -> dict[str, str]:
+        operators = (audit or {}).get("operators", [])
+        return {f"{op['operator_id']}/{op['store_name']}": f"{op['rows_total']} rows ({op['num_partitions']} "
+                "partitions)" for op in operators}
+
+    old, new = per_store(before), per_store(after)
+    return [f"  state {store:12} {old.get(store, '-')} -> {new.get(store, '-')}" for store in sorted({*old, *new})]
+
+
+@click.group("archives")
+def archives_group() -> None:
+    """The runbooks' archives: verified checkpoint copies with manifests and journals."""
+
+
+@archives_group.command("list")
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def list_command(obj, job: str, as_json: bool) -> None:
+    """Archives of JOB, oldest first."""
+    root = get_job(job, obj["config"]).archive_path(obj["layout"])
+    found = archive.list_archives(root)
+    if as_json:
+        click.echo(json.dumps(found, indent=2, default=str))
+        return
+    if not found:
+        click.echo(f"{job}: no archives under {root}")
+    for item in found:
+        click.echo(f"{item['archive_id']}  {item['mode']:11} batch {item['latest_committed_batch']:>5}  "
+                   f"{item['files']:>5} files {item['total_bytes']:>12} B  {item['outcome'] or 'unfinished':11} "
+                   f"{item['actor']}: {item['reason']}")
+
+
+def _archive_root(layout: Layout, runbook_id: str, config_path: str | None) -> str:
+    return get_job(archive.job_of(runbook_id), config_path).archive_path(layout)
+
+
+@archives_group.command("show")
+@click.argument("archive_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (manifest with its files, journal, report).")
+@click.option("--verify", "check", is_flag=True, help="Read the archived checkpoint back against the manifest; "
+                                                      "exit 1 when it does not match.")
+@click.pass_context
+def show_command(ctx: click.Context, archive_id: str, as_json: bool, check: bool) -> None:
+    """One archive: manifest, journal, outcome (and, with --verify, whether it still verifies)."""
+    root = _archive_root(ctx.obj["layout"], archive_id, ctx.obj["config"])
+    directory = archive.runbook_dir(root, archive_id)
+    manifest = archive.manifest(root, archive_id)
+    entries = read_entries(directory)
+    if manifest is None and not entries:
+        raise RecoveryRefused(f"no archive {archive_id} under {root}. Fix: see stateops archives list "
+                              f"{archive.job_of(archive_id)}")
+    report = archive.read_json(posixpath.join(directory, archive.REPORT))
+    problems = archive.verify(root, archive_id) if check else None
+    if as_json:
+        click.echo(json.dumps({"archive_id": archive_id, "path": directory, "manifest": manifest,
+                               "journal": entries, "report": report, "verify_problems": problems}, indent=2,
+                              default=str))
+    else:
+        summary = archive.summary(root, archive_id)
+        for key, value in (summary or {"path": directory, "archive": "none (the runbook ended before archiving)"}
+                           ).items():
+            click.echo(f"{key:24} {json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
+        if report:
+            click.echo(f"{'outcome':24} {report['outcome']}" + (f": {report['error']}" if report.get("error") else ""))
+        click.echo("journal:")
+        for entry in entries:
+            click.echo(f"  {entry['at']} {entry['step']:20} {entry['phase']}")
+        if problems is not None:
+            click.echo("verify: " + ("ok, every file matches the manifest" if not problems else
+                                     f"{len(problems)} problems: {'; '.join(problems[:3])}"))
+    if problems:
+        ctx.exit(1)
+
+
+COMMANDS = (recover_group, archives_group)

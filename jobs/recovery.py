@@ -1,0 +1,115 @@
+"""The runbook's Spark side: a job's target for the core (stateops.recovery), and the Runtime it calls back:
+deep audits (state reader), the offline repartition, restarts (bounded in this process, long-running in
+a process of its own, as the query ran before).
+
+    target = job_target(spec, layout)
+    report = recover(layout, request, on_event=..., terminate=..., launcher=...)
+
+An orchestrator passes `terminate(lease) -> bool` (end the run holding the lease by force, e.g. through
+the Dagster instance) and may pass `launcher(runbook_id, previous_lease) -> dict` to start long-running
+restarts its own way (e.g. a Dagster run) instead of a `stateops jobs run --mode continuous` process.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from typing import Any, Callable
+
+from stateops.audit import deep_audit, record
+from stateops.layout import Layout
+from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, RecoverySettings, Terminate
+from stateops.recovery import plan as plan_runbook
+from stateops.recovery import run as run_runbook
+from stateops.recovery.model import RecoveryPlan
+
+from jobs.catalog import get_job, job_roots
+from jobs.runner import run_job
+from jobs.settings import effective_spec, watermark_bounds
+from jobs.spec import JobSpec
+
+Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
+
+
+def job_target(spec: JobSpec, layout: Layout, config_path: str | None = None) -> JobTarget:
+    effective = effective_spec(spec, layout)
+    return JobTarget(
+        job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
+        output_mode=spec.output_mode, row_key=spec.row_key, output_time_column=spec.output_time_column,
+        watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
+        shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
+        landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
+        inputs=len(spec.inputs), roots=job_roots(layout, config_path))
+
+
+def process_launcher(layout: Layout, job: str) -> Launcher:
+    """Start `stateops jobs run JOB --mode continuous --runbook-id ID` in its own session (it outlives the
+    runbook), logging to ops/<job>/logs/<runbook id>-<n>.log."""
+    def launch(runbook_id: str, previous: dict[str, Any] | None) -> dict[str, Any]:
+        folder = os.path.join(layout.ops_dir(job), "logs")
+        os.makedirs(folder, exist_ok=True)
+        count = sum(1 for name in os.listdir(folder) if name.startswith(runbook_id))
+        log = os.path.join(folder, f"{runbook_id}-{count + 1}.log")
+        command = [sys.executable, "-m", "jobs", "--home", layout.home, "jobs", "run", job, "--mode", "continuous",
+                   "--runbook-id", runbook_id]
+        with open(log, "w") as handle:
+            proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=dict(os.environ))
+        return {"pid": proc.pid, "log": log, "command": " ".join(command)}
+
+    return launch
+
+
+class SparkRuntime:
+    """stateops.recovery.Runtime with a Spark session, built on first use (planning never starts a JVM)."""
+
+    def __init__(self, layout: Layout, spec: JobSpec, *, spark: Any = None, launcher: Launcher | None = None):
+        self.layout, self.spec = layout, spec
+        self._spark = spark
+        self.launcher = launcher or process_launcher(layout, spec.name)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from jobs.session import get_session
+
+            self._spark = get_session()
+        elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):
+            self._spark = self._spark()
+        return self._spark
+
+    def audit(self, checkpoint: str, batch_id: int | None = None) -> dict[str, Any]:
+        report = deep_audit(self.spark, checkpoint, batch_id=batch_id, layout=self.layout, job=self.spec.name)
+        record(self.layout, report)
+        return report.to_json()
+
+    def repartition(self, checkpoint: str, partitions: int) -> None:
+        self.spark.streams.active  # noqa: B018 (creates the state store coordinator the manager needs)
+        self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
+
+    def run_bounded(self, runbook_id: str) -> dict[str, Any]:
+        result = run_job(self.spark, self.spec, self.layout, runbook_id=runbook_id)
+        return {key: value for key, value in asdict(result).items()
+                if key in ("run_id", "query_id", "batches", "input_rows", "output_rows", "watermark", "delta_version")}
+
+    def launch_continuous(self, runbook_id: str, previous: dict[str, Any] | None) -> dict[str, Any]:
+        return self.launcher(runbook_id, previous)
+
+
+def plan(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None,
+         settings: RecoverySettings | None = None) -> RecoveryPlan:
+    """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line."""
+    spec = get_job(request.job, config_path)
+    return plan_runbook(layout, job_target(spec, layout, config_path), request, settings)
+
+
+def recover(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None, spark: Any = None,
+            on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
+            launcher: Launcher | None = None, settings: RecoverySettings | None = None) -> RecoveryReport:
+    """Plan and (unless a dry run) run the runbook `request` asks for. `spark`: a session, or a callable making
+    one, used only by steps that need it (default: the session factory's)."""
+    spec = get_job(request.job, config_path)
+    runtime = SparkRuntime(layout, spec, spark=spark, launcher=launcher)
+    return run_runbook(layout, job_target(spec, layout, config_path), request, runtime, settings=settings,
+                       on_event=on_event, terminate=terminate)

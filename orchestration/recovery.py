@@ -1,0 +1,209 @@
+"""The recovery runbook in Dagster: op job `state_recovery`, launched from the Launchpad (or by the sensors).
+
+One op, `recover`, takes the runbook request as its Config (every field described, so the Launchpad explains
+itself) and runs stateops.recovery through jobs.recovery: a dry run (the default) plans and changes nothing.
+Each journal entry the executor writes becomes an event of the run while it happens: an AssetObservation of
+the job's table for each finished step (its details as metadata), a log line for each started one. The
+op's output metadata holds the plan (markdown and JSON), the before/after audits, the verification and the
+outcome; a rollback or a failure fails the run with the same metadata.
+
+One runbook per job at a time: the core refuses a second one (the maintenance lock); the op is also in
+the `stateops_recovery` pool (one slot: a second runbook run waits) and tags its run `stateops/job`.
+Stopping the job: the core's stop request; past its timeout, `terminate_holder` ends the Dagster run that
+holds the job's lease through the instance (or refuses when the holder is not a run of this instance).
+"""
+# No `from __future__ import annotations`: Dagster reads the op function's annotations as types.
+import json
+import os
+import signal
+from typing import Any, Callable, Literal, Optional
+
+from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Definitions, Failure, MetadataValue,
+                     OpExecutionContext, Output, job, op)
+from pydantic import Field
+
+from jobs.recovery import recover
+from stateops.control.lease import Lease
+from stateops.control.process import HOST, alive
+from stateops.errors import ConfigError, StateOpsError
+from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
+from stateops.recovery.model import RecoveryPlan
+from stateops.recovery.preflight import _FLAGS
+
+from orchestration.assets import SPECS
+from orchestration.resources import PathsResource, SparkResource
+
+JOB_NAME = "state_recovery"
+POOL = "stateops_recovery"
+JOB_TAG = "stateops/job"
+FIELD_OF_FLAG = {**{flag: name for name, flag in _FLAGS.items()}, "--confirm": "confirm"}
+
+
+class RecoveryConfig(Config):
+    """The runbook request (stateops.recovery.RecoveryRequest), one field per `stateops recover run` flag."""
+
+    job: str = Field(description=f"The streaming job to recover: one of {', '.join(sorted(SPECS))}.")
+    mode: Literal[MODES] = Field(description=(
+        "adjust: same checkpoint, new watermark_delay (admits later rows from now on; cannot bring back rows "
+        "already dropped). repartition: same checkpoint, shuffle_partitions state partitions, offline. "
+        "rebuild: fresh checkpoint replaying the retained input (optional watermark_delay, shuffle_partitions). "
+        "rewind: back to to_batch, replaying what follows. restore: put archive_id back."))
+    watermark_delay: Optional[str] = Field(None, description=(
+        'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
+        "rebuild, not allowed otherwise."))
+    shuffle_partitions: Optional[int] = Field(None, description=(
+        "State partitions: required for repartition, optional for rebuild (the new checkpoint's), not allowed "
+        "otherwise."))
+    to_batch: Optional[int] = Field(None, description=(
+        "rewind only: the last committed batch kept; batch to_batch + 1 runs again."))
+    archive_id: Optional[str] = Field(None, description=(
+        "restore only: the archive to put back (stateops archives list JOB)."))
+    reason: str = Field("", description="Why: journaled, shown in the maintenance lock and the archive manifest.")
+    confirm: Optional[str] = Field(None, description=(
+        "The job's name, to act (with dry_run false). Without it the run only shows the plan."))
+    dry_run: bool = Field(True, description=(
+        "true (default): plan only, nothing is changed; the plan is in the run's metadata. false (with confirm): "
+        "stop, archive, adjust, restart, verify, roll back on failure."))
+
+    def request(self, actor: str) -> RecoveryRequest:
+        return RecoveryRequest(job=self.job, mode=self.mode, watermark_delay=self.watermark_delay,
+                               shuffle_partitions=self.shuffle_partitions, to_batch=self.to_batch,
+                               archive_id=self.archive_id, reason=self.reason, confirm=self.confirm,
+                               dry_run=self.dry_run, actor=actor)
+
+
+def check_config(config: RecoveryConfig) -> None:
+    """What the config schema cannot say, in the Launchpad's words (field names, not the CLI's flags)."""
+    if config.job not in SPECS:
+        raise ConfigError("job", f"unknown job {config.job!r}", f"use one of {', '.join(sorted(SPECS))}")
+    if not config.dry_run and config.confirm != config.job:
+        got = f"confirm {config.confirm!r}" if config.confirm else "no confirm"
+        raise ConfigError("confirm", f"{got} does not confirm the runbook on {config.job}",
+                          f"set confirm: {config.job} (the job's name) to act, or dry_run: true to see the plan")
+
+
+def launchpad_words(err: StateOpsError) -> str:
+    """The core's one-line error with CLI flags replaced by the config fields they stand for."""
+    line = str(err).splitlines()[0]
+    for flag in sorted(FIELD_OF_FLAG, key=len, reverse=True):
+        line = line.replace(flag, FIELD_OF_FLAG[flag])
+    return line
+
+
+def terminate_holder(instance: DagsterInstance, log: Callable[[str], None]) -> Callable[[Lease], bool]:
+    """The runbook's last resort (`terminate=`): end the Dagster run holding the job's lease.
+
+    Through the instance's run coordinator (a queued run is cancelled, a started one terminated by its run
+    launcher, i.e. its code server); when the launcher cannot reach it and the run's process is on this host,
+    SIGKILL it and report the run cancelled. False (the runbook refuses) for a holder that is not a run of
+    this instance. The executor then waits for the lease to be released or to go stale."""
+    def terminate(lease: Lease) -> bool:
+        run = instance.get_run_by_id(lease.dagster_run_id) if lease.dagster_run_id else None
+        if run is None:
+            log(f"{lease.job}: the lease holder ({lease.describe()}) is not a run of this Dagster instance: refused")
+            return False
+        if run.is_finished:
+            return True
+        if instance.run_coordinator.cancel_run(run.run_id):
+            log(f"{lease.job}: terminating Dagster run {run.run_id} (it did not stop within the stop timeout)")
+            return True
+        if lease.host != HOST or not alive(lease.pid, lease.pid_started):
+            return False
+        os.kill(lease.pid, signal.SIGKILL)
+        instance.report_run_canceled(run, message=f"killed by the StateOps runbook: pid {lease.pid} did not stop")
+        log(f"{lease.job}: killed pid {lease.pid} of Dagster run {run.run_id} and reported it cancelled")
+        return True
+
+    return terminate
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def step_event(asset: AssetKey, event: RecoveryEvent) -> AssetObservation:
+    return AssetObservation(asset_key=asset, description=f"runbook {event.runbook_id}: {event.step} {event.phase}",
+                            metadata={"runbook_id": event.runbook_id, "step": event.step, "phase": event.phase,
+                                      "at": event.at, "details": MetadataValue.json(_jsonable(event.details))})
+
+
+def state_rows_markdown(before: Optional[dict], after: Optional[dict]) -> str:
+    """Rows and partitions per state store, before and after (the deep audits around the runbook)."""
+    def stores(audit: Optional[dict]) -> dict[str, dict]:
+        return {f"{op['operator_id']}/{op['store_name']}": op for op in (audit or {}).get("operators", [])}
+
+    old, new = stores(before), stores(after)
+    lines = ["| state store | rows before | rows after | partitions before | partitions after |",
+             "|---|---:|---:|---:|---:|"]
+    for name in sorted({*old, *new}):
+        cells = [old.get(name, {}).get("rows_total"), new.get(name, {}).get("rows_total"),
+                 old.get(name, {}).get("num_partitions"), new.get(name, {}).get("num_partitions")]
+        lines.append(f"| {name} | " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def report_metadata(report: RecoveryReport) -> dict[str, Any]:
+    """What the run shows: outcome, plan, audits, verification, the journal."""
+    steps = ["| at | step | phase |", "|---|---|---|"] + [
+        f"| {e['at']} | {e['step']} | {e['phase']} |" for e in report.steps]
+    metadata = {
+        "outcome": report.outcome,
+        "summary": report.summary(),
+        "runbook_id": report.runbook_id,
+        "job": report.job,
+        "mode": report.mode,
+        "plan": MetadataValue.md(f"```\n{RecoveryPlan.from_dict(report.plan).render()}\n```"),
+        "plan_json": MetadataValue.json(_jsonable(report.plan)),
+        "state": MetadataValue.md(state_rows_markdown(report.audit_before, report.audit_after)),
+        "audit_before": MetadataValue.json(_jsonable(report.audit_before or {})),
+        "audit_after": MetadataValue.json(_jsonable(report.audit_after or {})),
+        "verification": MetadataValue.json(_jsonable(report.verification or {})),
+        "journal": MetadataValue.md("\n".join(steps)),
+        "notes": MetadataValue.md("\n".join(f"- {n}" for n in report.notes) or "none"),
+    }
+    if report.archive_path:
+        metadata["archive_path"] = MetadataValue.path(report.archive_path)
+    if report.error:
+        metadata["error"] = report.error
+    if report.rollback:
+        metadata["rollback"] = MetadataValue.json(_jsonable(report.rollback))
+    return metadata
+
+
+@op(name="recover", pool=POOL, description="Plan the runbook (dry run) or run it: stop, archive, adjust, restart, "
+                                           "verify, roll back on failure.")
+def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: SparkResource,
+               paths: PathsResource) -> Output:
+    try:
+        check_config(config)
+    except ConfigError as err:
+        raise Failure(description=str(err), allow_retries=False) from None
+    context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
+    asset = AssetKey(SPECS[config.job].sink_table)
+
+    def on_event(event: RecoveryEvent) -> None:
+        if event.phase == "started":
+            context.log.info(f"runbook {event.runbook_id}: {event.step} started")
+        else:
+            context.log_event(step_event(asset, event))
+
+    try:
+        report = recover(paths.layout, config.request(actor=f"dagster run {context.run_id}"),
+                         config_path=os.environ.get("STATEOPS_CONFIG"), spark=lambda: spark.spark_session,
+                         on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
+    except StateOpsError as err:
+        raise Failure(description=launchpad_words(err), allow_retries=False) from None
+    metadata = report_metadata(report)
+    if report.outcome in ("rolled_back", "failed"):
+        raise Failure(description=report.summary(), metadata=metadata, allow_retries=False)
+    context.log.info(report.summary())
+    return Output(report.outcome, metadata=metadata)
+
+
+@job(name=JOB_NAME, description="Guarded state recovery of one streaming job (README, Recovery). Dry run by default: "
+                                "the plan is in the run's metadata; set dry_run: false and confirm: <job> to act.")
+def state_recovery():
+    recover_op()
+
+
+defs = Definitions(jobs=[state_recovery])

@@ -1,0 +1,20 @@
+"""Guarded state recovery: a runbook that stops a job, archives its checkpoint, adjusts, restarts, verifies,
+and rolls back by itself when the restart is unhealthy. No Dagster; no Spark (the `Runtime` interface is
+implemented by the jobs layer).
+
+    plan(layout, target, request)                      -> RecoveryPlan (preflight; writes nothing)
+    run(layout, target, request, runtime, on_event=, terminate=) -> RecoveryReport
+    archives: list_archives(root), summary(root, id), verify(root, id)
+
+Modes: adjust (watermark delay), repartition (state partitions, offline), rebuild (fresh checkpoint,
+replaying the retained input), rewind (back to batch N), restore (an archive). See README, Recovery.
+"""
+from stateops.recovery.model import (MODES, RecoveryEvent, RecoveryPlan, RecoveryRefused, RecoveryReport,
+                                     RecoveryRequest)
+from stateops.recovery.runbook import plan, run
+from stateops.recovery.runtime import Runtime, Terminate
+from stateops.recovery.settings import RecoverySettings
+from stateops.recovery.target import JobTarget
+
+__all__ = ["JobTarget", "MODES", "RecoveryEvent", "RecoveryPlan", "RecoveryRefused", "RecoveryReport",
+           "RecoveryRequest", "RecoverySettings", "Runtime", "Terminate", "plan", "run"]

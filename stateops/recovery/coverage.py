@@ -1,0 +1,103 @@
+"""What a rebuild can replay: the retained input against what the old checkpoint read, and the write floor.
+
+A rebuild starts a fresh checkpoint on the landing zone, so the file source reads every retained file
+again (one batch per file, as the job normally runs): nothing to configure, and the state comes out exact
+when every file the old checkpoint read is still there. (Starting at a point instead would need a filter
+on `_metadata.file_modification_time`, since the streaming file source has no `modifiedAfter` option
+(SPARK-49051); that saves reading old files but cannot prove the state it builds is complete.)
+
+When files the old checkpoint read are gone, rows of a window or session that started before their rows
+could arrive would come out as partial aggregates: those must not overwrite correct rows. Every row of
+a missing file has an event time at or below max(event time seen) <= watermark + delay after the batch
+that read it; so rows whose span starts before that bound (the write floor, with the largest delay the
+job ran with: its setting now and every watermark override in its history) are not written. With several
+inputs the global watermark is their minimum and bounds none of them: such a rebuild is refused.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from stateops.checkpoint import Checkpoint
+from stateops.control import overrides
+from stateops.durations import parse_seconds
+from stateops.fs import filesystem
+from stateops.layout import Layout
+
+from stateops.recovery.model import RecoveryRefused
+from stateops.recovery.target import JobTarget
+
+
+@dataclass(frozen=True)
+class Coverage:
+    retained_files: int
+    read_before: int
+    missing: int
+    write_floor_ms: int | None
+
+    def describe(self) -> str:
+        text = (f"rebuild replays all {self.retained_files} retained input files from a fresh checkpoint (about one "
+                "batch per file)")
+        if self.write_floor_ms is None:
+            return text + "; every file the old checkpoint read is retained, so the state is rebuilt exactly"
+        floor = datetime.fromtimestamp(self.write_floor_ms / 1000, tz=timezone.utc).isoformat()
+        return (text + f"; {self.missing} of the {self.read_before} files the old checkpoint read are gone, so rows "
+                f"whose event time starts before {floor} are not written (the replay cannot rebuild them completely)")
+
+
+def plain(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def landing_files(folder: str) -> set[str]:
+    fs, root = filesystem(folder)
+    if not fs.exists(root):
+        return set()
+    return {plain(p) for p in fs.find(root) if not posixpath.basename(p).startswith((".", "_"))}
+
+
+def _floor(checkpoint: Checkpoint, source_batch: int, max_delay_ms: int) -> int:
+    """watermark after the query batch that covered `source_batch` (or a later one) + the largest delay."""
+    retained = set(checkpoint.offset_batches())
+    for batch in checkpoint.committed_batches():
+        offsets = checkpoint.source_offsets(batch) if batch in retained else []
+        if any(isinstance(o, dict) and o.get("logOffset", -1) >= source_batch for o in offsets):
+            return next_watermark(checkpoint, batch) + max_delay_ms
+    return next_watermark(checkpoint, checkpoint.latest_committed_batch()) + max_delay_ms
+
+
+def next_watermark(checkpoint: Checkpoint, batch: int) -> int:
+    fs, path = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "commits", str(batch)))
+    with fs.open(path, "r") as handle:
+        lines = handle.read().splitlines()
+    return int(json.loads(lines[1]).get("nextBatchWatermarkMs", 0)) if len(lines) > 1 else 0
+
+
+def largest_delay_ms(layout: Layout, target: JobTarget) -> int:
+    """The longest watermark delay the job ran with: its setting now, or any override it ever had."""
+    values = [target.watermark_delay] + [c.value for c in overrides.history(layout, target.job)
+                                         if c.setting == overrides.WATERMARK_DELAY and c.value]
+    return max(parse_seconds(v) for v in values) * 1000
+
+
+def assess(layout: Layout, checkpoint: Checkpoint, target: JobTarget) -> Coverage:
+    if not target.landing:
+        raise RecoveryRefused(f"{target.job}: a rebuild replays the retained input of the file landing zone; this "
+                              "job reads Kafka, whose retention the runbook cannot see. Fix: use rewind or restore")
+    read = checkpoint.source_files()
+    retained = set().union(*(landing_files(folder) for folder in target.landing))
+    gone = {index: [(path, batch) for path, batch in files if plain(path) not in retained]
+            for index, files in read.items()}
+    missing = sum(len(files) for files in gone.values())
+    floor = None
+    if missing:
+        if len(target.landing) > 1:
+            raise RecoveryRefused(f"{target.job}: {missing} input files the checkpoint read are gone, and with "
+                                  "several inputs no watermark bounds their event times, so a rebuild cannot tell "
+                                  "complete rows from partial ones. Fix: put the input back, or use rewind or restore")
+        last = max(batch for files in gone.values() for _, batch in files)
+        floor = _floor(checkpoint, last, largest_delay_ms(layout, target))
+    return Coverage(retained_files=len(retained), read_before=sum(len(f) for f in read.values()), missing=missing,
+                    write_floor_ms=floor)

@@ -1,0 +1,277 @@
+"""Preflight: check everything the runbook needs before it touches anything, and build the plan.
+
+Nothing here writes: a refusal (RecoveryRefused or ConfigError, one line naming the problem and the fix)
+leaves the file system as it was. Checked: the request's values (mode, the values the mode needs, the
+watermark within the job's bounds), the confirmation, every path against the roots guard, the checkpoint
+(present, a committed batch), no other runbook on the job, the mode's own conditions (a rewind target
+whose offsets, commits and state are retained; a restorable archive; an idempotent key for a rebuild of
+an append sink), and room for the archive on its filesystem, measured, with a margin.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.control import current_lease, default_actor, maintenance, overrides
+from stateops.control.settings import ControlSettings
+from stateops.errors import ConfigError
+from stateops.layout import Layout
+
+from stateops.recovery import archive, coverage, journal, sinkstate, surgery
+from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
+                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
+                                     RecoveryPlan, RecoveryRefused, RecoveryRequest, Step)
+from stateops.recovery.settings import RecoverySettings
+from stateops.recovery.target import JobTarget
+
+_NEEDS = {  # mode -> (request field, required?)
+    "adjust": {"watermark_delay": True},
+    "repartition": {"shuffle_partitions": True},
+    "rebuild": {"watermark_delay": False, "shuffle_partitions": False},
+    "rewind": {"to_batch": True},
+    "restore": {"archive_id": True},
+}
+_FLAGS = {"watermark_delay": "--watermark", "shuffle_partitions": "--partitions", "to_batch": "--to-batch",
+          "archive_id": "--archive"}
+NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
+                  "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
+                  "of duplicates and losses, and verification does not count this as a failure")
+
+
+def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
+    if request.mode not in MODES:
+        raise ConfigError("mode", f"unknown mode {request.mode!r}", f"use one of {', '.join(MODES)}")
+    needs = _NEEDS[request.mode]
+    for name, flag in _FLAGS.items():
+        value = getattr(request, name)
+        if value is not None and name not in needs:
+            users = [m for m, n in _NEEDS.items() if name in n]
+            raise ConfigError(flag, f"does not apply to mode {request.mode}", f"use it with {' or '.join(users)}, "
+                              "or leave it out")
+        if value is None and needs.get(name):
+            raise ConfigError(flag, f"is required for mode {request.mode}", f"pass {flag} {_example(name)}")
+    if request.watermark_delay is not None:
+        overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)
+    if request.shuffle_partitions is not None:
+        overrides.validate(target.job, overrides.SHUFFLE_PARTITIONS, request.shuffle_partitions, target.bounds)
+    if request.to_batch is not None and (isinstance(request.to_batch, bool) or not isinstance(request.to_batch, int)
+                                         or request.to_batch < 0):
+        raise ConfigError("--to-batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
+
+
+def _example(name: str) -> str:
+    return {"watermark_delay": '"20 minutes"', "shuffle_partitions": "8", "to_batch": "N",
+            "archive_id": "ID (stateops archives list JOB)"}[name]
+
+
+def check_confirmation(request: RecoveryRequest) -> None:
+    if request.dry_run:
+        return
+    if request.confirm != request.job:
+        got = f"{request.confirm!r}" if request.confirm else "no confirmation"
+        raise RecoveryRefused(f"{request.job}: {got} does not confirm the runbook. Fix: pass --confirm "
+                              f"{request.job} (the job's name) to act, or leave it out for a dry run")
+
+
+def _open_checkpoint(target: JobTarget) -> tuple[Checkpoint, int]:
+    try:
+        checkpoint = Checkpoint.open(target.checkpoint)
+        return checkpoint, checkpoint.latest_committed_batch()
+    except NotACheckpointError as err:
+        raise RecoveryRefused(f"{target.job}: nothing to recover: {err}") from None
+
+
+def check_concurrency(layout: Layout, target: JobTarget, runbook_id: str) -> None:
+    lock = maintenance.current(layout, target.job)
+    if lock is not None and lock.runbook_id != runbook_id:
+        directory = archive.runbook_dir(target.archive_root, lock.runbook_id)
+        how = ("it is running now" if journal.running(directory) else
+               f"it did not finish; run it again with the same settings to resume it, or release the lock: "
+               f"stateops jobs unlock {target.job} --runbook-id {lock.runbook_id}")
+        raise RecoveryRefused(f"{target.job}: another runbook holds the job: {lock.describe()}; {how}")
+
+
+def _source_archive(target: JobTarget, request: RecoveryRequest) -> dict:
+    if archive.job_of(request.archive_id) != target.job:
+        raise RecoveryRefused(f"{target.job}: archive {request.archive_id} belongs to job "
+                              f"{archive.job_of(request.archive_id)}. Fix: pick one of stateops archives list "
+                              f"{target.job}")
+    target.roots.confine(archive.runbook_dir(target.archive_root, request.archive_id), job=target.job)
+    found = archive.manifest(target.archive_root, request.archive_id)
+    if found is None:
+        raise RecoveryRefused(f"{target.job}: no archive {request.archive_id} under {target.archive_root}. Fix: "
+                              f"pick one of stateops archives list {target.job}")
+    return found
+
+
+def _room(target: JobTarget, checkpoint_bytes: int, method: str, restore_bytes: int,
+          settings: RecoverySettings, directory: str) -> dict:
+    """Bytes the archive step, a restore and a rollback may write, against free bytes (measured)."""
+    needed = (0 if method == "rename" else checkpoint_bytes) + restore_bytes + checkpoint_bytes  # + rollback copy
+    required = int(needed * (1 + settings.archive_margin)) + settings.archive_min_free_bytes
+    free = archive.free_bytes(directory)
+    if not archive.writable(directory):
+        raise RecoveryRefused(f"{target.job}: the archive destination {directory} is not writable. Fix: make it "
+                              "writable, or set the job's archive_dir")
+    if free is not None and free < required:
+        raise RecoveryRefused(
+            f"{target.job}: not enough room for the archive on {directory}'s filesystem: {free} bytes free, "
+            f"{required} needed ({needed} bytes to write x {1 + settings.archive_margin:g} + "
+            f"{settings.archive_min_free_bytes} kept free: STATEOPS_ARCHIVE_MARGIN, STATEOPS_ARCHIVE_MIN_FREE_BYTES). "
+            "Fix: free space, or point the job's archive_dir to a filesystem with room")
+    return {"bytes": checkpoint_bytes, "required_bytes": required, "free_bytes": free}
+
+
+def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, latest: int) -> dict:
+    offsets = checkpoint.offset_batches()
+    return {"watermark_delay": target.watermark_delay,
+            "shuffle_partitions": checkpoint.shuffle_partitions(offsets[-1] if offsets else latest),
+            "sink_epoch": sinkstate.sink_state(layout, target.job).epoch}
+
+
+def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest, before: dict,
+                    source: dict | None) -> dict:
+    after = dict(before, sink_epoch=sinkstate.next_epoch(layout, target.job))
+    if request.watermark_delay is not None:
+        after["watermark_delay"] = overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay,
+                                                      target.bounds)
+    if request.mode == "repartition":
+        after["shuffle_partitions"] = int(request.shuffle_partitions)
+    if request.mode == "rebuild":
+        after["shuffle_partitions"] = int(request.shuffle_partitions or target.shuffle_partitions)
+    if source is not None:
+        after["watermark_delay"] = source["settings"]["watermark_delay"]
+        after["shuffle_partitions"] = source["settings"]["shuffle_partitions"]
+    return after
+
+
+def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) -> tuple[Step, ...]:
+    restart = ("start the job as a long-running run in its own process, as it ran before" if restart_mode ==
+               "continuous" else "run the job once (bounded), as it ran before")
+    steps = [Step(STOP, "ask the running query to stop and wait for its lease; past the timeout terminate its run "
+                  "(the orchestrator's callback) or refuse; then hold the job's lease", False, True),
+             Step(AUDIT_BEFORE, "deep audit of the stopped checkpoint (state reader): rows and partitions", False,
+                  True),
+             Step(ARCHIVE, f"{method} the checkpoint into the archive with a manifest (files, sizes, sha256, batch, "
+                  "watermark, settings, sink version and epoch, audit); verify it before anything changes",
+                  method == "rename", True),
+             Step(ADJUST, "record the new settings and a new sink epoch in the override store (history kept)",
+                  True, True)]
+    if mode == "restore":
+        steps.insert(0, Step(VERIFY_SOURCE, f"verify archive {request.archive_id} against its manifest", False, True))
+        steps.append(Step(RESTORE_CHECKPOINT, f"copy archive {request.archive_id}'s checkpoint into place "
+                          "(verified)", True, True))
+    if mode == "repartition":
+        steps.append(Step(REPARTITION, f"repartition the state offline to {request.shuffle_partitions} partitions "
+                          "(Spark's checkpoint manager writes one new batch)", True, False))
+    if mode == "rewind":
+        steps.append(Step(REWIND_CUT, f"cut the checkpoint back to batch {request.to_batch}: later offsets, commits, "
+                          f"source log entries and state versions above {request.to_batch + 1} leave it (the "
+                          "archive keeps them)", True, True))
+    if mode == "rebuild":
+        steps.append(Step(FRESH_CHECKPOINT, "start from an empty checkpoint (the old one is in the archive)", True,
+                          True))
+    if mode != "rebuild":
+        steps.append(Step(ALIGN_SINK, "restore the sink table to the last version holding no batch the restart will "
+                          "run again (Delta restore: later versions stay in its log)", True, True))
+    steps += [Step(RESTART, restart, True, restart_mode == "bounded"),
+              Step(VERIFY, "K batches without error, watermark advancing, state rows within bounds and "
+                   "partitions as expected (deep audit), no duplicate keys in the sink; roll back on failure",
+                   False, True)]
+    return tuple(steps)
+
+
+def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, cover: coverage.Coverage | None
+           ) -> tuple[str, ...]:
+    notes = []
+    if mode == "adjust":
+        notes.append("the watermark only moves forward: a longer delay admits later rows from the restart on, but "
+                     "cannot bring back rows already dropped or state already evicted (that is what rebuild is for)")
+    if mode == "repartition":
+        notes.append("Spark's offline repartition is experimental (PySpark 4.2); state-metadata keeps reporting the "
+                     "old partition count, so the runbook counts partitions from the state files")
+    if mode == "rewind":
+        notes.append(f"batches {request.to_batch + 1}..{latest} run again under a new sink epoch, after the sink is "
+                     "restored to the version before their writes")
+    if mode == "rebuild" and cover is not None:
+        notes.append(cover.describe())
+    if mode == "restore":
+        notes.append("the archived settings come back and the input that arrived after the archive is processed "
+                     "again")
+    notes.append(NOTE_LATE_ROWS)
+    return tuple(notes)
+
+
+def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, runbook_id: str | None = None,
+               settings: RecoverySettings | None = None, now: datetime | None = None) -> RecoveryPlan:
+    """The plan for `request`, or a one-line refusal. Writes nothing."""
+    settings = settings or RecoverySettings.from_env()
+    _check_values(target, request)
+    check_confirmation(request)
+    runbook_id = runbook_id or archive.new_runbook_id(target.job, now)
+    if "://" in target.archive_root and not target.archive_root.startswith("file://"):
+        raise RecoveryRefused(f"{target.job}: archive_dir {target.archive_root} is not a local or POSIX path; the "
+                              "runbook's journal needs file locks. Fix: set archive_dir to a path under STATEOPS_HOME")
+    directory = target.roots.confine(archive.runbook_dir(target.archive_root, runbook_id), job=target.job)
+    target.roots.confine(target.checkpoint, job=target.job)
+    checkpoint, latest = _open_checkpoint(target)
+    check_concurrency(layout, target, runbook_id)
+    source = _source_archive(target, request) if request.mode == "restore" else None
+    partitions = checkpoint.state_partitions(latest)
+    current = max(partitions.values(), default=None)
+    before = _settings_before(layout, target, checkpoint, latest)
+    cover = None
+    if request.mode == "adjust" and overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay,
+                                                        target.bounds) == target.watermark_delay:
+        raise RecoveryRefused(f"{target.job}: the watermark delay is already {target.watermark_delay}; nothing to "
+                              "adjust. Fix: pass another --watermark")
+    if request.mode == "repartition" and current == request.shuffle_partitions:
+        raise RecoveryRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
+                              "--partitions")
+    if request.mode == "rewind":
+        problems = surgery.rewind_problems(checkpoint, request.to_batch)
+        if problems:
+            raise RecoveryRefused(f"{target.job}: cannot rewind to batch {request.to_batch}: {problems[0]}")
+    if request.mode == "rebuild":
+        if target.output_mode == "append" and not target.row_key:
+            raise RecoveryRefused(f"{target.job}: a rebuild replays input into an append sink without an idempotent "
+                                  "key, which would duplicate rows. Fix: declare the job's idempotent_key")
+        cover = coverage.assess(layout, checkpoint, target)
+    lease = current_lease(layout, target.job)
+    running = None
+    if lease is not None:
+        running = {**asdict(lease), "stale": lease.stale_reason(ControlSettings.from_env()) is not None}
+    restart_mode = lease.mode if lease is not None and lease.mode in ("bounded", "continuous") else "bounded"
+    method = ("rename" if request.mode in ("rebuild", "restore")
+              and archive.same_filesystem(target.checkpoint, target.archive_root) else "copy")
+    restore_bytes = source["total_bytes"] if source else 0
+    room = _room(target, archive.tree_size(target.checkpoint), method, restore_bytes, settings, directory)
+    return RecoveryPlan(
+        runbook_id=runbook_id, job=target.job, mode=request.mode, request=request.to_dict(),
+        actor=request.actor or default_actor(), reason=request.reason.strip() or f"stateops recover {request.mode}",
+        created_at=(now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
+        checkpoint=target.checkpoint, query_id=checkpoint.query_id(), latest_committed_batch=latest,
+        watermark=checkpoint.watermark(latest).isoformat() if checkpoint.watermark(latest) else None,
+        state_partitions=current, sink_table=target.sink_table, running=running, restart_mode=restart_mode,
+        archive={"id": runbook_id, "path": directory, "method": method, **room},
+        settings_before=before, settings_after=_settings_after(layout, target, request, before, source),
+        steps=_steps(request.mode, request, restart_mode, method),
+        notes=_notes(request.mode, request, target, latest, cover), dry_run=request.dry_run)
+
+
+def unfinished(layout: Layout, target: JobTarget, request: RecoveryRequest) -> RecoveryPlan | None:
+    """The plan of this job's runbook that a crash interrupted, when `request` asks for the same thing (running
+    it again resumes it); None otherwise."""
+    lock = maintenance.current(layout, target.job)
+    if lock is None:
+        return None
+    directory = archive.runbook_dir(target.archive_root, lock.runbook_id)
+    stored = archive.read_json(posixpath.join(directory, archive.PLAN))
+    if stored is None or os.path.exists(posixpath.join(directory, archive.REPORT)):
+        return None
+    plan = RecoveryPlan.from_dict(stored)
+    same = RecoveryRequest(**{k: v for k, v in plan.request.items()}).parameters() == request.parameters()
+    return plan if same and not journal.running(directory) else None

@@ -1,0 +1,164 @@
+"""Rewind surgery on a stopped v1 checkpoint: back to batch N, so that batch N+1 runs again.
+
+Spark restarts from the latest batch in `offsets/` (here N, committed in `commits/N`, with `offsets/N-1`
+for the watermark of late rows) and loads state version N+1 of every partition. So the cut keeps those,
+and removes from the checkpoint everything later: offsets and commits above N, state files of versions
+above N+1 (with the v1 format a stale higher version could be picked up as a base snapshot), file-source
+log entries above the source offset recorded in `offsets/N`, and their `.crc` files. A source log
+compacts every 10 source batches (`<b>.compact` holds every entry up to b): a compact file past the cut
+is removed after the individual entries up to the cut were written back from it. The runbook archives
+and verifies the whole checkpoint first, so every removed file stays in the archive.
+
+Every operation is idempotent (removing what is already gone, writing back what is already there), so an
+interrupted cut is completed by running it again.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Any
+
+from stateops.checkpoint import Checkpoint
+from stateops.fs import filesystem
+
+from stateops.recovery.model import RecoveryRefused
+
+_SOURCE_ENTRY = re.compile(r"^(\d+)(\.compact)?$")
+_SNAPSHOTS, _DELTAS = ("zip", "snapshot"), ("changelog", "delta")
+
+
+def _remove(fs, path: str) -> int:
+    """Remove a checkpoint file and its Hadoop checksum file; how many were there."""
+    removed = 0
+    folder, name = posixpath.split(path)
+    for target in (path, posixpath.join(folder, f".{name}.crc")):
+        if fs.exists(target):
+            fs.rm(target)
+            removed += 1
+    return removed
+
+
+def _loadable(versions: dict[int, set[str]], version: int) -> bool:
+    """Can a state store load `version` from these files (a snapshot, or deltas down to one or to 0)?"""
+    while version > 0:
+        kinds = versions.get(version, set())
+        if kinds & set(_SNAPSHOTS):
+            return True
+        if not kinds & set(_DELTAS):
+            return False
+        version -= 1
+    return True
+
+
+def _source_offsets(checkpoint: Checkpoint, batch_id: int) -> dict[int, int | None]:
+    """File-source index -> the last source-log batch that query batch `batch_id` covers (others omitted)."""
+    out = {}
+    for index, offset in enumerate(checkpoint.source_offsets(batch_id)):
+        if isinstance(offset, dict) and "logOffset" in offset:
+            out[index] = int(offset["logOffset"])
+    return out
+
+
+def _source_log(checkpoint: Checkpoint, index: int) -> tuple[Any, str, dict[int, str]]:
+    """(fs, folder, source batch -> file name) of one file source's log."""
+    fs, folder = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "sources", str(index)))
+    names = {}
+    if fs.exists(folder):
+        for entry in fs.ls(folder, detail=False):
+            match = _SOURCE_ENTRY.match(posixpath.basename(entry))
+            if match:
+                names[int(match.group(1))] = posixpath.basename(entry)
+    return fs, folder, names
+
+
+def rewind_problems(checkpoint: Checkpoint, to_batch: int) -> list[str]:
+    """Why the checkpoint cannot be rewound to `to_batch` (empty when it can)."""
+    committed, offsets = checkpoint.committed_batches(), checkpoint.offset_batches()
+    latest = committed[-1]
+    if to_batch >= latest:
+        return [f"batch {to_batch} is not before the latest committed batch {latest}; nothing to rewind "
+                f"(choose 0 <= N < {latest})"]
+    needed = [("offsets", to_batch), ("commits", to_batch)] + ([("offsets", to_batch - 1)] if to_batch > 0 else [])
+    missing = [f"{folder}/{batch}" for folder, batch in needed
+               if batch not in (offsets if folder == "offsets" else committed)]
+    if missing:
+        return [f"{', '.join(missing)} no longer retained (oldest offsets: {offsets[0]}); choose N >= "
+                f"{max(offsets[0] + 1, committed[0])}"]
+    problems = []
+    partitions = checkpoint.shuffle_partitions(to_batch)
+    per_partition: dict[tuple[int, str, int], dict[int, set[str]]] = {}
+    for f in checkpoint.state_files():
+        if f.version is not None:
+            per_partition.setdefault((f.operator_id, f.store_name, f.partition_id), {}).setdefault(
+                f.version, set()).add(f.kind)
+    stores = {(op, store) for op, store, _ in per_partition}
+    for op, store in sorted(stores):
+        for partition in range(partitions or 0):
+            if not _loadable(per_partition.get((op, store, partition), {}), to_batch + 1):
+                problems.append(f"state version {to_batch + 1} of operator {op} store {store} partition "
+                                f"{partition} is no longer retained")
+    if problems:
+        return [f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; choose a "
+                "later batch (Spark keeps spark.sql.streaming.minBatchesToRetain batches of state)"]
+    for index, cut in _source_offsets(checkpoint, to_batch).items():
+        _, _, names = _source_log(checkpoint, index)
+        compacts = [b for b, n in names.items() if n.endswith(".compact")]
+        base = max((b for b in compacts if b <= cut), default=-1)
+        later = [b for b in compacts if b > cut]
+        gaps = [b for b in range(base + 1, cut + 1) if b not in names]
+        if gaps and not later:
+            problems.append(f"source {index}: log entries {gaps[0]}..{gaps[-1]} are missing")
+    return problems
+
+
+def _restore_entries(fs, folder: str, names: dict[int, str], cut: int, archived_folder: str | None) -> int:
+    """Write back the individual log entries up to `cut` that only a later compact file still holds."""
+    compacts = sorted(b for b, n in names.items() if n.endswith(".compact"))
+    base = max((b for b in compacts if b <= cut), default=-1)
+    gaps = [b for b in range(base + 1, cut + 1) if b not in names]
+    later = [b for b in compacts if b > cut]
+    if not gaps:
+        return 0
+    source = posixpath.join(folder, names[later[0]])
+    if not fs.exists(source) and archived_folder:  # removed by an interrupted cut: the archive has it
+        source = posixpath.join(archived_folder, names[later[0]])
+    entries: dict[int, list[str]] = {}
+    with filesystem(source)[0].open(filesystem(source)[1], "r") as handle:
+        for line in handle.read().splitlines()[1:]:
+            record = json.loads(line)
+            entries.setdefault(int(record["batchId"]), []).append(line)
+    for batch in gaps:
+        with fs.open(posixpath.join(folder, str(batch)), "w") as handle:
+            handle.write("v1\n" + "\n".join(entries.get(batch, [])))
+    return len(gaps)
+
+
+def rewind(checkpoint_path: str, to_batch: int, archived_checkpoint: str | None = None) -> dict[str, int]:
+    """Cut the checkpoint back to `to_batch` (see the module doc); counts of files written back and removed."""
+    checkpoint = Checkpoint(checkpoint_path)
+    root = checkpoint_path.rstrip("/")
+    fs, _ = filesystem(root)
+    counts = {"source_entries_written": 0, "removed": 0}
+    for index, cut in _source_offsets(checkpoint, to_batch).items():
+        fs_src, folder, names = _source_log(checkpoint, index)
+        archived = posixpath.join(archived_checkpoint, "sources", str(index)) if archived_checkpoint else None
+        counts["source_entries_written"] += _restore_entries(fs_src, folder, names, cut, archived)
+        for batch, name in names.items():
+            if batch > cut:
+                counts["removed"] += _remove(fs_src, posixpath.join(folder, name))
+    for folder in ("offsets", "commits"):
+        for batch in checkpoint._batches(folder):
+            if batch > to_batch:
+                counts["removed"] += _remove(fs, filesystem(posixpath.join(root, folder, str(batch)))[1])
+    for f in checkpoint.state_files():
+        if f.version is not None and f.version > to_batch + 1:
+            counts["removed"] += _remove(fs, f.path)
+    state_fs, state_root = filesystem(posixpath.join(root, "state"))
+    if state_fs.exists(state_root):
+        for path in state_fs.find(state_root):
+            parts = path.split("/")
+            if len(parts) > 3 and parts[-3:-1] == ["_metadata", "v2"] and parts[-1].isdigit() \
+                    and int(parts[-1]) > to_batch:
+                counts["removed"] += _remove(state_fs, path)
+    return counts

@@ -1,0 +1,25 @@
+"""What the runbook needs to know about a job, as data: the jobs layer builds it from the job's spec (the
+core never imports the job catalog)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stateops.control.overrides import WatermarkBounds
+from stateops.roots import Roots
+
+
+@dataclass(frozen=True)
+class JobTarget:
+    job: str
+    checkpoint: str
+    sink_table: str
+    output_mode: str                 # append | update
+    row_key: tuple[str, ...]         # merge keys (update) or idempotent key (append): no duplicates allowed
+    output_time_column: str | None   # where an output row's event-time span starts
+    watermark_delay: str             # in force now
+    bounds: WatermarkBounds
+    shuffle_partitions: int          # for a new checkpoint (spec, config file or override)
+    archive_root: str
+    landing: tuple[str, ...]         # the input folders (file sources), in input order; () for Kafka
+    inputs: int                      # input streams (each with its own watermark)
+    roots: Roots
