@@ -12,6 +12,7 @@ from stateops.remediation.policy import Policy
 
 from orchestration.assets import SPECS
 from orchestration.audit_schedules import deep_audit_jobs
+from orchestration.recovery import state_recovery
 from orchestration.schedules import job_runs
 from sensors.health import build_health_sensor, run_failure_alert
 from sensors.state import state_sensors
@@ -35,11 +36,12 @@ def validate_policies() -> None:
 
 
 validate_policies()
-TARGETS = Targets(deep_audit=lambda job: deep_audit_jobs[job].name, job_run=lambda job: job_runs[job].name)
+TARGETS = Targets(deep_audit=lambda job: deep_audit_jobs[job].name, job_run=lambda job: job_runs[job].name,
+                  runbook=state_recovery)
 INTERVAL = interval_seconds()
 
 defs = Definitions(sensors=[
-    *state_sensors(TARGETS, list(deep_audit_jobs.values()), INTERVAL),
-    build_health_sensor(TARGETS, list(job_runs.values()), INTERVAL),
+    *state_sensors(TARGETS, [*deep_audit_jobs.values(), state_recovery], INTERVAL),
+    build_health_sensor(TARGETS, [*job_runs.values(), state_recovery], INTERVAL),
     run_failure_alert,
 ])

@@ -17,7 +17,7 @@ from stateops.remediation.alerts import sender_from_env
 
 from orchestration.assets import SPECS
 from sensors.health import run_failure_alert
-from tests.sensor_support import Harness
+from tests.sensor_support import RUNBOOK_OP, Harness
 
 pytestmark = pytest.mark.e2e
 
@@ -109,7 +109,7 @@ def test_stalled_query_gets_the_guarded_restart(layout, config):
             [request] = harness.tick(HEALTH).run_requests
     assert request.job_name == "state_recovery"
     assert request.tags["stateops/key"] == f"stalled:{held.lease.lease_id}:7"
-    config = request.run_config["ops"]["runbook"]["config"]
+    config = request.run_config["ops"][RUNBOOK_OP]["config"]
     assert (config["mode"], config["watermark_delay"], config["dry_run"]) == ("adjust", "2 hours", True)
 
 

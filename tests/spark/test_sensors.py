@@ -27,7 +27,7 @@ from stateops.layout import Layout
 from stateops.remediation.alerts import sender_from_env
 
 from tests.audit_support import oracle_rows
-from tests.sensor_support import Harness
+from tests.sensor_support import RUNBOOK_OP, Harness
 
 pytestmark = pytest.mark.spark
 
@@ -121,7 +121,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
         again = harness.tick(SKEW, escalated.cursor)
         [request] = again.run_requests
         assert request.job_name == "state_recovery", request
-        config = request.run_config["ops"]["runbook"]["config"]
+        config = request.run_config["ops"][RUNBOOK_OP]["config"]
         assert {k: config[k] for k in ("job", "mode", "shuffle_partitions", "dry_run")} == {
             "job": JOB, "mode": "repartition", "shuffle_partitions": 9, "dry_run": True}
         assert "confirm" not in config  # plan mode: the person who launches it for real confirms
@@ -163,7 +163,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
         assert "runbook rb-alice (alice" in held and "holds the maintenance lock" in held
         maintenance.release(layout, JOB, runbook_id="rb-alice", actor="alice")
         [request] = harness.tick(SKEW, cursor).run_requests
-        config = request.run_config["ops"]["runbook"]["config"]
+        config = request.run_config["ops"][RUNBOOK_OP]["config"]
         assert request.tags["stateops/audit_id"] == audit_3 and (config["dry_run"], config["confirm"]) == (False, JOB)
 
 
@@ -185,7 +185,7 @@ def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, home):
         _audit(spark, layout)  # against the first: STATE_GROWTH, the watermark having advanced
         result = harness.tick(GROWTH)
         [request] = result.run_requests
-        config = request.run_config["ops"]["runbook"]["config"]
+        config = request.run_config["ops"][RUNBOOK_OP]["config"]
         assert (config["mode"], config["watermark_delay"]) == ("adjust", "60 minutes")
         assert request.tags["stateops/finding_code"] == "STATE_GROWTH"
         assert request.tags["stateops/rule"] == "growth -> adjust (watermark delay 2 hours -> 60 minutes)"
