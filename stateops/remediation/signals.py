@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -23,6 +24,7 @@ from stateops.errors import StateOpsError
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
+STAMP = pa.timestamp("us", tz="UTC")
 SCHEMAS = {AUDITS: AUDITS_SCHEMA, FINDINGS: FINDINGS_SCHEMA, progress.TABLE: progress.SCHEMA}
 AUDIT_COLUMNS = ("audit_id", "audited_at", "kind", "checkpoint", "query_id", "batch_id", "watermark",
                  "operator_id", "store_name", "rows_total", "num_partitions")
@@ -47,8 +49,13 @@ def _kind(dtype: pa.DataType) -> str:
     return str(dtype)
 
 
-def read_ops(layout: Layout, name: str, columns: Sequence[str], filters=None) -> pa.Table | None:
-    """`columns` of ops table `name` (rows matching delta-rs `filters`); None when the table does not exist."""
+def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Expression | None = None) -> pa.Table | None:
+    """`columns` of ops table `name` (the `rows` matching an expression); None when the table does not exist.
+
+    delta-rs gives the table's files and schema; one pyarrow scan of those files reads them with the
+    expression pushed down to their statistics (delta-rs' own scan builds an expression per file, which on
+    months of small commits cost seconds a tick). StateOps writes these tables with delta-rs: no deletion
+    vectors, no column mapping, so the files are the table."""
     uri = layout.ops_table(name)
     where = f"ops table {name} ({uri})"
     try:
@@ -68,7 +75,10 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], filters=None) ->
         if got != want:
             raise OpsTableError(f"{where}: column {column!r} holds {got}, StateOps writes {want} (schema drift). {_FIX}")
     try:
-        return table.to_pyarrow_table(columns=list(columns), filters=filters)
+        fs, _root = filesystem(uri)
+        files = [fs._strip_protocol(f) for f in table.file_uris()]
+        return ds.dataset(files, schema=expected, format="parquet", filesystem=fs).to_table(
+            columns=list(columns), filter=rows)
     except Exception as err:  # noqa: BLE001 - a corrupt data file, likewise
         raise OpsTableError(f"{where} cannot be read: {_first_line(err)}. {_FIX}") from None
 
@@ -92,7 +102,11 @@ class Trail:
 
     def findings_of(self, audit_id: str, codes: Iterable[str] | None = None) -> list[dict[str, Any]]:
         wanted = set(codes) if codes is not None else None
-        return [f for f in self.findings.get(audit_id, []) if wanted is None or f["code"] in wanted]
+        rows = [f for f in self.findings.get(audit_id, []) if wanted is None or f["code"] in wanted]
+        for row in rows:  # parsed when asked for: a trail holds every audit's findings, a decision reads a few
+            if "details" not in row:
+                row["details"] = json.loads(row["details_json"]) if row["details_json"] else {}
+        return rows
 
     def audit(self, audit_id: str) -> dict[str, Any] | None:
         return next((a for a in self.audits if a["audit_id"] == audit_id), None)
@@ -110,10 +124,11 @@ class Query:
 def deep_trails(layout: Layout, queries: Iterable[Query]) -> dict[str, Trail] | None:
     """Job -> the deep audits of its current query; None when no audit was ever recorded (no table)."""
     queries = list(queries)
-    audits = read_ops(layout, AUDITS, AUDIT_COLUMNS, filters=[("kind", "=", "deep")])
+    deep_of_queries = (pc.field("kind") == "deep") & pc.field("query_id").isin([q.query_id for q in queries])
+    audits = read_ops(layout, AUDITS, AUDIT_COLUMNS, rows=deep_of_queries)
     if audits is None:
         return None
-    findings = read_ops(layout, FINDINGS, FINDING_COLUMNS, filters=[("kind", "=", "deep")])
+    findings = read_ops(layout, FINDINGS, FINDING_COLUMNS, rows=deep_of_queries)
     wanted = {(normalize(q.checkpoint), q.query_id): q.job for q in queries}
     trails = {q.job: Trail() for q in queries}
     summaries: dict[str, dict[str, Any]] = {}
@@ -134,24 +149,27 @@ def deep_trails(layout: Layout, queries: Iterable[Query]) -> dict[str, Trail] | 
     for row in ([] if findings is None else findings.to_pylist()):
         summary = summaries.get(row["audit_id"])
         if summary is not None:
-            row["details"] = json.loads(row["details_json"]) if row["details_json"] else {}
             trails[summary["job"]].findings.setdefault(row["audit_id"], []).append(row)
     return trails
 
 
-def progress_since(layout: Layout, query_ids: Iterable[str], since: _dt.datetime) -> dict[str, list[dict[str, Any]]] | None:
-    """Query id -> its progress rows from `since` on, oldest first; None when no progress was ever recorded."""
-    ids = [q for q in query_ids if q]
-    table = read_ops(layout, progress.TABLE, PROGRESS_COLUMNS, filters=[("timestamp", ">=", since)])
+def progress_ends(layout: Layout, windows: Mapping[str, _dt.datetime]) -> dict[str, list[dict[str, Any]]] | None:
+    """Query id -> the first and the last progress row with state rows in its window (`windows`: query id ->
+    the window's start), oldest first: what the growth signal compares. None when no progress was ever
+    recorded. The rows between stay in Arrow: a window may hold a day of batches."""
+    windows = {q: since for q, since in windows.items() if q}
+    since = min(windows.values(), default=None)
+    table = read_ops(layout, progress.TABLE, PROGRESS_COLUMNS,
+                     rows=None if since is None else (pc.field("timestamp") >= pa.scalar(since, STAMP))
+                     & pc.field("query_id").isin(list(windows)) & pc.field("state_rows_total").is_valid())
     if table is None:
         return None
-    out: dict[str, list[dict[str, Any]]] = {q: [] for q in ids}
-    if ids and table.num_rows:
-        table = table.filter(pc.is_in(table["query_id"], value_set=pa.array(ids)))
-        for row in table.to_pylist():
-            out[row["query_id"]].append(row)
-    for rows in out.values():
-        rows.sort(key=lambda r: (r["timestamp"], r["batch_id"]))
+    out: dict[str, list[dict[str, Any]]] = {q: [] for q in windows}
+    for query_id, start in windows.items():
+        rows = table.filter((pc.field("query_id") == query_id) & (pc.field("timestamp") >= pa.scalar(start, STAMP)))
+        if rows.num_rows:
+            rows = rows.sort_by([("timestamp", "ascending"), ("batch_id", "ascending")])
+            out[query_id] = rows.take([0, rows.num_rows - 1] if rows.num_rows > 1 else [0]).to_pylist()
     return out
 
 

@@ -19,7 +19,7 @@ from stateops.remediation.growth import decide_growth, window_start
 from stateops.remediation.health import decide_health
 from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
-from stateops.remediation.signals import Query, Trail, deep_trails, latest_batches, newest_file, progress_since
+from stateops.remediation.signals import Query, Trail, deep_trails, latest_batches, newest_file, progress_ends
 from stateops.remediation.skew import decide_skew
 
 
@@ -78,12 +78,11 @@ def growth_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.dateti
     watched = {w.job: w for w in watched}
     queries, decisions = _queries(watched.values())
     trails = _trails(layout, queries)
-    since = min((window_start(now, w.thresholds) for w in watched.values()), default=now)
-    progress = progress_since(layout, [q.query_id for q in queries.values()], since) or {}
+    progress = progress_ends(layout, {q.query_id: window_start(now, watched[job].thresholds)
+                                      for job, q in queries.items()}) or {}
     for job, query in queries.items():
         w = watched[job]
-        rows = [r for r in progress.get(query.query_id, []) if r["timestamp"] >= window_start(now, w.thresholds)]
-        decisions[job] = decide_growth(job, trails[job], w.policy, w.thresholds, rows,
+        decisions[job] = decide_growth(job, trails[job], w.policy, w.thresholds, progress.get(query.query_id, []),
                                        watermark_delay=w.watermark_delay, watermark_min=w.watermark_min)
     return decisions
 
