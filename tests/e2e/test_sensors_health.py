@@ -158,5 +158,6 @@ def test_sensors_in_the_code_location_with_descriptions():
     for sensor in sensors.values():
         assert sensor.default_status == DefaultSensorStatus.STOPPED and len(sensor.description) > 80, sensor.name
     for name in ("state_skew_sensor", "state_growth_sensor"):
-        assert {t.job_name for t in sensors[name].targets} == {f"{job}_deep_audit" for job in SPECS}
-    assert {t.job_name for t in sensors["query_health_sensor"].targets} == {f"{job}_job" for job in SPECS}
+        assert {t.job_name for t in sensors[name].targets} == {f"{job}_deep_audit" for job in SPECS} | {"state_recovery"}
+    assert {t.job_name for t in sensors["query_health_sensor"].targets} == {f"{job}_job" for job in SPECS} | {
+        "state_recovery"}
