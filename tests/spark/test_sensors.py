@@ -5,15 +5,12 @@ requested runs executed in process as the daemon would launch them.
 Skew: the generator's clustered ids (Spark's murmur3 sends them to partition 0 of 4) skew user_activity's
 dedup store across many keys. Oracle for the skew: Spark's state reader counted directly.
 """
-import json
 import os
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow as pa
 import pytest
-from dagster import AssetObservation, RunRequest, instance_for_test
+from dagster import AssetObservation, instance_for_test
 from deltalake import write_deltalake
 
 from jobs.audit_cli import resolve_audit
@@ -28,6 +25,7 @@ from stateops.remediation.alerts import sender_from_env
 
 from tests.audit_support import oracle_rows
 from tests.sensor_support import RUNBOOK_OP, Harness
+from tests.webhook_server import Server
 
 pytestmark = pytest.mark.spark
 
@@ -43,27 +41,6 @@ skew_min_rows = 50        # the default (1000) calls a few hundred rows noise; t
 growth_min_rows = 100
 growth_ratio = 1.5
 """
-
-
-class Hook:
-    """A loopback webhook that records every alert body."""
-
-    def __init__(self):
-        self.bodies = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                hook.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
@@ -98,7 +75,7 @@ def _job_part(reason: str, job: str = JOB) -> str:
 
 def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(spark, home, monkeypatch):
     layout, configure = home
-    hook = Hook()
+    hook = Server([200])
     monkeypatch.setenv("STATEOPS_ALERT_WEBHOOK_URL", hook.url)
     monkeypatch.setenv("STATEOPS_ALERT_BACKOFF_SECONDS", "0.01")
     generate(layout, GeneratorConfig(events=800, files=4, users=100, clustered_share=0.9, clustered_partitions=4,
@@ -150,7 +127,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
         lost = _job_part(_skip(harness.tick(SKEW, None)))
         assert f"already acted on by run {run.dagster_run.run_id}" in lost
         assert sender_from_env().flush(30)
-        assert len(hook.bodies) == 1 and "remediate (skew.many_keys" in hook.bodies[0]["text"]
+        assert len(hook.bodies) == 1 and "remediate (skew.many_keys" in hook.bodies[0][1]["text"]
 
         # A new deep audit is a new finding: the cooldown, then the daily budget, then the lock hold it back.
         audit_3 = _audit(spark, layout)

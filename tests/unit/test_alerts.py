@@ -1,48 +1,18 @@
 """The alert webhook against real local HTTP servers (loopback): delivered with a Slack-compatible body,
 retried with backoff on failures, given up after the retries, never blocking the caller."""
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from stateops.errors import ConfigError
 from stateops.remediation.alerts import Alert, WebhookSender, WebhookSettings, sender_from_env
 
+from tests.webhook_server import Server
+
 pytestmark = pytest.mark.unit
 
 ALERT = Alert("user_activity: alert (skew.hot_key -> alert)", "key \"u0000\" holds 93% of partition 0: salt it",
               "warn", {"job": "user_activity", "audit": "a2", "rule": "skew.hot_key -> alert", "runbook": None})
-
-
-class Server:
-    """A loopback HTTP server answering each POST with the next status of `statuses` (the last one repeats);
-    `gate`, when given, holds every answer until it is set."""
-
-    def __init__(self, statuses, gate: threading.Event | None = None):
-        self.statuses, self.gate, self.bodies = list(statuses), gate, []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                server.bodies.append((self.headers["Content-Type"], json.loads(body)))
-                if server.gate is not None:
-                    server.gate.wait(30)
-                status = server.statuses.pop(0) if len(server.statuses) > 1 else server.statuses[0]
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
