@@ -2,8 +2,8 @@
 
 Each file holds one slice of event time (`minutes_per_file`) and becomes one micro-batch (the jobs read
 one file per trigger), so a given seed and config always yields the same batches. Knobs: hot-key share
-(skew), late events (share, minutes behind), duplicates, malformed lines, and the order/payment cases:
-payment never arrives, payment arrives too late (after the watermark passed it), payment outside the
+(skew from one key), clustered share (skew across many keys: event ids that hash to one partition), late
+events (share, minutes behind), duplicates, malformed lines, and the order/payment cases: payment never arrives, payment arrives too late (after the watermark passed it), payment outside the
 5-minute bound; and poison timestamps (extra rows stamped in 2099, which the jobs must dead-letter). A
 manifest `_generator.json` (ignored by Spark: leading underscore) lists the cases.
 """
@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 from stateops.errors import ConfigError
 from stateops.fs import filesystem
+from stateops.hashing import spark_partition
 from stateops.layout import Layout
 
 HOT_USER = "u0000"
@@ -52,6 +53,10 @@ class GeneratorConfig:
     start: str = field(default="2026-01-01T00:00:00+00:00", metadata={"help": "event time of the first slice (ISO)"})
     minutes_per_file: int = field(default=10, metadata={"help": "event-time span of each file"})
     hot_key_share: float = field(default=0.0, metadata={"help": "share of events for one hot user (skew)"})
+    clustered_share: float = field(default=0.0, metadata={
+        "help": "share of events whose event id hashes to partition 0 of --clustered-partitions (Spark's murmur3): "
+                "skew across many keys in the dedup state"})
+    clustered_partitions: int = field(default=4, metadata={"help": "shuffle partitions the clustered ids collide on"})
     late_share: float = field(default=0.0, metadata={"help": "share of events written late, from the third file on"})
     late_minutes: int = field(default=90, metadata={"help": "how far behind its file a late event is"})
     duplicate_share: float = field(default=0.0, metadata={"help": "share of events sent twice (same or next file)"})
@@ -68,10 +73,10 @@ class GeneratorConfig:
         for name in ("events", "orders"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must not be negative", "use 0 or more")
-        for name in ("files", "users", "minutes_per_file", "late_minutes"):
+        for name in ("files", "users", "minutes_per_file", "late_minutes", "clustered_partitions"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1", "use a positive whole number")
-        for name in ("hot_key_share", "late_share", "duplicate_share", "malformed_share", "future_share",
+        for name in ("hot_key_share", "clustered_share", "late_share", "duplicate_share", "malformed_share", "future_share",
                      "never_paid_share", "paid_too_late_share", "paid_out_of_bounds_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(name, f"{getattr(self, name)} is not a share", "use a number from 0 to 1")
@@ -112,6 +117,15 @@ class _Slices:
         self.by_file[min(index, len(self.by_file) - 1)].append(line)
 
 
+def _clustered(event_id: str, partitions: int) -> str:
+    """`event_id` with the first suffix that Spark's hash partitioning sends to partition 0 of `partitions`:
+    many distinct keys on one partition, which another partition count spreads (unlike one hot key)."""
+    n = 0
+    while spark_partition(f"{event_id}-c{n}", partitions) != 0:
+        n += 1
+    return f"{event_id}-c{n}"
+
+
 def _events(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timedelta) -> _Slices:
     out = _Slices(cfg.files)
     per_file = cfg.events // cfg.files
@@ -123,7 +137,10 @@ def _events(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             # Too-late events only from the third file on, once a watermark exists to be late against.
             if i >= 2 and rng.random() < cfg.late_share:
                 moment = t0 + i * span - timedelta(minutes=cfg.late_minutes, milliseconds=rng.randrange(60_000))
-            record = {"event_id": f"e{i:04d}-{k:06d}", "user_id": user, "event_time": _iso(moment),
+            event_id = f"e{i:04d}-{k:06d}"
+            if cfg.clustered_share and rng.random() < cfg.clustered_share:
+                event_id = _clustered(event_id, cfg.clustered_partitions)
+            record = {"event_id": event_id, "user_id": user, "event_time": _iso(moment),
                       "action": rng.choice(ACTIONS), "value": float(rng.randrange(1, 101))}
             line = json.dumps(record)
             out.add(i, line)

@@ -1,7 +1,11 @@
-"""Audit jobs and schedules per streaming job (stopped until an operator turns them on):
+"""Audit jobs per streaming job, and the deep audit's schedule (stopped until an operator turns it on):
 
-    <job>_deep_audit  the deep audit asset, then the job asset's state checks   hourly      (Spark)
-    <job>_fast_audit  the fast audit asset                                     every 5 min (no JVM)
+    <job>_deep_audit  the deep audit asset, then the job asset's state checks   hourly, and on escalation (Spark)
+    <job>_fast_audit  the fast audit asset                                     on demand (no JVM)
+
+The fast audit has no schedule: the sensors (sensors/) compute it in process on every tick, which costs
+milliseconds, where a run every 5 minutes per job cost a process each; they request the deep audit run
+when the cheap numbers look wrong.
 
 A tick is skipped, without launching a run, while the job has no committed batch yet (a file listing,
 no JVM), while a runbook holds the job's maintenance lock (it may be moving the checkpoint), or while the
@@ -28,7 +32,6 @@ from orchestration.resources import PathsResource
 from orchestration.schedules import ACTIVE
 
 DEEP_CRON = "0 * * * *"
-FAST_CRON = "*/5 * * * *"
 
 
 def not_ready(spec: JobSpec, layout: Layout) -> str | None:
@@ -61,17 +64,21 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
     return _tick
 
 
-def build_audit_schedules(spec: JobSpec) -> list[ScheduleDefinition]:
+def build_audit_jobs(spec: JobSpec) -> tuple:
+    """(deep, fast) audit jobs of `spec`."""
     deep = define_asset_job(
         f"{spec.name}_deep_audit",
         selection=AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(state_checks[spec.name]),
         description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks.")
     fast = define_asset_job(f"{spec.name}_fast_audit", selection=AssetSelection.assets(fast_audit_key(spec)),
-                            description=f"Fast state audit of {spec.name} (no JVM).")
-    return [audit_schedule(spec, deep, f"{spec.name}_deep_audit_hourly", DEEP_CRON),
-            audit_schedule(spec, fast, f"{spec.name}_fast_audit_every_5_minutes", FAST_CRON)]
+                            description=f"Fast state audit of {spec.name} (no JVM), on demand: the sensors compute "
+                                        "it in process on every tick.")
+    return deep, fast
 
 
-audit_schedules = [s for spec in SPECS.values() for s in build_audit_schedules(spec)]
+audit_jobs = {name: build_audit_jobs(spec) for name, spec in SPECS.items()}
+deep_audit_jobs = {name: deep for name, (deep, _fast) in audit_jobs.items()}
+audit_schedules = [audit_schedule(spec, deep_audit_jobs[name], f"{name}_deep_audit_hourly", DEEP_CRON)
+                   for name, spec in SPECS.items()]
 
-defs = Definitions(schedules=audit_schedules)
+defs = Definitions(jobs=[fast for _deep, fast in audit_jobs.values()], schedules=audit_schedules)

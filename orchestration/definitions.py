@@ -9,6 +9,7 @@ from dagster import Definitions, in_process_executor
 
 from orchestration import assets, audits, recovery, retention, schedules
 from orchestration.resources import default_resources
+from sensors import definitions as sensors
 
 MODULE_DEFS = [
     assets.defs,
@@ -16,6 +17,7 @@ MODULE_DEFS = [
     audits.defs,
     recovery.defs,
     retention.defs,
+    sensors.defs,
 ]
 
 defs = Definitions.merge(*MODULE_DEFS, Definitions(resources=default_resources(), executor=in_process_executor))

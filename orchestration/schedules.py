@@ -22,10 +22,14 @@ ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatu
           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
-def build_job_schedule(spec: JobSpec) -> ScheduleDefinition:
-    """A job that materializes the one asset of `spec`, and its 15-minute schedule."""
-    job = define_asset_job(f"{spec.name}_job", selection=AssetSelection.assets(spec.sink_table).without_checks(),
-                           description=f"One bounded run of {spec.name}.")
+def build_job_run(spec: JobSpec):
+    """The Dagster job that materializes the one asset of `spec` (schedules and restarts launch it)."""
+    return define_asset_job(f"{spec.name}_job", selection=AssetSelection.assets(spec.sink_table).without_checks(),
+                            description=f"One bounded run of {spec.name}.")
+
+
+def build_job_schedule(spec: JobSpec, job) -> ScheduleDefinition:
+    """The 15-minute schedule of `job` (from build_job_run)."""
 
     @schedule(name=f"{spec.name}_every_15_minutes", cron_schedule=CRON, job=job, execution_timezone="UTC",
               default_status=DefaultScheduleStatus.STOPPED)
@@ -42,6 +46,7 @@ def build_job_schedule(spec: JobSpec) -> ScheduleDefinition:
     return _tick
 
 
-job_schedules = [build_job_schedule(spec) for spec in SPECS.values()]
+job_runs = {name: build_job_run(spec) for name, spec in SPECS.items()}
+job_schedules = [build_job_schedule(spec, job_runs[name]) for name, spec in SPECS.items()]
 
 defs = Definitions(schedules=job_schedules)

@@ -42,7 +42,7 @@ def _job_schedules():
 
 
 def _audit_schedules():
-    return [f"{name}_{kind}" for name in SPECS for kind in ("deep_audit_hourly", "fast_audit_every_5_minutes")]
+    return [f"{name}_deep_audit_hourly" for name in SPECS]
 
 
 def _asset(job: str):
@@ -102,14 +102,12 @@ def test_maintenance_lock_blocks_materializations_and_every_schedule(layout, dag
 def test_a_live_lease_skips_job_schedules_and_fails_materializations(layout, dagster_instance):
     _committed_checkpoint(layout, JOB)
     with acquire(layout, JOB, run_id="cli-run", dagster_run_id=None, settings=FAST):
-        ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly",
-                                          f"{JOB}_fast_audit_every_5_minutes"])
+        ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly"])
         skip = ticks[f"{JOB}_every_15_minutes"]
         assert isinstance(skip, SkipReason)
         assert f"{JOB} is already running: lease held by run cli-run, pid {os.getpid()} on {HOST}" in skip.skip_message
         # Audits read committed batches only: a running job is audited (long-running jobs need it).
         assert isinstance(ticks[f"{JOB}_deep_audit_hourly"], RunRequest)
-        assert isinstance(ticks[f"{JOB}_fast_audit_every_5_minutes"], RunRequest)
         result = materialize([_asset(JOB)], resources=default_resources(), instance=dagster_instance,
                              raise_on_error=False)
         assert not result.success

@@ -96,7 +96,7 @@ def _dagster_run_is_refused(holder_words: list[str]) -> None:
             assert words in message, (words, message)
         with build_schedule_context(instance=instance, resources=default_resources()) as context:
             tick = defs.get_repository_def().get_schedule_def(f"{JOB}_every_15_minutes")(context)
-            audit = defs.get_repository_def().get_schedule_def(f"{JOB}_fast_audit_every_5_minutes")(context)
+            audit = defs.get_repository_def().get_schedule_def(f"{JOB}_deep_audit_hourly")(context)
         assert isinstance(tick, SkipReason) and all(words in tick.skip_message for words in holder_words)
         assert isinstance(audit, RunRequest), "a running job is audited"
 

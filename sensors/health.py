@@ -1,0 +1,51 @@
+"""`query_health_sensor` (stalled, stale or failed queries get a restart) and `stateops_run_failure_alert`
+(every failed run of this code location goes to the webhook)."""
+from __future__ import annotations
+
+import datetime as _dt
+
+from dagster import (DefaultSensorStatus, RunFailureSensorContext, SensorDefinition, SensorEvaluationContext,
+                     run_failure_sensor, sensor)
+
+from stateops.control import job_status
+from stateops.layout import Layout
+from stateops.remediation.alerts import Alert
+from stateops.remediation.model import TAG
+from stateops.remediation.tick import Watched, health_decisions
+
+from orchestration.resources import PathsResource
+from sensors import runs
+from sensors.ticks import Targets, alert_sender, evaluate
+
+HEALTH_DESCRIPTION = (
+    "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "
+    "input waits) -> the runbook restarts it (adjust, same settings); a stale lease or a failed last run -> a "
+    "new run of the job, which takes the lease over.")
+
+
+def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDefinition:
+    @sensor(name="query_health_sensor", description=HEALTH_DESCRIPTION, jobs=jobs, minimum_interval_seconds=interval,
+            default_status=DefaultSensorStatus.STOPPED)
+    def _sensor(context: SensorEvaluationContext, paths: PathsResource):
+        def decide(layout: Layout, watched: list[Watched], now: _dt.datetime):
+            statuses = {w.job: job_status(layout, w.job, w.checkpoint) for w in watched}
+            last = {w.job: runs.last_finished(context.instance, targets.job_run(w.job)) for w in watched}
+            return health_decisions(layout, watched, statuses, last, now)
+
+        return evaluate(context, "query_health_sensor", paths.layout, decide, targets)
+
+    return _sensor
+
+
+@run_failure_sensor(name="stateops_run_failure_alert", default_status=DefaultSensorStatus.STOPPED,
+                    description="Every failed run of this code location: its job, run id, error and StateOps tags, "
+                                "to the webhook (STATEOPS_ALERT_WEBHOOK_URL) and the sensor's log.")
+def run_failure_alert(context: RunFailureSensorContext):
+    run = context.dagster_run
+    error = (context.failure_event.message or "").strip().splitlines()
+    text = f"run {run.run_id} of {run.job_name} failed: {error[0] if error else 'no message'}"
+    context.log.info(text)
+    sender = alert_sender(context)
+    if sender is not None:
+        tags = {k: v for k, v in run.tags.items() if k.startswith(f"{TAG}/")}
+        sender.send(Alert(f"{run.job_name} failed", text, "error", {"run": run.run_id, **tags}))

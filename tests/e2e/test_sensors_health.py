@@ -1,0 +1,163 @@
+"""query_health_sensor and the run-failure alert on a real Dagster instance and the real control plane, no JVM:
+a lease left by a killed process, a failed run, a stalled query; the failure alert through a loopback webhook."""
+import json
+import os
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from dagster import DagsterEventType, build_run_status_sensor_context, instance_for_test
+
+from stateops import progress
+from stateops.control import ControlSettings, acquire, current_lease, maintenance
+from stateops.remediation.alerts import sender_from_env
+
+from orchestration.assets import SPECS
+from sensors.health import run_failure_alert
+from tests.sensor_support import RUNBOOK_OP, Harness
+
+pytestmark = pytest.mark.e2e
+
+JOB = "user_activity"
+HEALTH = "query_health_sensor"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch, layout):
+    path = tmp_path / "stateops.toml"
+    path.write_text(f'[jobs.{JOB}]\nwatermark_delay = "2 hours"\n[remediation.jobs.{JOB}]\n'
+                    "progress_timeout_seconds = 60\n")
+    monkeypatch.setenv("STATEOPS_CONFIG", str(path))
+    return path
+
+
+def _part(result, job: str = JOB) -> str:
+    assert not result.run_requests
+    return next(p for p in result.skip_reason.skip_message.split(" | ") if p.startswith(job))
+
+
+def _fail_a_run(harness: Harness, layout) -> str:
+    """A real run of the job that fails before Spark starts (the job is locked by a runbook)."""
+    maintenance.acquire(layout, JOB, runbook_id="rb-test", actor="test", reason="make the run fail fast")
+    try:
+        result = harness.repo.get_job(f"{JOB}_job").execute_in_process(instance=harness.instance, raise_on_error=False)
+    finally:
+        maintenance.release(layout, JOB, runbook_id="rb-test", actor="test")
+    assert not result.success
+    return result.run_id
+
+
+def test_failed_run_restarts_once_then_cooldown(layout, config):
+    with instance_for_test() as instance:
+        harness = Harness(instance)
+        assert "idle, no finished run, no batch recorded" in _part(harness.tick(HEALTH))
+        failed = _fail_a_run(harness, layout)
+        result = harness.tick(HEALTH)
+        [request] = result.run_requests
+        assert request.job_name == f"{JOB}_job" and request.tags["stateops/key"] == f"failed:{failed}"
+        assert request.tags["stateops/rule"] == "health.failed_run -> restart"
+        assert _part(harness.tick(HEALTH, result.cursor)).startswith(f"{JOB}: failed:{failed} was already acted on")
+        # The restart fails too (still a fast failure): no restart loop, the cooldown holds the next one back.
+        maintenance.acquire(layout, JOB, runbook_id="rb-test", actor="test", reason="make the restart fail")
+        restart = harness.launch(request)
+        maintenance.release(layout, JOB, runbook_id="rb-test", actor="test")
+        assert not restart.success and restart.dagster_run.tags["stateops/action"] == "restart"
+        assert "cooldown after run " + restart.run_id in _part(harness.tick(HEALTH, result.cursor))
+
+
+def test_stale_lease_restarts_the_job(layout, config):
+    # A process takes the lease and dies without releasing it (os._exit: no finally).
+    code = ("import os; from stateops.layout import Layout; from stateops.control import acquire; "
+            f"acquire(Layout({layout.home!r}), {JOB!r}, run_id='doomed'); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
+    lease = current_lease(layout, JOB)
+    assert lease is not None and lease.run_id == "doomed"
+    with instance_for_test() as instance:
+        [request] = Harness(instance).tick(HEALTH).run_requests
+    assert request.job_name == f"{JOB}_job" and request.tags["stateops/key"] == f"stale:{lease.lease_id}"
+    assert request.tags["stateops/rule"] == "health.stale_lease -> restart"
+
+
+def test_stalled_query_gets_the_guarded_restart(layout, config):
+    settings = ControlSettings(heartbeat_seconds=0.2, lease_timeout_seconds=5)
+    hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    with acquire(layout, JOB, run_id="stuck", settings=settings) as held:
+        with instance_for_test() as instance:
+            harness = Harness(instance)
+            # The lease is live and fresh: however quiet, a run that just started is not stalled.
+            assert "running (run stuck)" in _part(harness.tick(HEALTH))
+            row = {"job": JOB, "query_name": JOB, "query_id": "q1", "run_id": "r", "stateops_run_id": "stuck",
+                   "batch_id": 7, "timestamp": hour_ago, "input_rows": 10, "batch_duration_ms": 5,
+                   "durations_json": "{}", "watermark": hour_ago, "state_rows_total": 5, "state_rows_updated": 1,
+                   "state_memory_bytes": 1, "rows_dropped_by_watermark": 0, "state_operators_json": "[]",
+                   "sources_json": "[]"}
+            progress.append(layout, [row])
+            started = (datetime.now(timezone.utc) - timedelta(minutes=30)).isoformat()
+            lease_file = os.path.join(layout.ops_dir(JOB), "control", "lease.json")
+            with open(lease_file) as handle:
+                record = json.load(handle)
+            with open(lease_file, "w") as handle:  # as if it started half an hour ago
+                json.dump({**record, "started": started}, handle)
+            assert "running (run stuck), last batch 7" in _part(harness.tick(HEALTH))  # no input waits: quiet
+            os.makedirs(layout.landing("events"), exist_ok=True)
+            with open(os.path.join(layout.landing("events"), "late.json"), "w") as handle:
+                handle.write("{}\n")
+            [request] = harness.tick(HEALTH).run_requests
+    assert request.job_name == "state_recovery"
+    assert request.tags["stateops/key"] == f"stalled:{held.lease.lease_id}:7"
+    config = request.run_config["ops"][RUNBOOK_OP]["config"]
+    assert (config["mode"], config["watermark_delay"], config["dry_run"]) == ("adjust", "2 hours", True)
+
+
+def test_run_failure_alert_posts_to_the_webhook(layout, config, monkeypatch):
+    bodies = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("STATEOPS_ALERT_WEBHOOK_URL", f"http://127.0.0.1:{server.server_address[1]}/")
+    try:
+        with instance_for_test() as instance:
+            harness = Harness(instance)
+            run_id = _fail_a_run(harness, layout)
+            run = instance.get_run_by_id(run_id)
+            failure = next(e for e in instance.all_logs(run_id) if e.dagster_event_type == DagsterEventType.RUN_FAILURE)
+            context = build_run_status_sensor_context(sensor_name="stateops_run_failure_alert", dagster_instance=instance,
+                                                      dagster_run=run, dagster_event=failure.dagster_event)
+            run_failure_alert(context.for_run_failure())
+            assert sender_from_env().flush(30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    [body] = bodies
+    assert body["text"].startswith(f"[ERROR] {JOB}_job failed: run {run_id} of {JOB}_job failed")
+    assert SPECS[JOB].name in body["blocks"][0]["text"]["text"]
+
+
+def test_sensors_in_the_code_location_with_descriptions():
+    from dagster import DefaultSensorStatus
+
+    from orchestration.definitions import defs
+
+    repo = defs.get_repository_def()
+    sensors = {s.name: s for s in repo.sensor_defs}
+    assert set(sensors) == {"state_skew_sensor", "state_growth_sensor", "query_health_sensor",
+                            "stateops_run_failure_alert"}
+    for sensor in sensors.values():
+        assert sensor.default_status == DefaultSensorStatus.STOPPED and len(sensor.description) > 80, sensor.name
+    for name in ("state_skew_sensor", "state_growth_sensor"):
+        assert {t.job_name for t in sensors[name].targets} == {f"{job}_deep_audit" for job in SPECS} | {"state_recovery"}
+    assert {t.job_name for t in sensors["query_health_sensor"].targets} == {f"{job}_job" for job in SPECS} | {
+        "state_recovery"}
