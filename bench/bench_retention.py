@@ -35,7 +35,7 @@ from stateops.fs import filesystem
 from stateops.layout import Layout
 from stateops.progress import FlushSettings, ProgressBuffer
 
-from bench.common import machine, print_table, workdir
+from bench.common import Report, machine, workdir
 
 JOB = "user_activity"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -193,10 +193,10 @@ def progress_week(root: str, commits: int, reads: int) -> dict[str, object]:
             "after_ms": statistics.median(after) * 1000}
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> dict[str, object]:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(argv)
     print(f"retention benchmark: {machine()}", flush=True)
-    results: dict[str, object] = {}
+    report = Report("retention")
     rows = []
     with workdir(args) as root:
         home = os.path.join(root, "local-home")
@@ -220,19 +220,17 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict[str, object]:
             finally:
                 os.environ.pop("STATEOPS_CONTROL_HOME", None)
                 server.stop()
-        print_table(f"plan vs bare listing, median of {args.repeats} after a warm-up ({args.batches} batches)",
-                    ["storage", "files", "items", "plan s", "listing s", "ratio"], rows)
+        report.table(f"plan vs bare listing, median of {args.repeats} after a warm-up ({args.batches} batches)",
+                     ["storage", "files", "items", "plan s", "listing s", "ratio"], rows)
         week = progress_week(root, args.progress_commits, args.reads)
-        results["progress"] = week
-        print_table(f"fast audit's progress read, a week at 10 s ({week['rows']:,} rows, {week['commits']:,} commits, "
-                    f"written in {week['write_s']:.0f} s), median of {args.reads}",
-                    ["table", "data files", "log files", "read ms"],
-                    [["before compaction", *week["before_files"], f"{week['before_ms']:.0f}"],
-                     ["after retention", *week["after_files"], f"{week['after_ms']:.0f}"],
-                     ["ratio before/after", "", "", f"{week['before_ms'] / week['after_ms']:.1f}"]])
-    results["plan"] = rows
+        report.table(f"fast audit's progress read, a week at 10 s ({week['rows']:,} rows, {week['commits']:,} commits, "
+                     f"written in {week['write_s']:.0f} s), median of {args.reads}",
+                     ["table", "data files", "log files", "read ms"],
+                     [["before compaction", *week["before_files"], f"{week['before_ms']:.0f}"],
+                      ["after retention", *week["after_files"], f"{week['after_ms']:.0f}"],
+                      ["ratio before/after", "", "", f"{week['before_ms'] / week['after_ms']:.1f}"]])
     print(f"\nfinished: load average {machine().rsplit('load average ', 1)[-1]}")
-    return results
+    return report
 
 
 if __name__ == "__main__":

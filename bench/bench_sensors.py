@@ -31,7 +31,7 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.session import get_session
 
-from bench.common import machine, print_table, workdir
+from bench.common import Report, machine, workdir
 from stateops import progress
 from stateops.audit import deep_audit
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, audit_rows, finding_rows
@@ -119,9 +119,10 @@ def _spark_seconds(runs: int) -> list[float]:
     return timings
 
 
-def main(argv: Sequence[str] | None = None, spark=None) -> None:
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(argv)
     spark = spark or get_session()
+    report = Report("sensors")
     with workdir(args) as root:
         layout = Layout(os.path.join(root, "home"))
         os.environ["STATEOPS_HOME"] = layout.home
@@ -137,8 +138,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> None:
         for name in SENSORS:
             tick = statistics.median(_tick_seconds(name, args.ticks))
             rows.append((name, f"{tick * 1000:.0f} ms", f"{spark_s:.1f} s", f"{spark_s / tick:.0f}x"))
-        print_table(f"Sensor tick ({counts['audits']} audit rows, {counts['progress']} progress rows)",
-                    ("sensor", "tick (median)", "Spark session (median)", "ratio"), rows)
+        report.table(f"Sensor tick ({counts['audits']} audit rows, {counts['progress']} progress rows)",
+                     ("sensor", "tick (median)", "Spark session (median)", "ratio"), rows)
+    return report
 
 
 if __name__ == "__main__":
