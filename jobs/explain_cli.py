@@ -132,8 +132,9 @@ def explain_key_command(ctx: click.Context, job: str, key: str, batch_id: int | 
         if not fs.exists(path):
             raise ExplainError(f"job {job} has no checkpoint yet ({spec.checkpoint_path(layout)}); run it first: "
                                f"stateops jobs run {job}")
+        # Usage errors before anything else: no committed batch means no operators to judge either.
+        resolve_batch(Checkpoint.open(spec.checkpoint_path(layout)), batch_id)
         target = explain_target(spec, layout)
-        resolve_batch(Checkpoint.open(target.checkpoint), batch_id)  # usage errors before starting a JVM
         from jobs.session import get_session
 
         result = explain_key(get_session(), target, key, batch_id)
