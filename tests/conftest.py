@@ -46,3 +46,27 @@ def dagster_instance():
 
     with DagsterInstance.ephemeral() as instance:
         yield instance
+
+
+# End-to-end suites that each start several JVMs, a webserver, a daemon, a cluster or a database: minutes
+# apiece on 2 cores, together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's
+# `-m "not long"`); `bash scripts/test -m long` runs them, `-m cluster` the cluster ones alone.
+LONG_SUITES = (
+    "tests/cluster/",
+    "tests/e2e/test_dagster_postgres.py",
+    "tests/e2e/test_demo_ui.py",
+    "tests/e2e/test_recovery_faults.py",
+    "tests/e2e/test_recovery_graphql.py",
+    "tests/e2e/test_recovery_modes.py",
+    "tests/e2e/test_sensors_daemon.py",
+    "tests/e2e/test_sensors_health.py",
+    "tests/e2e/test_user_job.py",
+    "tests/spark/test_retention.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    root = str(config.rootpath)
+    for item in items:
+        if os.path.relpath(str(item.path), root).startswith(LONG_SUITES):
+            item.add_marker(pytest.mark.long)
