@@ -32,12 +32,12 @@ class SparkResource(LazyPySparkResource):
 class PathsResource(ConfigurableResource):
     """Where StateOps reads and writes; every path is derived from `home` by stateops.layout."""
 
-    home: str = Field(default_factory=lambda: Layout.from_env().home,
-                      description="StateOps root (local path or fsspec URL); default: $STATEOPS_HOME")
+    home: str = Field(default="", description="StateOps root (local path or fsspec URL); empty: $STATEOPS_HOME "
+                      "as the run's process sees it (read at run time, not when the definitions were loaded)")
 
     @property
     def layout(self) -> Layout:
-        return Layout(self.home)
+        return Layout(self.home) if self.home else Layout.from_env()
 
 
 def default_resources() -> dict[str, ConfigurableResource]:
