@@ -61,6 +61,7 @@ LONG_SUITES = (
     "tests/e2e/test_sensors_daemon.py",
     "tests/e2e/test_sensors_health.py",
     "tests/e2e/test_user_job.py",
+    "tests/spark/test_explain_key_long.py",
     "tests/spark/test_retention.py",
 )
 
