@@ -164,6 +164,7 @@ def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFr
     streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec).withWatermark(inp.time_column,
                                                                                                   delay)
                for inp in spec.inputs}
+    transformation.ship(spec, spark.sparkContext.environment)
     return transformation.apply(spec, streams)
 
 

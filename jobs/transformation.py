@@ -12,15 +12,19 @@ and already carries the job's watermark on the input's time column, with the wat
 (overrides included): the callable applies no watermark of its own. It returns a streaming DataFrame
 with at least one stateful operator (checked when the run starts, before any query: jobs.plan).
 
-The module must be importable where the driver runs (PYTHONPATH or an installed package); Python UDFs
-and stateful processors it defines are pickled by reference, so Spark's Python workers import it too
-(local mode: they inherit PYTHONPATH; a cluster: ship it with spark.submit.pyFiles or install it).
+The module must be importable where the driver runs (PYTHONPATH, sys.path or an installed package); Python
+UDFs and stateful processors it defines are pickled by reference, so Spark's Python processes import it too.
+`ship` puts the folder it was imported from on their PYTHONPATH (Spark's driver-side runner for
+transformWithStateInPandas does not see the driver's sys.path, nor addPyFile); that is enough where the
+folder is shared (local mode, a shared file system); otherwise install the package on the workers or ship
+it with spark.submit.pyFiles.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
 import inspect
+import os
 import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -105,6 +109,30 @@ def parameters(spec: "JobSpec", target: Callable[..., Any]) -> tuple[str, ...]:
 def check(spec: "JobSpec") -> None:
     """At load: the callable imports and its parameters can be bound (no Spark needed)."""
     parameters(spec, load(spec))
+
+
+def _import_root(target: Callable[..., Any]) -> str | None:
+    """The sys.path folder the callable's module was imported from (None for a module without a file)."""
+    module = inspect.getmodule(target)
+    path = getattr(module, "__file__", None)
+    if module is None or not path:
+        return None
+    root = os.path.dirname(os.path.abspath(path))
+    levels = module.__name__.count(".") + (os.path.basename(path) == "__init__.py")
+    for _ in range(levels):
+        root = os.path.dirname(root)
+    return root
+
+
+def ship(spec: "JobSpec", environment: dict[str, str]) -> None:
+    """Add the transformation's import root to the PYTHONPATH of the Python processes Spark starts
+    (SparkContext.environment, read when a Python function is wrapped)."""
+    root = _import_root(load(spec))
+    if root is None:
+        return
+    paths = [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths and root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        environment["PYTHONPATH"] = os.pathsep.join([*paths, root])
 
 
 def apply(spec: "JobSpec", streams: Mapping[str, Any]) -> Any:

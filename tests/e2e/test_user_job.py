@@ -2,7 +2,8 @@
 
 The job is examples/engagement.py (dedup, then transformWithStateInPandas with TTL), copied into a temporary
 folder that is not part of the repository: the driver finds it on PYTHONPATH (the CLI) or sys.path (this
-process), Spark's Python workers through addPyFile (what a cluster needs too). It is registered by
+process); the runner puts its folder on the PYTHONPATH of Spark's Python processes (the in-process session
+was started before the folder existed, as a notebook's or `dagster dev`'s may be). It is registered by
 examples/engagement.toml as STATEOPS_CONFIG, unchanged. Oracles: tests/engagement_oracle.py (the Delta
 table recomputed from the landing files in plain Python) and Spark's state reader (the audit's numbers).
 """
@@ -75,7 +76,6 @@ def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_au
 
     # --- Dagster, in this process, on the same checkpoint: two more files, then the deep audit -------------
     generate(layout, GeneratorConfig(events=300, files=2, seed=6, start="2026-01-01T00:40:00+00:00", **INPUT))
-    spark.sparkContext.addPyFile(str(user_module / "engagement.py"))
     result = materialize([build_job_asset(spec), build_deep_audit_asset(spec)], instance=dagster_instance,
                          resources={"spark": SparkResource(), "paths": PathsResource(home=layout.home)})
     assert result.success

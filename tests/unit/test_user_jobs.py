@@ -2,11 +2,12 @@
 `stateops.jobs` entry point group, and the refusals that name the field and the fix. The user modules are
 written into a temporary folder on sys.path, outside the package."""
 import importlib.metadata
+import os
 import textwrap
 
 import pytest
 
-from jobs import catalog
+from jobs import catalog, transformation
 from jobs.catalog import load_jobs
 from jobs.spec import InputSpec, JobSpec
 from stateops.errors import ConfigError
@@ -155,3 +156,27 @@ def test_entry_point_jobs_load_next_to_the_examples_and_bad_ones_are_named(tmp_p
     points[:] = [_Point("web", "my_visits:JOBS", [spec]), _Point("web2", "my_visits:JOBS", spec)]
     with pytest.raises(ConfigError, match="is defined twice"):
         load_jobs("", Layout(str(tmp_path / "home")))
+
+
+def test_the_transformation_folder_is_shipped_to_sparks_python_processes(tmp_path, user_code, monkeypatch):
+    """Spark's driver-side runner for transformWithStateInPandas imports the module in a new process that
+    sees PYTHONPATH only, not this process's sys.path: the folder it was imported from goes there, once."""
+    package = user_code / "acme" / "streams"
+    package.mkdir(parents=True)
+    (user_code / "acme" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("def build(clicks):\n    return clicks\n")
+    (user_code / "ship_top.py").write_text("def build(clicks):\n    return clicks\n")
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    spec = _load(tmp_path, "ship_top:build", 'merge_keys = ["page"]\n')["visits"]
+    environment = {"PYTHONPATH": "/already"}
+    transformation.ship(spec, environment)
+    transformation.ship(spec, environment)
+    assert environment["PYTHONPATH"].split(os.pathsep) == ["/already", str(user_code)]
+    nested = _load(tmp_path, "acme.streams:build", 'merge_keys = ["page"]\n')["visits"]
+    environment = {}
+    transformation.ship(nested, environment)
+    assert environment == {"PYTHONPATH": str(user_code)}  # the root above the package, not the package
+    monkeypatch.setenv("PYTHONPATH", str(user_code))
+    environment = {}
+    transformation.ship(nested, environment)
+    assert environment == {}  # already where Spark's processes look
