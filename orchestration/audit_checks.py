@@ -35,6 +35,7 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
     "state_growth": (("STATE_GROWTH",), "state rows/bytes growing against earlier audits of this checkpoint"),
     "state_eviction": (("EVICTION_STALLED", "UNBOUNDED_DEDUP", "CLEANUP_STUCK"),
                        "state the watermark should have evicted, dedup without event time, cleanup stuck"),
+    "state_readable": (("STATE_UNREADABLE",), "every store loads at the audited batch (no corrupt or lost state file)"),
 }
 
 

@@ -29,7 +29,7 @@ from dagster import AssetKey, DagsterInstance
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
-CHECKS = ("state_skew", "state_growth", "state_eviction")
+CHECKS = ("state_skew", "state_growth", "state_eviction", "state_readable")
 
 
 def chromium() -> str | None:

@@ -71,3 +71,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if os.path.relpath(str(item.path), root).startswith(LONG_SUITES):
             item.add_marker(pytest.mark.long)
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests import fault_report
+
+    if fault_report.RESULTS:
+        terminalreporter.section("fault suite counts")
+        for line in fault_report.lines():
+            terminalreporter.write_line(line)

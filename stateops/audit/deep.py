@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateops.audit.context import AuditContext, build_context
-from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress
+from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress, unreadable_finding
 from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, jsonable, skew_ratio
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
@@ -273,6 +273,14 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
     return op, heaviest
 
 
+def _cause(err: StateReadError) -> str:
+    """The deepest line of the chained error that says what broke (Spark's first line is generic)."""
+    cause = err.__cause__
+    lines = [line.strip() for line in str(cause or "").splitlines() if line.strip()]
+    specific = [line for line in lines if "Caused by:" in line or "Exception:" in line]
+    return (specific[-1] if specific else lines[0] if lines else str(err))[:300]
+
+
 def _link_join_sides(audited: list[tuple[OperatorAudit, dict[int, dict[str, Any]]]]) -> None:
     """A join side's value store holds several rows per join key: its keys are the rows of the side's
     keyToNumValues store, whose values count the rows per key."""
@@ -309,11 +317,21 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
             raise StateReadError(f"{checkpoint_path}: batch {ctx.batch_id} is older than the oldest retained "
                                  f"state of operator {ref.operator_id} (minBatchId {ref.min_batch_id})")
     files = files_by_store(ctx.checkpoint)
+
+    def audit_store(ref: StoreRef):
+        try:
+            return _audit_store(spark, ctx, ref, t, join_bound, job)
+        except StateReadError as err:  # a corrupt or missing state file: a finding, the other stores audited
+            return err
+
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_READS, len(refs)))) as pool:
-        results = list(pool.map(lambda ref: _audit_store(spark, ctx, ref, t, join_bound, job), refs))
+        outcomes = list(pool.map(audit_store, refs))
+    unreadable = [(ref, err) for ref, err in zip(refs, outcomes) if isinstance(err, StateReadError)]
+    read = [(ref, result) for ref, result in zip(refs, outcomes) if not isinstance(result, StateReadError)]
+    results = [result for _, result in read]
     _link_join_sides(results)
     audited = [op for op, _ in results]
-    for ref, op in zip(refs, audited):
+    for (ref, _), op in zip(read, audited):
         on_disk = files.get((ref.operator_id, ref.files_store)) if ref.files_store else None
         op.bytes_per_partition = {p: 0 for p in range(ref.num_partitions)}
         if on_disk:
@@ -329,6 +347,7 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
     for op in audited:
         if op.operator_id in per_op:
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
-    report.findings = evaluate(report, t, ctx.history, input_rows)
+    report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
+                       for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

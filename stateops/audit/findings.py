@@ -422,6 +422,19 @@ def late_drop_findings(report: AuditReport, input_rows: int, t: Thresholds) -> l
 
 # --- everything ------------------------------------------------------------------------------------------
 
+def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: str | None, cause: str) -> Finding:
+    """A store Spark cannot load at the audited batch (a truncated or bit-flipped state file, a lost
+    version): the query fails on it too, so this is an error, and the fix is an archived copy."""
+    name = job or "JOB"
+    message = (f"operator {operator_id} store {store_name}: the state of batch {batch_id} cannot be read, "
+               f"so the query cannot restart on it: {cause}")
+    fix = (f"restore the newest verified archive: `stateops archives list {name}`, then "
+           f"`stateops recover run {name} --mode restore --archive ID --confirm {name}`; without an archive, "
+           f"`stateops recover run {name} --mode rebuild --confirm {name}` replays the retained input")
+    return Finding("STATE_UNREADABLE", "error", operator_id, store_name, message, fix,
+                   {"batch_id": batch_id, "cause": cause})
+
+
 def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, Any]] = (),
              input_rows: int = 0) -> list[Finding]:
     """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first)."""

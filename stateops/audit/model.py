@@ -17,7 +17,7 @@ from stateops.audit.skew import spread
 SEVERITIES = ("info", "warn", "error")
 
 CODES = ("STATE_SKEW", "STATE_GROWTH", "EVICTION_STALLED", "UNBOUNDED_DEDUP", "NO_WATERMARK",
-         "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK")
+         "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK", "STATE_UNREADABLE")
 
 
 def skew_ratio(per_partition: Mapping[int, int | None]) -> float | None:

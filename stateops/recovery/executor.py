@@ -175,7 +175,10 @@ class Executor:
                                 f"{self.plan.runbook_id}")
         self.journal.record(FINISH, "done", {"outcome": outcome, "error": error})
         report.steps = list(self.journal.entries)
-        archive.write_json(posixpath.join(self.directory, archive.REPORT), report.to_dict())
+        try:
+            archive.write_json(posixpath.join(self.directory, archive.REPORT), report.to_dict())
+        except OSError as err:  # a full archive disk must not hide the outcome: the journal has it too
+            report.notes.append(f"{archive.REPORT} could not be written next to the archive: {err}")
         return report
 
     # --- the lease ---------------------------------------------------------------------------------------
@@ -278,7 +281,12 @@ class Executor:
             else:
                 partial = self.archived + ".partial"
                 archive.remove_tree(partial)
-                files = archive.copy_tree(source, partial)
+                try:
+                    files = archive.copy_tree(source, partial)
+                except OSError as err:  # out of space or quota: give the room back; the source was only read
+                    archive.remove_tree(partial)
+                    raise StepFailed(f"the copy to {partial} failed ({err.strerror or err}): the checkpoint is "
+                                     "untouched; point the job's archive_dir to a filesystem with room") from err
                 found = self._manifest(files)
                 archive.move_tree(partial, self.archived)
                 archive.write_json(path, found)

@@ -182,7 +182,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
         assert meta[f"rows/op_{op}_{names[op]}/default"] == row["rows_total"]
 
     checks = _checks(result)
-    assert set(checks) == {"state_skew", "state_growth", "state_eviction"}
+    assert set(checks) == {"state_skew", "state_growth", "state_eviction", "state_readable"}
     assert all(c.asset_key.to_user_string() == spec.sink_table for c in checks.values())
     assert not checks["state_skew"].passed and checks["state_skew"].severity == AssetCheckSeverity.ERROR
     skew_meta = {k: v.value for k, v in checks["state_skew"].metadata.items()}
@@ -190,7 +190,8 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert [m["message"] for m in skew_meta["messages"]] == [skew[0]["message"]]
     assert skew[0]["recommendation"] in skew_meta["findings"]
     for name, codes in (("state_growth", {"STATE_GROWTH"}),
-                        ("state_eviction", {"EVICTION_STALLED", "UNBOUNDED_DEDUP", "CLEANUP_STUCK"})):
+                        ("state_eviction", {"EVICTION_STALLED", "UNBOUNDED_DEDUP", "CLEANUP_STUCK"}),
+                        ("state_readable", {"STATE_UNREADABLE"})):
         levels = {f["severity"] for f in findings if f["code"] in codes}
         worst = "error" if "error" in levels else "warn" if "warn" in levels else None
         assert checks[name].passed == (worst is None), name
@@ -258,7 +259,7 @@ def test_audit_definitions_shape():
             node = graph.get(AssetKey(key))
             assert node.group_name == GROUP and AssetKey(spec.sink_table) in node.parent_keys
         checks = {k.name for k in graph.asset_check_keys if k.asset_key == AssetKey(spec.sink_table)}
-        assert checks == {"state_skew", "state_growth", "state_eviction"}
+        assert checks == {"state_skew", "state_growth", "state_eviction", "state_readable"}
         schedule = repo.get_schedule_def(f"{spec.name}_deep_audit_hourly")
         assert schedule.cron_schedule == "0 * * * *" and schedule.default_status == DefaultScheduleStatus.STOPPED
         job = repo.get_job(schedule.job_name)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 SMALL = GeneratorConfig(events=500, files=3, users=60, minutes_per_file=30, hot_key_share=0.05, late_share=0.03,
                         duplicate_share=0.05, malformed_share=0.01, orders=60, seed=42)
-CHECKS = {"state_skew", "state_growth", "state_eviction"}
+CHECKS = {"state_skew", "state_growth", "state_eviction", "state_readable"}
 
 
 @pytest.fixture(scope="module")
