@@ -2,8 +2,9 @@
 
 - kill -9 at random points: two job chains (the append join `order_payments`, the MERGE window
   `user_activity`), each killed TRIALS times while it runs (`stateops jobs run` in its own process group,
-  SIGKILL after a random number of new commits plus a random delay: inside a batch, between the Delta commit
-  and Spark's commit, or during startup), restarted by the next trial, then finished. After every trial the
+  SIGKILL after 0 or 1 new commits plus a random delay: during startup, inside a batch, between the Delta
+  commit and Spark's commit), restarted by the next trial, then finished. The deterministic kill between the
+  Delta commit and Spark's commit is tests/e2e/test_kill_restart.py. After every trial the
   table holds no duplicate; at the end it equals the oracle (tests/oracle.py, replaying the batches as the
   checkpoint's logs say they were composed) and every malformed line is in the dead-letter table. The counts
   are printed in pytest's terminal summary.
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import signal
@@ -78,8 +80,8 @@ def _kill_trial(layout: Layout, job: str, rng: random.Random) -> dict:
     """One run of `stateops jobs run JOB`, SIGKILLed at a random point. Returns where it landed."""
     checkpoint = layout.checkpoint(job)
     before = _committed(checkpoint)
-    target = before + rng.randint(0, 2)
-    delay = rng.uniform(0.0, 0.7)
+    target = before + rng.randint(0, 1)
+    delay = rng.uniform(0.0, 1.2)
     proc = subprocess.Popen([STATEOPS, "jobs", "run", job], env={**os.environ, "STATEOPS_HOME": layout.home},
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -146,7 +148,6 @@ def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp
         fault_report.record(f"kill -9 {job}", counts)
         assert counts["duplicates"] == 0 and counts["lost"] == 0 and counts["invented"] == 0, counts
         assert len(dead) == malformed, counts
-        assert counts["batches"] == INPUT.files, "every file ran in a batch of its own"
     assert sum(len(t) for t in trials.values()) >= 20
 
 
@@ -186,7 +187,6 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
 
     audited = CliRunner().invoke(main, ["--home", layout.home, "audit", JOB, "--json"])
     assert audited.exit_code == 1, audited.output
-    import json
     report = json.loads(audited.stdout)
     (broken,) = [f for f in report["findings"] if f["code"] == "STATE_UNREADABLE"]
     assert broken["severity"] == "error" and broken["store_name"] == "default", broken
