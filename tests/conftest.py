@@ -48,12 +48,11 @@ def dagster_instance():
         yield instance
 
 
-# End-to-end suites that each start several JVMs, a webserver, a daemon, a cluster or a database: minutes
-# apiece on 2 cores, together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's
-# `-m "not long"`); `bash scripts/test -m long` runs them, `-m cluster` the cluster ones alone.
+# End-to-end suites that each start several JVMs, a webserver or a daemon: minutes apiece on 2 cores,
+# together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's `-m "not long"`);
+# `bash scripts/test -m long` runs them. The cluster (`-m cluster`), Postgres and fault (`-m faults`) suites
+# are in the default run.
 LONG_SUITES = (
-    "tests/cluster/",
-    "tests/e2e/test_dagster_postgres.py",
     "tests/e2e/test_demo_ui.py",
     "tests/e2e/test_recovery_faults.py",
     "tests/e2e/test_recovery_graphql.py",

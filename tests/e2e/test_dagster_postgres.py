@@ -1,6 +1,6 @@
 """Dagster on PostgreSQL: orchestration/dagster-postgres.yaml as the instance's dagster.yaml, a real
 PostgreSQL server started on loopback (tests/postgres_server.py), the user_activity job asset and its deep
-audit materialized with real Spark and Delta.
+audit materialized with real Spark and Delta, then the `state_recovery` runbook (a real adjust) on it.
 
 Oracles: the database itself (runs and event_logs tables read with psycopg2, not through Dagster), a second
 instance built from the same yaml (what the webserver or daemon on another host would see), and the job's
@@ -21,7 +21,9 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from orchestration.assets import job_assets
 from orchestration.audit_assets import deep_audit_assets, deep_audit_key
+from orchestration.recovery import state_recovery
 from orchestration.resources import default_resources
+from stateops.control import overrides
 from tests.postgres_server import postgres_server, skip_reason
 
 pytestmark = pytest.mark.e2e
@@ -58,6 +60,15 @@ def test_job_asset_and_deep_audit_on_a_postgres_instance(spark, layout, tmp_path
                              selection=[AssetKey(spec.sink_table), deep_audit_key(spec)])
         assert result.success
         run_id = result.run_id
+        # the runbook on this instance: a real adjust, its run and events in PostgreSQL too
+        monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+        monkeypatch.setenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES", "0")
+        recovered = state_recovery.execute_in_process(
+            run_config={"ops": {"recover": {"config": {"job": JOB, "mode": "adjust", "watermark_delay": "20 minutes",
+                                                       "reason": "postgres", "confirm": JOB, "dry_run": False}}}},
+            resources=default_resources(), instance=instance)
+        assert recovered.output_for_node("recover") == "succeeded"
+        assert overrides.in_force(layout, JOB)["watermark_delay"].value == "20 minutes"
 
     rows = DeltaTable(layout.table(spec.sink_table)).to_pyarrow_table().num_rows
     with DagsterInstance.from_config(str(home)) as reader:  # a fresh instance: what other hosts see
@@ -78,3 +89,9 @@ def test_job_asset_and_deep_audit_on_a_postgres_instance(spark, layout, tmp_path
         stored = dict(cur.fetchall())
     assert set(stored) == {AssetKey(spec.sink_table).to_string(), deep_audit_key(spec).to_string()}
     assert '"batches"' in stored[AssetKey(spec.sink_table).to_string()]
+    with psycopg2.connect(postgres_url) as conn, conn.cursor() as cur:
+        cur.execute("select pipeline_name, status from runs where run_id = %s", (recovered.run_id,))
+        assert cur.fetchall() == [("state_recovery", "SUCCESS")]
+        cur.execute("select count(*) from event_logs where run_id = %s and dagster_event_type = 'ASSET_OBSERVATION'",
+                    (recovered.run_id,))
+        assert cur.fetchone()[0] >= 5, "each runbook step observed on the job asset, stored in PostgreSQL"
