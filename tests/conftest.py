@@ -72,10 +72,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.long)
 
 
-def pytest_terminal_summary(terminalreporter):
-    from tests import fault_report
+FAULT_COUNTS = "fault suite counts"  # a test's record_property(FAULT_COUNTS, line): printed at the end
+_fault_lines: list[str] = []
 
-    if fault_report.RESULTS:
-        terminalreporter.section("fault suite counts")
-        for line in fault_report.lines():
+
+def pytest_runtest_logreport(report):
+    """Runs in the main process (pytest-xdist sends each report's user_properties back to it)."""
+    if report.when == "call":
+        _fault_lines.extend(str(v) for k, v in report.user_properties if k == FAULT_COUNTS)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _fault_lines:
+        terminalreporter.section(FAULT_COUNTS)
+        for line in _fault_lines:
             terminalreporter.write_line(line)

@@ -45,7 +45,8 @@ from stateops.delta import open_table
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.model import RecoveryRefused
-from tests import fault_report, oracle
+from tests import oracle
+from tests.conftest import FAULT_COUNTS
 from tests.delta_rows import table_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -112,6 +113,11 @@ def _chain(layout: Layout, job: str, seed: int) -> list[dict]:
     return [_kill_trial(layout, job, rng) for _ in range(TRIALS)]
 
 
+def _report(record_property, scenario: str, counts: dict) -> None:
+    """The counts, printed in pytest's terminal summary whether the test passes or not."""
+    record_property(FAULT_COUNTS, f"{scenario}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+
+
 def _expected(layout: Layout, job: str) -> set[tuple]:
     spec = load_jobs()[job]
     delay = spec.watermark_seconds * 1000
@@ -122,7 +128,7 @@ def _expected(layout: Layout, job: str) -> set[tuple]:
     return oracle.user_activity(batches["events"], delay)
 
 
-def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp_path):
+def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp_path, record_property):
     homes = {job: Layout(str(tmp_path / job)) for job in COLUMNS}
     for layout in homes.values():
         generate(layout, INPUT)
@@ -145,7 +151,7 @@ def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp
                   "lost": len(expected - set(got)), "invented": len(set(got) - expected),
                   "dead_letters": len(dead), "malformed_lines": malformed,
                   "skipped_on_last_restart": result.batches_skipped}
-        fault_report.record(f"kill -9 {job}", counts)
+        _report(record_property, f"kill -9 {job}", counts)
         assert counts["duplicates"] == 0 and counts["lost"] == 0 and counts["invented"] == 0, counts
         assert len(dead) == malformed, counts
     assert sum(len(t) for t in trials.values()) >= 20
@@ -169,7 +175,8 @@ def _more_input(layout: Layout, seed: int, hour: int) -> None:
     generate(layout, replace(SMALL, files=2, seed=seed, start=f"2026-01-01T{hour:02d}:00:00+00:00"))
 
 
-def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_archive(spark, layout, monkeypatch):
+def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_archive(spark, layout, monkeypatch,
+                                                                                   record_property):
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
     spec = get_job(JOB)
     generate(layout, SMALL)
@@ -209,7 +216,7 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
     got = table_rows(layout.table(JOB), COLUMNS[JOB])
     counts = {"rows": len(got), "expected_rows": len(expected), "duplicates": len(got) - len(set(got)),
               "lost": len(expected - set(got)), "invented": len(set(got) - expected)}
-    fault_report.record("corrupt state -> restore", counts)
+    _report(record_property, "corrupt state -> restore", counts)
     assert set(got) == expected and counts["duplicates"] == 0, counts
     assert not archive.verify(spec.archive_path(layout), adjusted.runbook_id), "the archive is whole"
 
@@ -233,8 +240,8 @@ def small_archive_root(layout):
         os.rmdir(root)
 
 
-def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original(spark, layout, tmp_path,
-                                                                                monkeypatch, small_archive_root):
+def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original(spark, layout, tmp_path, monkeypatch,
+                                                                                small_archive_root, record_property):
     config = tmp_path / "stateops.toml"
     config.write_text(f'[jobs.{JOB}]\narchive_dir = "{small_archive_root}"\n')
     monkeypatch.setenv("STATEOPS_CONFIG", str(config))
@@ -260,8 +267,8 @@ def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original
     assert _sha(checkpoint) == before, "the original checkpoint is untouched"
     left = [os.path.join(d, n) for d, _, names in os.walk(small_archive_root) for n in names]
     assert not [p for p in left if f"{os.sep}{archive.CHECKPOINT}{os.sep}" in p], "no half copy is left"
-    fault_report.record("archive out of space", {"checkpoint_files": len(before), "original_changed": 0,
-                                                 "half_copied_files_left": 0})
+    _report(record_property, "archive out of space", {"checkpoint_files": len(before), "original_changed": 0,
+                                                      "half_copied_files_left": 0})
     _more_input(layout, seed=46, hour=4)
     resumed = run_job(spark, get_job(JOB), layout)
     assert resumed.batches == 2, "the job runs on after the failed runbook"
