@@ -8,7 +8,7 @@ before and after the ops-table compaction. No Spark: the trees are written as Sp
             restart model, the ops tables opened) vs `fs.find(home, detail=True)` (the bare listing it
             starts from), alternating A B / B A, `--repeats` rounds after a warm-up; ratio = plan / listing.
             On local disk, and on moto's S3 server on loopback (fewer files: `--s3-partitions`, since every
-            file is a PUT to the in-process server).
+            file is a PUT to the loopback server).
   progress: a simulated week of a job at a 10 s trigger (two queries: 120,960 rows) written through the
             ProgressBuffer in `--progress-commits` groups (default 2,016: a flush every 5 minutes), then
             the fast audit's progress read (stateops.audit.context.recent_progress: the table filtered on the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import time
@@ -141,19 +140,34 @@ def plan_vs_listing(home: str, repeats: int) -> tuple[float, float, int, int]:
     return statistics.median(sides["plan"]), statistics.median(sides["listing"]), count, items
 
 
-def s3_server():
-    import s3fs
-    from moto.server import ThreadedMotoServer
+def s3_row(root: str, args: argparse.Namespace) -> list[object] | None:
+    """Plan vs listing on moto's S3 server (its own process on loopback: tests.s3_server); None without moto."""
+    try:
+        import moto.server  # noqa: F401 - only checks that the server is installed
+        import s3fs
+    except ImportError as err:
+        print(f"  S3 skipped: {err}")
+        return None
+    from tests.s3_server import moto_s3
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"})
-    s3fs.S3FileSystem.clear_instance_cache()
-    s3fs.S3FileSystem().mkdir("bench")
-    return server
+    with moto_s3() as env:
+        env = {**env, "STATEOPS_CONTROL_HOME": os.path.join(root, "control")}
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            s3fs.S3FileSystem.clear_instance_cache()
+            s3fs.S3FileSystem().mkdir("bench")
+            url = "s3://bench/home"
+            make_home(url, args.batches, args.s3_partitions)
+            plan_s, list_s, listed, items = plan_vs_listing(url, args.repeats)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            s3fs.S3FileSystem.clear_instance_cache()
+    return ["S3 (moto, loopback)", f"{listed:,}", items, f"{plan_s:.2f}", f"{list_s:.2f}", f"{plan_s / list_s:.1f}"]
 
 
 def progress_week(root: str, commits: int, reads: int) -> dict[str, object]:
@@ -204,22 +218,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         plan_s, list_s, listed, items = plan_vs_listing(home, args.repeats)
         rows.append(["local disk", f"{listed:,}", items, f"{plan_s:.2f}", f"{list_s:.2f}", f"{plan_s / list_s:.1f}"])
         print(f"  local: {written:,} checkpoint files, plan {plan_s:.2f} s, listing {list_s:.2f} s", flush=True)
-        try:
-            server = s3_server()
-        except ImportError as err:
-            print(f"  S3 skipped: {err}")
-            server = None
-        if server is not None:
-            try:
-                url = "s3://bench/home"
-                os.environ["STATEOPS_CONTROL_HOME"] = os.path.join(root, "control")
-                written = make_home(url, args.batches, args.s3_partitions)
-                plan_s, list_s, listed, items = plan_vs_listing(url, args.repeats)
-                rows.append(["S3 (moto, loopback)", f"{listed:,}", items, f"{plan_s:.2f}", f"{list_s:.2f}",
-                             f"{plan_s / list_s:.1f}"])
-            finally:
-                os.environ.pop("STATEOPS_CONTROL_HOME", None)
-                server.stop()
+        s3 = s3_row(root, args)
+        if s3 is not None:
+            rows.append(s3)
         report.table(f"plan vs bare listing, median of {args.repeats} after a warm-up ({args.batches} batches)",
                      ["storage", "files", "items", "plan s", "listing s", "ratio"], rows)
         week = progress_week(root, args.progress_commits, args.reads)

@@ -7,6 +7,7 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any
 
+from stateops.fs import filesystem
 from stateops.recovery import archive as runbook_archive
 from stateops.retention.inventory import ARCHIVED, MANIFEST, ArchiveEntry
 
@@ -20,7 +21,11 @@ def verify(entry: ArchiveEntry) -> list[str]:
 
 def archive_checkpoint(source: str, destination: str, details: dict[str, Any]) -> None:
     """Copy `source` into `destination/checkpoint` (checksummed while copying), write the manifest, verify the
-    copy against it; raises when it does not verify (the source is then left untouched)."""
+    copy against it; raises when it does not verify, or when `destination` exists already (an archive is
+    never written over), and the source is then left untouched."""
+    fs, path = filesystem(destination)
+    if fs.exists(path):
+        raise OSError(f"the archive destination {destination} exists already; nothing is written over it")
     entries = runbook_archive.copy_tree(source, posixpath.join(destination, ARCHIVED))
     files = [e.__dict__ for e in entries]
     manifest = {"archive_id": details.get("archive_id"), "job": None, "mode": "retention", "method": "copy",

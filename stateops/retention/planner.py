@@ -35,6 +35,14 @@ from stateops.roots import Roots
 DEADLETTER_TIME = "recorded_at"   # when a dead letter was written (rows without it are kept)
 
 
+def orphan_name(path: str) -> str:
+    """A name for an orphan's archive that differs between a job's checkpoint and its dead-letter checkpoint
+    (`checkpoints/x` and `checkpoints/_deadletter/x`: one name would make the second archive overwrite the
+    first)."""
+    parent, name = posixpath.split(path.rstrip("/"))
+    return f"deadletter-{name}" if posixpath.basename(parent) == "_deadletter" else name
+
+
 @dataclass(frozen=True)
 class JobControl:
     """A job's control state when planning: who holds its lease (any record: live or stale) and its lock."""
@@ -141,7 +149,7 @@ class Planner:
             self._add(rule=ORPHAN_CHECKPOINT, action=DELETE_TREE, job=None, target=entry.path,
                       bytes=entry.tree.bytes(), files=len(entry.tree), reason=f"{reason}: deleted", details=details)
             return
-        archive_id = f"orphan-{posixpath.basename(entry.path)}-{self.now.strftime('%Y%m%dT%H%M%SZ')}"
+        archive_id = f"orphan-{orphan_name(entry.path)}-{self.now.strftime('%Y%m%dT%H%M%SZ')}"
         details.update(bytes_moved=entry.tree.bytes(), files_moved=len(entry.tree), archive_id=archive_id,
                        destination=posixpath.join(self.scope.orphan_archive_root, archive_id))
         self._add(rule=ORPHAN_CHECKPOINT, action=ARCHIVE_TREE, job=None, target=entry.path, bytes=0, files=0,

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from jobs.catalog import load_jobs
 from jobs.generator import GeneratorConfig, generate
@@ -410,25 +411,23 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(home, dagste
 def s3_home(history, monkeypatch, tmp_path):
     """A copy of the history in a bucket of moto's S3 server on loopback (fsspec/s3fs and delta-rs both
     configured by the AWS_* environment), the control records on local disk."""
-    moto_server = pytest.importorskip("moto.server", reason="moto[s3] is not installed: the S3 retention test "
-                                                             "needs its loopback server")
+    pytest.importorskip("moto.server", reason="moto[s3] is not installed: the S3 retention test needs its "
+                                              "loopback server")
     s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed: fsspec cannot reach S3")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    for name, value in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
-                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("STATEOPS_CONTROL_HOME", str(tmp_path / "control"))
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    fs.mkdir("retention")
-    fs.put(str(history) + "/", "retention/home", recursive=True)
-    try:
-        yield fs, "s3://retention/home"
-    finally:
+    from tests.s3_server import moto_s3
+
+    with moto_s3() as env:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("STATEOPS_CONTROL_HOME", str(tmp_path / "control"))
         s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        fs = s3fs.S3FileSystem()
+        fs.mkdir("retention")
+        fs.put(str(history) + "/", "retention/home", recursive=True)
+        try:
+            yield fs, "s3://retention/home"
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()
 
 
 def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path, monkeypatch):
@@ -479,9 +478,16 @@ def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path
     moved = sum(i.details.get("bytes_moved", 0) for i in s3_plan.items if i.action == ARCHIVE_TREE)
     gone = sum(size for rel, size in listing(before).items() if rel not in after)
     assert gone == sum(i.bytes for i in s3_plan.items if i.action in (DELETE_FILES, DELETE_TREE)) + moved
-    [orphan] = [p for p in fs.ls("retention/home/ops/_orphans/archives")]
-    manifest = json.loads(fs.cat(f"{orphan}/manifest.json"))
-    assert sum(f["size"] for f in manifest["files"]) == moved
+    # Each archived orphan (a job's checkpoint and its dead-letter checkpoint alike) has its own archive
+    # holding every file and byte the plan moved; on local disk too.
+    for plan, reader in ((s3_plan, fs), (local_plan, LocalFileSystem())):
+        archived = [i for i in plan.items if i.action == ARCHIVE_TREE]
+        assert len({i.details["destination"] for i in archived}) == len(archived) >= 2
+        for item in archived:
+            manifest = json.loads(reader.cat(item.details["destination"].removeprefix("s3://") + "/manifest.json"))
+            assert manifest["source"] == item.target
+            assert (sum(f["size"] for f in manifest["files"]), len(manifest["files"])) == \
+                (item.details["bytes_moved"], item.details["files_moved"])
     journal = [r for r in actions.read(Layout(url), action="retention") if r["run_id"] == report.run_id]
     assert sorted(r["details"]["item_id"] for r in journal if r["phase"] == "done") == \
         sorted(i.item_id for i in s3_plan.items)
