@@ -19,6 +19,7 @@ class Benchmark:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("state_store", "State store: project defaults vs a tutorial's configuration", "bench.bench_state_store"),
+    Benchmark("throughput", "Throughput: every job against the stateless floor", "bench.bench_throughput"),
     Benchmark("sink", "Delta sink overhead: delta-rs foreachBatch vs noop", "bench.bench_sink"),
     Benchmark("audit", "State audit: deep audit vs the notebook approach", "bench.bench_audit"),
     Benchmark("driver_sink", "Driver-side sink on a cluster: collect to the driver vs executors",

@@ -1,0 +1,189 @@
+"""Throughput benchmark: every job against the stateless floor over the same input, in one run.
+
+  job:    the job through the real runner (run_job: its stateful query into Delta and its dead-letter query)
+  floor:  one stateless query over the same landing files: the same `raw_lines` + `valid_rows` parse of
+          every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
+
+Both sides of one job and size read byte-identical copies of the same input (one file per input and
+micro-batch) on fresh checkpoints, alternating A B B A. Per side: the median `batchDuration` of the
+micro-batches with input (each run's first excluded), events/s from it, and ratio = job / floor. Where the
+job's time goes (medians over the same batches): Spark's `durationMs` phases, the state operators' update,
+removal and commit times, RocksDB's own metrics, and the dead-letter query's batch time (it runs alongside
+the stateful query and shares the cores). For `user_actions` the state operator's update time includes the
+Python worker (applyInPandasWithState).
+
+  .venv/bin/python -m bench.bench_throughput [--quick] [--sizes 20000,200000] [--files 6] [--repeats 2]
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from functools import reduce
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQueryListener
+
+from jobs.catalog import get_job
+from jobs.generator import GeneratorConfig, generate
+from jobs.runner import deadletter_query_name, run_job
+from jobs.session import get_session
+from jobs.sources import raw_lines, valid_rows
+from jobs.spec import JobSpec
+from stateops.layout import Layout
+
+from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,
+                          warm_up, workdir)
+
+JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
+SIDES = ("job", "floor")
+ROCKSDB_METRICS = ("rocksdbGetLatency", "rocksdbPutLatency", "rocksdbCommitFileSyncLatencyMs",
+                   "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitCheckpointLatency",
+                   "rocksdbChangeLogWriterCommitLatencyMs", "rocksdbLoadLatencyMs")
+PHASES = ("addBatch", "walCommit", "commitOffsets", "queryPlanning", "latestOffset", "getBatch")
+
+
+class Progress(StreamingQueryListener):
+    """Every progress event of the queries this process runs, by query name."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, list[dict[str, Any]]] = {}
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = json.loads(event.progress.json)
+        self.events.setdefault(progress.get("name") or "", []).append(progress)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def wait(self, name: str, batches: int, timeout: float = 10.0) -> None:
+        """Progress events arrive on Spark's listener thread: wait (a little) for `batches` of `name`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and \
+                sum(1 for e in self.events.get(name, []) if e.get("numInputRows", 0) > 0) < batches:
+            time.sleep(0.05)
+
+    def take(self, name: str) -> list[dict[str, Any]]:
+        """The events with input of query `name` since the last take (all of them are dropped)."""
+        events, self.events = self.events.get(name, []), {}
+        return [e for e in events if e.get("numInputRows", 0) > 0]
+
+
+def make_input(root: str, job: JobSpec, size: int, files: int, users: int) -> Layout:
+    """`files` micro-batches of about `size` events for `job` (orders and payments for the join), with
+    duplicates and a few malformed lines so the dead-letter query has rows to keep."""
+    source = Layout(f"{root}/input-{job.name}-{size}")
+    joined = {i.name for i in job.inputs} == {"orders", "payments"}
+    cfg = GeneratorConfig(events=0 if joined else size * files, orders=size * files // 2 if joined else 0,
+                          files=files, users=users, duplicate_share=0.02, malformed_share=0.001, seed=42)
+    generate(source, cfg)
+    return source
+
+
+def floor_frame(spark, spec: JobSpec, layout: Layout) -> DataFrame:
+    frames = [valid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def run_floor(spark, spec: JobSpec, layout: Layout) -> None:
+    query = (floor_frame(spark, spec, layout).writeStream.queryName(f"{spec.name}__floor").format("noop")
+             .option("checkpointLocation", f"{layout.home}/checkpoints/_floor").trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def breakdown(events: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Medians over `events` (steady batches of the stateful query) of where a batch's time goes."""
+    out: dict[str, float | None] = {p: _median([e["durationMs"].get(p, 0) for e in events]) for p in PHASES}
+    per_batch: dict[str, list[float]] = {}
+    for e in events:
+        totals: dict[str, float] = {}
+        for op in e.get("stateOperators", []):
+            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                totals[key] = totals.get(key, 0) + op.get(key, 0)
+            totals["stateRows"] = totals.get("stateRows", 0) + op.get("numRowsTotal", 0)
+            for key in ROCKSDB_METRICS:
+                totals[key] = totals.get(key, 0) + op.get("customMetrics", {}).get(key, 0)
+        for key, value in totals.items():
+            per_batch.setdefault(key, []).append(value)
+    out.update({key: _median(values) for key, values in per_batch.items()})
+    return out
+
+
+def main(argv: Sequence[str] | None = None, spark=None) -> Report:
+    args = parse_args(__doc__.split("\n")[0], argv)
+    report = Report("throughput")
+    spark = spark or get_session()
+    listener = Progress()
+    spark.streams.addListener(listener)
+    print(f"throughput benchmark: {machine()}")
+    print(f"jobs {', '.join(JOBS)}; {args.files} micro-batches per run (first excluded); {args.repeats} run(s) per "
+          f"side, job and size; sizes {list(args.sizes)}", flush=True)
+    measured: dict[tuple[str, int, str], Measured] = {}
+    steady: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    deadletter: dict[tuple[str, int], list[int]] = {}
+    try:
+        with workdir(args) as root:
+            warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout))
+            listener.take("")
+            for i, size in enumerate(args.sizes):
+                for name in JOBS:
+                    spec = get_job(name)
+                    source = make_input(root, spec, size, args.files, args.users)
+                    for n, side in enumerate(schedule(SIDES, i, args.repeats)):
+                        layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
+                        if side == "job":
+                            run_job(spark, spec, layout)
+                            listener.wait(name, args.files)
+                            dl = [e["batchDuration"] for e in listener.events.get(deadletter_query_name(name), [])
+                                  if e.get("numInputRows", 0) > 0]
+                            deadletter.setdefault((name, size), []).extend(dl[1:])
+                            events = listener.take(name)
+                            steady.setdefault((name, size), []).extend(events[1:])
+                        else:
+                            run_floor(spark, spec, layout)
+                            listener.wait(f"{name}__floor", args.files)
+                            events = listener.take(f"{name}__floor")
+                        durations = [e["batchDuration"] for e in events]
+                        measured.setdefault((name, size, side), Measured(size, side)).add(durations, args.files)
+                        print(f"  {name:<15} {size:>7} {side:<5} batches ms {durations}", flush=True)
+    finally:
+        spark.streams.removeListener(listener)
+    rows, parts = [], []
+    for size in args.sizes:
+        for name in JOBS:
+            job, floor = measured[name, size, "job"], measured[name, size, "floor"]
+            events = size  # events per micro-batch (orders + payments for the join: about the same)
+            rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(floor.median_ms),
+                         f"{events / job.median_ms * 1000:,.0f}", f"{events / floor.median_ms * 1000:,.0f}",
+                         fmt_ratio(ratio(job, floor))])
+            b = breakdown(steady[name, size])
+            parts.append([name, f"{size:,}", *(fmt_ms(b.get(p)) for p in ("addBatch", "walCommit", "commitOffsets",
+                                                                            "queryPlanning")),
+                          fmt_ms(b.get("allUpdatesTimeMs")), fmt_ms(b.get("allRemovalsTimeMs")),
+                          fmt_ms(b.get("commitTimeMs")), fmt_ms(b.get("rocksdbGetLatency")),
+                          fmt_ms(b.get("rocksdbPutLatency")), fmt_ms(b.get("rocksdbCommitFileSyncLatencyMs")),
+                          f"{b.get('stateRows') or 0:,.0f}", fmt_ms(_median(deadletter.get((name, size), [])))])
+    report.table("median micro-batch (ms) and events/s; ratio = job / stateless floor, measured side by side",
+                 ["job", "events/batch", "job ms", "floor ms", "job events/s", "floor events/s", "ratio"], rows)
+    report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
+                 "and partitions, so on 2 cores they can exceed the batch); dead-letter = the job's second query",
+                 ["job", "events/batch", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",
+                  "state removals", "state commit", "rocksdb get", "rocksdb put", "rocksdb fsync", "state rows",
+                  "dead-letter batch"], parts)
+    report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
