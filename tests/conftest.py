@@ -50,8 +50,8 @@ def dagster_instance():
 
 # End-to-end suites that each start several JVMs, a webserver or a daemon: minutes apiece on 2 cores,
 # together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's `-m "not long"`);
-# `bash scripts/test -m long` runs them. The cluster (`-m cluster`), Postgres and fault (`-m faults`) suites
-# are in the default run.
+# `bash scripts/test -m long` runs them (with the retention property test, marked long in its module). The
+# cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention suites (S3 included) are in the default run.
 LONG_SUITES = (
     "tests/e2e/test_demo_ui.py",
     "tests/e2e/test_recovery_faults.py",
@@ -61,7 +61,6 @@ LONG_SUITES = (
     "tests/e2e/test_sensors_health.py",
     "tests/e2e/test_user_job.py",
     "tests/spark/test_explain_key_long.py",
-    "tests/spark/test_retention.py",
 )
 
 
