@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import tempfile
@@ -57,25 +56,47 @@ def batch_frame(spark, rows: int):
         (F.col("id") % 97).alias("events"), (F.col("id") * 0.5).alias("value_sum"))
 
 
-def peak_rss_mib() -> tuple[float, float | None]:
-    """Peak resident size of this process and of its driver JVM (the child running SparkSubmit; the
-    cluster's daemons are children too), in MiB."""
-    python = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _driver_jvm() -> int | None:
+    """This process's driver JVM: the child running SparkSubmit (the cluster's daemons are children too)."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as handle:
                 parent = int(handle.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                driver = b"org.apache.spark.deploy.SparkSubmit" in handle.read()
-            if parent != os.getpid() or not driver:
-                continue
-            with open(f"/proc/{pid}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmHWM:"):
-                        return python, int(line.split()[1]) / 1024
+                if parent == os.getpid() and b"org.apache.spark.deploy.SparkSubmit" in handle.read():
+                    return int(pid)
         except (OSError, IndexError, ValueError):
             continue
-    return python, None
+    return None
+
+
+def _hwm_mib(pid: int | str) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peaks() -> None:
+    """Start the peaks afresh (Linux: `5` in clear_refs resets VmHWM): under `python -m bench` this process
+    and its JVM ran other benchmarks first, whose peaks would otherwise be reported here."""
+    for pid in ("self", _driver_jvm()):
+        if pid is not None:
+            try:
+                with open(f"/proc/{pid}/clear_refs", "w") as handle:
+                    handle.write("5")
+            except OSError:
+                pass
+
+
+def peak_rss_mib() -> tuple[float | None, float | None]:
+    """Peak resident size of this process and of its driver JVM since reset_peaks(), in MiB."""
+    jvm = _driver_jvm()
+    return _hwm_mib("self"), None if jvm is None else _hwm_mib(jvm)
 
 
 def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
@@ -136,6 +157,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
             else:
                 os.environ.update(stack.enter_context(spark_cluster(os.path.join(root, "cluster"))).env())
             spark = get_session()
+            reset_peaks()
             try:
                 report.note(f"master {spark.sparkContext.master} (2 workers x 1 core, 1 GiB executors unless "
                             f"--master); rows per batch {list(args.rows)}; {args.repeats} run(s) per side and size")

@@ -2,12 +2,13 @@
 
 The template (bench/BENCHMARKS.template.md) holds the hand-written parts: the text before the first
 `<!-- section: KEY -->` marker is the page's head, each marker's text explains that benchmark's method.
-Everything measured comes from the Reports of one run, rendered in the registry's order.
+Everything measured comes from the Reports the benchmarks returned, stored per benchmark with the run that
+printed them (bench/results/KEY.json), rendered in the registry's order.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
 from bench.common import Report, Table
@@ -44,32 +45,50 @@ def table_markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
-def section(benchmark: Benchmark, prose: str, report: Report | None) -> str:
+def run_lines(run: RunInfo) -> str:
+    return "\n".join([
+        f"- command: `{run.command}`",
+        f"- when: {run.started} - {run.finished} UTC",
+        f"- machine: {run.machine}",
+        f"- load average (1, 5, 15 min) before: {run.load_before}; after: {run.load_after}",
+    ])
+
+
+def section(benchmark: Benchmark, prose: str, result: "Result | None") -> str:
     parts = [f"## {benchmark.title}", f"`python -m {benchmark.module}`"]
     if prose:
         parts.append(prose)
-    if report is None:
-        parts.append("_Not run in this run._")
+    if result is None:
+        parts.append("_Not measured yet: `python -m bench --only %s --write`._" % benchmark.key)
     else:
-        parts.append("### Measured in this run")
+        report, run = result
+        parts += ["### Measured", run_lines(run)]
         parts += [table_markdown(t) for t in report.tables]
         if report.notes:
             parts.append("\n".join(f"- {note}" for note in report.notes))
     return "\n\n".join(parts)
 
 
-def render(template: str, benchmarks: Sequence[Benchmark], reports: Mapping[str, Report], run: RunInfo) -> str:
+Result = tuple[Report, RunInfo]  # what one benchmark printed, and the run that printed it
+
+
+def render(template: str, benchmarks: Sequence[Benchmark], results: Mapping[str, Result]) -> str:
+    """The page: the template's head, then every registered benchmark's section with its latest stored
+    result (each section names the run that measured it; ratios are side by side within that run)."""
     head, prose = split_template(template)
     unknown = sorted(set(prose) - {b.key for b in benchmarks})
     if unknown:
         raise ValueError(f"template sections {unknown} name no registered benchmark (bench/registry.py)")
-    run_block = "\n".join([
-        "## This run", "",
-        f"- command: `{run.command}`",
-        f"- when: {run.started} - {run.finished} UTC",
-        f"- machine: {run.machine}",
-        f"- load average (1, 5, 15 min) before: {run.load_before}; after: {run.load_after}",
-        "- every ratio compares two sides measured in this same run, interleaved, under the same load",
-    ])
-    body = [section(b, prose.get(b.key, ""), reports.get(b.key)) for b in benchmarks]
-    return "\n\n".join([head, run_block, *body]) + "\n"
+    body = [section(b, prose.get(b.key, ""), results.get(b.key)) for b in benchmarks]
+    return "\n\n".join([head, *body]) + "\n"
+
+
+def dump_result(report: Report, run: RunInfo) -> dict:
+    return {"run": asdict(run), "report": asdict(report)}
+
+
+def load_result(data: dict) -> Result:
+    report = data["report"]
+    tables = [Table(t["title"], t["headers"], t["rows"]) for t in report["tables"]]
+    return (Report(report["name"], report.get("description", ""), tables, list(report.get("notes", []))),
+            RunInfo(**data["run"]))
