@@ -51,15 +51,12 @@ def dagster_instance():
 # End-to-end suites that each start several JVMs, a webserver or a daemon: minutes apiece on 2 cores,
 # together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's `-m "not long"`);
 # `bash scripts/test -m long` runs them (with the retention property test, marked long in its module). The
-# cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention suites (S3 included) are in the default run.
+# cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention suites (S3 included), the sensors through
+# a real daemon, a user job from outside the package and the demo in a browser are in the default run.
 LONG_SUITES = (
-    "tests/e2e/test_demo_ui.py",
     "tests/e2e/test_recovery_faults.py",
     "tests/e2e/test_recovery_graphql.py",
     "tests/e2e/test_recovery_modes.py",
-    "tests/e2e/test_sensors_daemon.py",
-    "tests/e2e/test_sensors_health.py",
-    "tests/e2e/test_user_job.py",
     "tests/spark/test_explain_key_long.py",
 )
 
