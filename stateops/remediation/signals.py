@@ -121,14 +121,38 @@ class Query:
     query_id: str | None
 
 
-def deep_trails(layout: Layout, queries: Iterable[Query]) -> dict[str, Trail] | None:
-    """Job -> the deep audits of its current query; None when no audit was ever recorded (no table)."""
+@dataclass(frozen=True)
+class Span:
+    """How much of a query's audit history a decision reads: its newest `audits` deep audits (a skew streak)
+    and every audit within `seconds` of the newest (a growth finding's baseline lies in its window)."""
+
+    audits: int
+    seconds: float
+
+
+def recent_audits(audits: pa.Table, span: Span) -> pa.Table:
+    """The rows of the audits `span` keeps, per query (months of hourly audits stay in Arrow, not Python)."""
+    ids = audits.group_by(["query_id", "audit_id"]).aggregate([("audited_at", "max")])
+    keep: list[str] = []
+    for query_id in pc.unique(ids["query_id"]).to_pylist():
+        mine = ids.filter(pc.field("query_id") == query_id).sort_by([("audited_at_max", "descending")])
+        since = mine["audited_at_max"][0].as_py() - _dt.timedelta(seconds=span.seconds)
+        within = pc.sum(pc.greater_equal(mine["audited_at_max"], pa.scalar(since, mine["audited_at_max"].type)))
+        keep += mine["audit_id"].slice(0, max(within.as_py() or 0, min(span.audits, mine.num_rows))).to_pylist()
+    return audits.filter(pc.field("audit_id").isin(pa.array(keep, type=audits.schema.field("audit_id").type)))
+
+
+def deep_trails(layout: Layout, queries: Iterable[Query], span: Span) -> dict[str, Trail] | None:
+    """Job -> the deep audits of its current query that `span` keeps; None when no audit was ever recorded
+    (no table)."""
     queries = list(queries)
     deep_of_queries = (pc.field("kind") == "deep") & pc.field("query_id").isin([q.query_id for q in queries])
     audits = read_ops(layout, AUDITS, AUDIT_COLUMNS, rows=deep_of_queries)
     if audits is None:
         return None
-    findings = read_ops(layout, FINDINGS, FINDING_COLUMNS, rows=deep_of_queries)
+    audits = recent_audits(audits, span)
+    findings = read_ops(layout, FINDINGS, FINDING_COLUMNS,
+                        rows=deep_of_queries & pc.field("audit_id").isin(pc.unique(audits["audit_id"])))
     wanted = {(normalize(q.checkpoint), q.query_id): q.job for q in queries}
     trails = {q.job: Trail() for q in queries}
     summaries: dict[str, dict[str, Any]] = {}

@@ -19,7 +19,8 @@ from stateops.remediation.growth import decide_growth, window_start
 from stateops.remediation.health import decide_health
 from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
-from stateops.remediation.signals import Query, Trail, deep_trails, latest_batches, newest_file, progress_ends
+from stateops.remediation.signals import (Query, Span, Trail, deep_trails, latest_batches, newest_file,
+                                          progress_ends)
 from stateops.remediation.skew import decide_skew
 
 
@@ -53,8 +54,12 @@ def _queries(watched: Iterable[Watched]) -> tuple[dict[str, Query], dict[str, De
     return queries, skips
 
 
-def _trails(layout: Layout, queries: Mapping[str, Query]) -> dict[str, Trail]:
-    trails = deep_trails(layout, queries.values()) if queries else {}
+def _trails(layout: Layout, queries: Mapping[str, Query], watched: Iterable[Watched]) -> dict[str, Trail]:
+    """The deep audits the decisions read: a skew streak's audits and a growth window's, no older ones."""
+    watched = list(watched)
+    span = Span(audits=max((w.policy.skew_audits for w in watched), default=1),
+                seconds=max((w.thresholds.growth_window_seconds for w in watched), default=0))
+    trails = deep_trails(layout, queries.values(), span) if queries else {}
     return trails if trails is not None else {job: Trail() for job in queries}
 
 
@@ -63,7 +68,7 @@ def skew_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.datetime
     progress rows) for an escalation."""
     watched = {w.job: w for w in watched}
     queries, decisions = _queries(watched.values())
-    trails = _trails(layout, queries)
+    trails = _trails(layout, queries, watched.values())
     for job, query in queries.items():
         w = watched[job]
         decision = decide_skew(job, trails[job], w.policy, None)
@@ -77,7 +82,7 @@ def skew_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.datetime
 def growth_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.datetime) -> dict[str, Decision]:
     watched = {w.job: w for w in watched}
     queries, decisions = _queries(watched.values())
-    trails = _trails(layout, queries)
+    trails = _trails(layout, queries, watched.values())
     progress = progress_ends(layout, {q.query_id: window_start(now, watched[job].thresholds)
                                       for job, q in queries.items()}) or {}
     for job, query in queries.items():

@@ -265,3 +265,21 @@ def test_cursor_round_trip_bounded_and_tolerant():
     assert again.has_acted(JOB, "k59") and not again.has_acted(JOB, "k0") and len(again.acted[JOB]) == 50
     assert again.has_alerted(JOB, "hot") and not again.has_alerted("user_sessions", "hot")
     assert Cursor.parse("{not json") == Cursor() and Cursor.parse(None) == Cursor()
+
+
+def test_a_tick_reads_only_the_audits_its_decisions_need():
+    """The newest `audits` deep audits of each query and every one within `seconds` of its newest: a skew
+    streak and a growth window; months of older audits stay out of the tick."""
+    import pyarrow as pa
+
+    from stateops.remediation.signals import Span, recent_audits
+
+    now = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)
+    rows = [{"query_id": q, "audit_id": f"{q}-{h}", "audited_at": now - dt.timedelta(hours=h), "store_name": s}
+            for q, hours in (("a", range(0, 48, 4)), ("b", (100, 200, 300))) for h in hours for s in ("left", "right")]
+    table = pa.Table.from_pylist(rows)
+    kept = recent_audits(table, Span(audits=2, seconds=12 * 3600))
+    ids = sorted(set(kept["audit_id"].to_pylist()))
+    assert ids == ["a-0", "a-12", "a-4", "a-8", "b-100", "b-200"]  # a: within 12 h of its newest; b: newest 2
+    assert kept.num_rows == 2 * len(ids)  # every store row of a kept audit
+    assert recent_audits(table.slice(0, 0), Span(audits=2, seconds=0)).num_rows == 0
