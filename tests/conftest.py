@@ -50,9 +50,9 @@ def dagster_instance():
 
 # End-to-end suites that each start several JVMs, a webserver or a daemon: minutes apiece on 2 cores,
 # together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's `-m "not long"`);
-# `bash scripts/test -m long` runs them (with the retention property test, marked long in its module). The
-# cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention suites (S3 included), the sensors through
-# a real daemon, a user job from outside the package and the demo in a browser are in the default run.
+# `bash scripts/test -m long` runs them. The cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention
+# suites (S3 and the random-policy property test included), the sensors through a real daemon, a user job from
+# outside the package and the demo in a browser are in the default run.
 LONG_SUITES = (
     "tests/e2e/test_recovery_faults.py",
     "tests/e2e/test_recovery_graphql.py",

@@ -209,7 +209,6 @@ def restart_checks(spark, history: Path, home: Path, policy: dict, restarts: boo
         _runs_a_batch(spark, home, job, floor)
 
 
-@pytest.mark.long  # 8 policies, two of them restarting every job with Spark: minutes (bash scripts/test -m long)
 def test_random_policies_keep_every_promised_restart(spark, history, tmp_path, monkeypatch):
     rng = random.Random(20261122)
     policies = [AGGRESSIVE] + [random_policy(rng) for _ in range(POLICIES - 1)]
