@@ -16,6 +16,9 @@ until after its last one stopped; every batch checks it before writing (a run wh
 over stops at once). Between batches the run polls its stop request and stops gracefully: the batch in
 flight completes, a hard stop comes only after the request's grace period. The overrides in force
 (watermark delay, shuffle partitions) are applied when the run starts.
+
+The stateful query runs in the fair-scheduler pool `stateful`, which gets a free core first; the
+dead-letter query in `deadletter`, in the gaps (jobs/scheduler_pools.xml; BENCHMARKS.md, Throughput).
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from stateops.recovery.sinkstate import sink_state
 from jobs import transformation
 from jobs.failures import query_failed
 from jobs.plan import stateful_plan
-from jobs.session import delta_jars_on_classpath
+from jobs.session import DEADLETTER_POOL, STATEFUL_POOL, delta_jars_on_classpath
 from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
 from jobs.sources import invalid_rows, raw_lines, valid_rows
@@ -213,10 +216,24 @@ def _deliver(recorder: ProgressRecorder, on_progress: ProgressCallback | None) -
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+SCHEDULER_POOL = "spark.scheduler.pool"
+
+
+@contextlib.contextmanager
+def _in_pool(spark: SparkSession, pool: str):
+    """Spark jobs of a query started inside the block run in fair-scheduler pool `pool`: the query's thread
+    inherits the starting thread's local properties (jobs/scheduler_pools.xml says why two pools)."""
+    context = spark.sparkContext
+    before = context.getLocalProperty(SCHEDULER_POOL)
+    context.setLocalProperty(SCHEDULER_POOL, pool)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
 
 
 def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
-           checkpoint: str, no_data_batches: bool = True) -> StreamingQuery:
+           checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
     conf = frame.sparkSession.conf
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
     conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
@@ -228,7 +245,8 @@ def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, out
         writer = writer.trigger(processingTime=spec.trigger_interval)
     conf.set(NO_DATA_BATCHES, str(no_data_batches).lower())  # read once, when the query starts
     try:
-        return writer.start()
+        with _in_pool(frame.sparkSession, pool):
+            return writer.start()
     finally:
         conf.unset(NO_DATA_BATCHES)
 
@@ -296,7 +314,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         queries.append(_start(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
                               spec, checkpoint, no_data_batches=not (mode == "bounded" and plan.processing_time)))
         queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                              None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint))
+                              None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint,
+                              pool=DEADLETTER_POOL))
         while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):
             for query in queries:
                 if query.isActive:

@@ -28,6 +28,9 @@ from stateops.errors import ConfigError, StateOpsError
 WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+# A job's stateful query is scheduled before its dead-letter query (jobs/scheduler_pools.xml, jobs.runner).
+SCHEDULER_POOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheduler_pools.xml")
+STATEFUL_POOL, DEADLETTER_POOL = "stateful", "deadletter"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
 # http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
@@ -85,6 +88,8 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.driver.memory": "2g",
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": SCHEDULER_POOLS,
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
     if conf.get("spark.jars.packages"):

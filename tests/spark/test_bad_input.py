@@ -64,3 +64,30 @@ def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, t
     events = oracle.typed_batches(layout.landing("events"), "events")
     assert set(got) == oracle.user_activity(events, spec.watermark_seconds * 1000)
     assert result.batches == SMALL.files
+
+
+def test_the_stateful_query_runs_before_the_dead_letter_query(spark, tmp_path, monkeypatch):
+    """Both queries still run and write (nothing lost), each in its fair-scheduler pool: Spark's jobs of the
+    stateful query's batches in `stateful` (offered a free core first), the dead-letter query's in
+    `deadletter`; the caller's thread keeps its own pool."""
+    from jobs import runner
+    from jobs.sink import DeltaSink
+
+    context = spark.sparkContext
+    assert context._jsc.sc().getSchedulingMode().toString() == "FAIR"
+    assert context._jsc.sc().getPoolForName("stateful").get().minShare() >= 1000
+    assert context._jsc.sc().getPoolForName("deadletter").get().minShare() == 0
+    pools: dict[str, set] = {}
+    write = DeltaSink.__call__
+
+    def recording(self, df, batch_id):  # the pool Spark schedules this batch's jobs in, then the real write
+        pools.setdefault(os.path.basename(self.table_uri), set()).add(context.getLocalProperty("spark.scheduler.pool"))
+        write(self, df, batch_id)
+
+    monkeypatch.setattr(runner.DeltaSink, "__call__", recording)
+    layout = Layout(str(tmp_path / "stateops"))
+    generate(layout, SMALL)
+    result = run_job(spark, load_jobs()["user_activity"], layout)
+    assert pools == {"user_activity": {"stateful"}, "user_activity_deadletter": {"deadletter"}}
+    assert result.output_rows > 0 and result.deadletter_rows > 0
+    assert context.getLocalProperty("spark.scheduler.pool") is None

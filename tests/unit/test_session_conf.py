@@ -72,3 +72,15 @@ def test_urls_that_download_at_session_start_are_refused(key, value):
 def test_local_and_cluster_storage_jars_are_accepted():
     jars = "/opt/jars/a.jar,file:/opt/jars/b.jar,local:/opt/jars/c.jar,hdfs://nn/jars/d.jar,s3a://b/e.jar"
     assert spark_conf(SparkSettings(extra_conf={"spark.jars": jars}))["spark.jars"] == jars
+
+
+def test_the_stateful_query_has_a_pool_that_gets_cores_first(monkeypatch):
+    import xml.etree.ElementTree as ET
+
+    monkeypatch.delenv("STATEOPS_SPARK_CONF", raising=False)
+    conf = spark_conf(SparkSettings.from_env())
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    pools = {p.get("name"): int(p.findtext("minShare")) for p in ET.parse(conf["spark.scheduler.allocation.file"]).iter("pool")}
+    assert pools["stateful"] > 1000 and pools["deadletter"] == 0
+    monkeypatch.setenv("STATEOPS_SPARK_CONF", '{"spark.scheduler.mode": "FIFO"}')
+    assert spark_conf(SparkSettings.from_env())["spark.scheduler.mode"] == "FIFO"  # a user's choice wins
