@@ -1,11 +1,13 @@
 """Throughput benchmark: every job against the stateless floor over the same input, in one run.
 
   job:    the job through the real runner (run_job: its stateful query into Delta and its dead-letter query)
+  state:  the job's stateful query alone into Spark's `noop` sink (no dead-letter query, no Delta write):
+          what the job's state operators cost on top of the parse, whatever the runner does around them
   floor:  one stateless query over the same landing files: the same `raw_lines` + `valid_rows` parse of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
 
 Both sides of one job and size read byte-identical copies of the same input (one file per input and
-micro-batch) on fresh checkpoints, alternating A B B A. Per side: the median `batchDuration` of the
+micro-batch) on fresh checkpoints, alternating A B C C B A. Per side: the median `batchDuration` of the
 micro-batches with input (each run's first excluded), events/s from it, and ratio = job / floor. Where the
 job's time goes (medians over the same batches): Spark's `durationMs` phases, the state operators' update,
 removal and commit times, RocksDB's own metrics, and the dead-letter query's batch time (it runs alongside
@@ -27,7 +29,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
-from jobs.runner import deadletter_query_name, run_job
+from jobs.runner import _start, deadletter_query_name, run_job, stateful_frame
 from jobs.session import get_session
 from jobs.sources import raw_lines, valid_rows
 from jobs.spec import JobSpec
@@ -37,7 +39,7 @@ from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home
                           warm_up, workdir)
 
 JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
-SIDES = ("job", "floor")
+SIDES = ("job", "state", "floor")
 ROCKSDB_METRICS = ("rocksdbGetLatency", "rocksdbPutLatency", "rocksdbCommitFileSyncLatencyMs",
                    "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitCheckpointLatency",
                    "rocksdbChangeLogWriterCommitLatencyMs", "rocksdbLoadLatencyMs")
@@ -98,6 +100,12 @@ def run_floor(spark, spec: JobSpec, layout: Layout) -> None:
     query.awaitTermination()
 
 
+def run_state(spark, spec: JobSpec, layout: Layout) -> None:
+    query = _start(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded", spec.output_mode,
+                   spec, f"{layout.home}/checkpoints/_state")
+    query.awaitTermination()
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -151,9 +159,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             events = listener.take(name)
                             steady.setdefault((name, size), []).extend(events[1:])
                         else:
-                            run_floor(spark, spec, layout)
-                            listener.wait(f"{name}__floor", args.files)
-                            events = listener.take(f"{name}__floor")
+                            (run_state if side == "state" else run_floor)(spark, spec, layout)
+                            listener.wait(f"{name}__{side}", args.files)
+                            events = listener.take(f"{name}__{side}")
                         durations = [e["batchDuration"] for e in events]
                         measured.setdefault((name, size, side), Measured(size, side)).add(durations, args.files)
                         print(f"  {name:<15} {size:>7} {side:<5} batches ms {durations}", flush=True)
@@ -162,11 +170,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     rows, parts = [], []
     for size in args.sizes:
         for name in JOBS:
-            job, floor = measured[name, size, "job"], measured[name, size, "floor"]
+            job, state, floor = (measured[name, size, side] for side in SIDES)
             events = size  # events per micro-batch (orders + payments for the join: about the same)
-            rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(floor.median_ms),
+            rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(floor.median_ms),
                          f"{events / job.median_ms * 1000:,.0f}", f"{events / floor.median_ms * 1000:,.0f}",
-                         fmt_ratio(ratio(job, floor))])
+                         fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, floor))])
             b = breakdown(steady[name, size])
             parts.append([name, f"{size:,}", *(fmt_ms(b.get(p)) for p in ("addBatch", "walCommit", "commitOffsets",
                                                                             "queryPlanning")),
@@ -174,8 +182,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                           fmt_ms(b.get("commitTimeMs")), fmt_ms(b.get("rocksdbGetLatency")),
                           fmt_ms(b.get("rocksdbPutLatency")), fmt_ms(b.get("rocksdbCommitFileSyncLatencyMs")),
                           f"{b.get('stateRows') or 0:,.0f}", fmt_ms(_median(deadletter.get((name, size), [])))])
-    report.table("median micro-batch (ms) and events/s; ratio = job / stateless floor, measured side by side",
-                 ["job", "events/batch", "job ms", "floor ms", "job events/s", "floor events/s", "ratio"], rows)
+    report.table("median micro-batch (ms) and events/s; ratio = job / stateless floor, measured side by side; "
+                 "state only = the stateful query alone (no dead-letter query, no Delta write)",
+                 ["job", "events/batch", "job ms", "state only ms", "floor ms", "job events/s", "floor events/s",
+                  "ratio", "state only / floor"], rows)
     report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
                  "and partitions, so on 2 cores they can exceed the batch); dead-letter = the job's second query",
                  ["job", "events/batch", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",
