@@ -32,7 +32,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
-from jobs.runner import _start, deadletter_query_name, run_job, stateful_frame
+from jobs.runner import deadletter_query_name, run_job, start_query, stateful_frame
 from jobs.session import get_session
 from jobs.sources import raw_lines, valid_rows
 from jobs.spec import JobSpec
@@ -104,8 +104,8 @@ def run_floor(spark, spec: JobSpec, layout: Layout) -> None:
 
 
 def run_state(spark, spec: JobSpec, layout: Layout) -> None:
-    query = _start(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded", spec.output_mode,
-                   spec, f"{layout.home}/checkpoints/_state")
+    query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded",
+                        spec.output_mode, spec, f"{layout.home}/checkpoints/_state")
     query.awaitTermination()
 
 
@@ -195,7 +195,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
             floor_rate, run_rate = events / floor.median_ms * 1000, statistics.median(rates[name, size])
             rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(floor.median_ms),
                          f"{events / job.median_ms * 1000:,.0f}", f"{run_rate:,.0f}", f"{floor_rate:,.0f}",
-                         fmt_ratio(ratio(job, floor)), fmt_ratio(floor_rate / run_rate), fmt_ratio(ratio(state, floor))])
+                         fmt_ratio(ratio(job, floor)), fmt_ratio(floor_rate / run_rate),
+                         fmt_ratio(ratio(state, floor))])
             b = breakdown(steady[name, size])
             parts.append([name, f"{size:,}", *(fmt_ms(b.get(p)) for p in ("addBatch", "walCommit", "commitOffsets",
                                                                             "queryPlanning")),

@@ -232,8 +232,9 @@ def _in_pool(spark: SparkSession, pool: str):
         context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
 
 
-def _start(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
-           checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
+def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
+                checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
+    """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
     conf = frame.sparkSession.conf
     # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
     conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
@@ -311,9 +312,9 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(_start(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
+        queries.append(start_query(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
                               spec, checkpoint, no_data_batches=not (mode == "bounded" and plan.processing_time)))
-        queries.append(_start(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
+        queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                               None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint,
                               pool=DEADLETTER_POOL))
         while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):

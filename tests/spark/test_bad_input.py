@@ -66,7 +66,7 @@ def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, t
     assert result.batches == SMALL.files
 
 
-def test_the_stateful_query_runs_before_the_dead_letter_query(spark, tmp_path, monkeypatch):
+def test_each_query_runs_in_its_scheduler_pool(spark, tmp_path, monkeypatch):
     """Both queries still run and write (nothing lost), each in its fair-scheduler pool: Spark's jobs of the
     stateful query's batches in `stateful` (offered a free core first), the dead-letter query's in
     `deadletter`; the caller's thread keeps its own pool."""
