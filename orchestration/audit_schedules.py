@@ -15,7 +15,7 @@ batches only and never touch the running query, which is how long-running jobs g
 
 import os
 
-from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, RunsFilter, ScheduleDefinition,
+from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
 
 from jobs.audit_cli import resolve_target
@@ -29,7 +29,7 @@ from orchestration.assets import SPECS
 from orchestration.audit_assets import deep_audit_key, fast_audit_key
 from orchestration.audit_checks import state_checks
 from orchestration.resources import PathsResource
-from orchestration.schedules import ACTIVE
+from sensors.runs import still_running
 
 DEEP_CRON = "0 * * * *"
 
@@ -56,10 +56,8 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
         reason = not_ready(spec, paths.layout)
         if reason:
             return SkipReason(reason)
-        running = context.instance.get_run_records(RunsFilter(job_name=job.name, statuses=ACTIVE), limit=1)
-        if running:
-            return SkipReason(f"run {running[0].dagster_run.run_id} of {job.name} has not finished yet")
-        return RunRequest()
+        running = still_running(context.instance, job.name)
+        return SkipReason(running) if running else RunRequest()
 
     return _tick
 

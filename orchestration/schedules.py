@@ -6,9 +6,8 @@ lease, and while a runbook holds its maintenance lock; the skip reason names the
 """
 from __future__ import annotations
 
-from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, DagsterRunStatus, RunRequest,
-                     RunsFilter, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, define_asset_job,
-                     schedule)
+from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
+                     ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
 
 from jobs.spec import JobSpec
 from stateops.control import start_blocker
@@ -16,10 +15,9 @@ from stateops.errors import StateOpsError
 
 from orchestration.assets import SPECS
 from orchestration.resources import PathsResource
+from sensors.runs import still_running
 
 CRON = "*/15 * * * *"
-ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-          DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
 def build_job_run(spec: JobSpec):
@@ -34,9 +32,9 @@ def build_job_schedule(spec: JobSpec, job) -> ScheduleDefinition:
     @schedule(name=f"{spec.name}_every_15_minutes", cron_schedule=CRON, job=job, execution_timezone="UTC",
               default_status=DefaultScheduleStatus.STOPPED)
     def _tick(context: ScheduleEvaluationContext, paths: PathsResource):
-        running = context.instance.get_run_records(RunsFilter(job_name=job.name, statuses=ACTIVE), limit=1)
+        running = still_running(context.instance, job.name)
         if running:
-            return SkipReason(f"run {running[0].dagster_run.run_id} of {job.name} has not finished yet")
+            return SkipReason(running)
         try:
             blocker = start_blocker(paths.layout, spec.name)
         except StateOpsError as err:  # e.g. STATEOPS_HOME on a storage the control plane refuses

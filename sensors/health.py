@@ -13,9 +13,8 @@ from stateops.remediation.alerts import Alert
 from stateops.remediation.model import TAG
 from stateops.remediation.tick import Watched, health_decisions
 
-from orchestration.resources import PathsResource
 from sensors import runs
-from sensors.ticks import Targets, alert_sender, evaluate
+from sensors.ticks import Paths, Targets, alert_sender, evaluate
 
 HEALTH_DESCRIPTION = (
     "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "
@@ -26,7 +25,7 @@ HEALTH_DESCRIPTION = (
 def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDefinition:
     @sensor(name="query_health_sensor", description=HEALTH_DESCRIPTION, jobs=jobs, minimum_interval_seconds=interval,
             default_status=DefaultSensorStatus.STOPPED)
-    def _sensor(context: SensorEvaluationContext, paths: PathsResource):
+    def _sensor(context: SensorEvaluationContext, paths: Paths):
         def decide(layout: Layout, watched: list[Watched], now: _dt.datetime):
             statuses = {w.job: job_status(layout, w.job, w.checkpoint) for w in watched}
             last = {w.job: runs.last_finished(context.instance, targets.job_run(w.job)) for w in watched}

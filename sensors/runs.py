@@ -1,5 +1,7 @@
 """The Dagster runs a tick must know about, as plain data for stateops.remediation.guards: what sensors
-launched for a job (remediations and restarts, by tag), its deep audit runs, and its last finished run."""
+launched for a job (remediations and restarts, by tag), its deep audit runs, its last finished run, and
+whether a run of a job is still in flight (the job and audit schedules skip then too: orchestration imports
+this module, never the other way round)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -7,10 +9,11 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from orchestration.schedules import ACTIVE
 from stateops.remediation.guards import DAY, Launched
 from stateops.remediation.model import TAG
 
+ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+          DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 JOB_TAG, ACTION_TAG, KEY_TAG = f"{TAG}/job", f"{TAG}/action", f"{TAG}/key"
 
@@ -45,3 +48,9 @@ def last_finished(instance: DagsterInstance, job_name: str) -> dict[str, Any] | 
     ended = record.end_time or record.update_timestamp.timestamp()
     return {"run_id": record.dagster_run.run_id, "status": record.dagster_run.status.value,
             "ended_at": _dt.datetime.fromtimestamp(ended, tz=_dt.timezone.utc)}
+
+
+def still_running(instance: DagsterInstance, job_name: str) -> str | None:
+    """Why a new run of `job_name` must wait (its previous run is queued or running), or None."""
+    records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=ACTIVE), limit=1)
+    return f"run {records[0].dagster_run.run_id} of {job_name} has not finished yet" if records else None

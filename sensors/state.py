@@ -6,8 +6,7 @@ from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationConte
 
 from stateops.remediation.tick import growth_decisions, skew_decisions
 
-from orchestration.resources import PathsResource
-from sensors.ticks import Decide, Targets, evaluate
+from sensors.ticks import Decide, Paths, Targets, evaluate
 
 SKEW_DESCRIPTION = (
     "STATE_SKEW on M consecutive deep audits (policy skew_audits) -> by cause: many keys -> the runbook "
@@ -25,7 +24,7 @@ def build_state_sensor(name: str, description: str, decide: Decide, targets: Tar
                        interval: int) -> SensorDefinition:
     @sensor(name=name, description=description, jobs=jobs, minimum_interval_seconds=interval,
             default_status=DefaultSensorStatus.STOPPED)
-    def _sensor(context: SensorEvaluationContext, paths: PathsResource):
+    def _sensor(context: SensorEvaluationContext, paths: Paths):
         return evaluate(context, name, paths.layout, decide, targets)
 
     return _sensor

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from dagster import AssetKey, AssetObservation, MetadataValue, RunRequest, SensorEvaluationContext, SensorResult
+from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataValue, RunRequest, SensorEvaluationContext,
+                     SensorResult)
 
 from jobs.catalog import load_config, load_jobs
 from jobs.settings import effective_spec
@@ -31,6 +32,9 @@ from sensors import runs
 from sensors.runbook import RUNBOOK_JOB, runbook_run_config
 
 Decide = Callable[[Layout, list[Watched], _dt.datetime], "dict[str, Decision]"]
+# A sensor's `paths` parameter: the code location's orchestration.resources.PathsResource (it has `.layout`),
+# typed by its base class so that sensors never import orchestration, which composes them.
+Paths = ConfigurableResource
 
 
 @dataclass(frozen=True)

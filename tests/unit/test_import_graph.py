@@ -1,0 +1,89 @@
+"""The floors of the house, read from the source with `ast` (every import, at module level or inside a
+function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the Dagster code
+(`orchestration`, `sensors`) nor Dagster; `jobs` imports no Dagster code; `sensors` are composed by
+`orchestration` and never import it; and no two packages or subpackages import each other."""
+from __future__ import annotations
+
+import ast
+import os
+from collections import defaultdict
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGES = ("stateops", "jobs", "orchestration", "sensors")
+
+
+def _imports(path: str) -> set[str]:
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _modules() -> dict[str, set[str]]:
+    """Module name -> the modules it imports, for every module of the project's packages."""
+    graph = {}
+    for package in PACKAGES:
+        for folder, _dirs, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(folder, name), ROOT)[:-3].replace(os.sep, ".")
+                    graph[rel.removesuffix(".__init__")] = _imports(os.path.join(folder, name))
+    return graph
+
+
+def _unit(module: str) -> str:
+    """The unit a module belongs to: a top-level package, or in the core one of its subpackages or modules."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "stateops" else parts[0]
+
+
+def _importers(graph, of: str, targets: tuple[str, ...]) -> list[str]:
+    return sorted(f"{module} imports {imported}" for module, imports in graph.items()
+                  if module == of or module.startswith(of + ".")
+                  for imported in imports if imported.split(".")[0] in targets)
+
+
+def test_the_core_imports_no_runtime_no_dagster_code_and_no_dagster():
+    assert _importers(_modules(), "stateops", ("jobs", "orchestration", "sensors", "dagster", "dagster_pyspark")) == []
+
+
+def test_the_spark_runtime_imports_no_dagster_code():
+    assert _importers(_modules(), "jobs", ("orchestration", "sensors", "dagster", "dagster_pyspark")) == []
+
+
+def test_sensors_never_import_orchestration_which_composes_them():
+    assert _importers(_modules(), "sensors", ("orchestration",)) == []
+
+
+def test_no_package_cycle():
+    graph = _modules()
+    edges = defaultdict(set)
+    for module, imports in graph.items():
+        for imported in imports:
+            if imported.split(".")[0] in PACKAGES and _unit(imported) != _unit(module):
+                edges[_unit(module)].add(_unit(imported))
+    cycles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if a < b and a in edges.get(b, ()))
+    assert cycles == []
+    # Longer loops too: a depth-first search finds any back edge.
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, ())):
+            assert state.get(nxt) != "open", f"package cycle: {' -> '.join(path + [node, nxt])}"
+            if nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
