@@ -1,8 +1,15 @@
-"""The Dagster code location (workspace.yaml): every module's `defs`, plus shared resources and executor.
-The sensors are built here from the jobs they may launch (sensors import no orchestration module).
+"""The Dagster code location (workspace.yaml): one folder per capability, each exporting its `defs`, merged here
+with the shared resources and executor. The sensors are built here from the jobs they may launch (sensors import
+no orchestration module).
 
-Add a module with one line in MODULE_DEFS. The in-process executor runs a run's assets one after the
-other in one process, so a run starts at most one JVM (a step per process would start one per asset).
+    streaming_jobs/  the job assets, their run jobs and schedules
+    audits/          deep and fast audit assets, the state checks, audit jobs and schedules
+    recovery/        the state_recovery job (the runbook)
+    retention/       the retention asset, job and schedule
+    sensors          (top-level package) skew, growth, health and run-failure sensors
+
+The in-process executor runs a run's assets one after the other in one process, so a run starts at most one
+JVM (a step per process would start one per asset).
 """
 from __future__ import annotations
 
@@ -10,18 +17,19 @@ import os
 
 from dagster import Definitions, in_process_executor
 
-from orchestration import assets, audits, recovery, retention, schedules
-from orchestration.audit_schedules import deep_audit_jobs
+from orchestration import audits, recovery, retention, streaming_jobs
+from orchestration.audits.schedules import deep_audit_jobs
+from orchestration.recovery.runbook import state_recovery
 from orchestration.resources import default_resources
+from orchestration.streaming_jobs.schedules import job_runs
 from sensors import definitions as sensors
 
 MODULE_DEFS = [
-    assets.defs,
-    schedules.defs,
+    streaming_jobs.defs,
     audits.defs,
     recovery.defs,
     retention.defs,
-    sensors.build_defs(deep_audit_jobs=deep_audit_jobs, job_runs=schedules.job_runs, runbook=recovery.state_recovery,
+    sensors.build_defs(deep_audit_jobs=deep_audit_jobs, job_runs=job_runs, runbook=state_recovery,
                        config_path=os.environ.get("STATEOPS_CONFIG")),
 ]
 

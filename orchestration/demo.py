@@ -17,8 +17,8 @@ from dagster import AssetKey, DagsterInstance, Definitions, ExecuteInProcessResu
 from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
-from orchestration.audit_assets import deep_audit_key, fast_audit_key
+from orchestration.catalog import SPECS
+from orchestration.audits.assets import deep_audit_key, fast_audit_key
 from orchestration.definitions import MODULE_DEFS
 from orchestration.instance import dagster_home, prepare
 from orchestration.resources import PathsResource, SparkResource

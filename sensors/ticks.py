@@ -10,7 +10,7 @@ import datetime as _dt
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataValue, RunRequest, SensorEvaluationContext,
                      SensorResult)
@@ -20,7 +20,7 @@ from jobs.settings import effective_spec
 from jobs.spec import JobSpec
 from stateops.audit import Thresholds
 from stateops.control import maintenance
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 from stateops.remediation.alerts import Alert, sender_from_env
 from stateops.remediation.guards import Cursor, guard, guard_escalation
@@ -67,7 +67,7 @@ def evaluate(context: SensorEvaluationContext, sensor: str, layout: Layout, deci
         specs, jobs = watched(layout, os.environ.get("STATEOPS_CONFIG"))
         decisions = decide(layout, jobs, now)
     except StateOpsError as err:  # an unreadable ops table, a broken config: skip, the next tick tries again
-        return SensorResult(skip_reason=f"{sensor}: {str(err).splitlines()[0]}", cursor=cursor.dumps())
+        return SensorResult(skip_reason=f"{sensor}: {first_line(err)}", cursor=cursor.dumps())
     policies = {w.job: w.policy for w in jobs}
     requests, events, reasons = [], [], []
     sender = alert_sender(context)
@@ -105,7 +105,7 @@ def _guarded(context, layout: Layout, decision: Decision, policy: Policy, target
     try:
         lock = maintenance.current(layout, job)
     except StateOpsError as err:
-        return decision.skipped(f"{job}: {str(err).splitlines()[0]}")
+        return decision.skipped(f"{job}: {first_line(err)}")
     lock_row = None if lock is None else {"runbook_id": lock.runbook_id, "actor": lock.actor, "since": lock.since,
                                           "reason": lock.reason}
     if decision.action == "escalate":

@@ -12,3 +12,10 @@ class ConfigError(StateOpsError):
         self.field, self.problem, self.fix = field, problem, fix
         super().__init__(f"{field}: {problem}. Fix: {fix}")
 
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message (Spark and Py4J messages run to pages), or its class name when it
+    has none: how every one-line report (CLI, journal, tick reason, Dagster failure) quotes an error."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__

@@ -119,7 +119,7 @@ def check_pages(url: str, instance: DagsterInstance, jobs: list[tuple[str, str]]
 def main() -> int:
     from stateops.layout import Layout
 
-    from orchestration.assets import SPECS
+    from orchestration.catalog import SPECS
     from orchestration.instance import dagster_home
 
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()

@@ -30,7 +30,7 @@ from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, jsonable, skew_ratio
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
@@ -227,9 +227,8 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
         prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
         per_partition, has_behind = _reduce(df, ctx, ref, t, prof, grace)
     except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
-                             f"{ref.store_name} at batch {ctx.batch_id}: {first}") from err
+                             f"{ref.store_name} at batch {ctx.batch_id}: {first_line(err)}") from err
     op = OperatorAudit(
         operator_id=ref.operator_id, operator_name=ref.operator_name, store_name=ref.store_name,
         num_partitions=ref.num_partitions, min_batch_id=ref.min_batch_id, max_batch_id=ref.max_batch_id,

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from urllib.parse import unquote
 
 from stateops.checkpoint import Checkpoint
+from stateops.errors import first_line
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.explain.times import iso
@@ -85,7 +86,7 @@ def _key_filter(df, key: str):
 
 
 def _spark_error(err: Exception) -> str:
-    return str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
+    return first_line(err)[:400]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from stateops import progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
@@ -64,7 +64,7 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
     except TableNotFoundError:
         return None
     except Exception as err:  # noqa: BLE001 - a damaged log must become a skip reason, never a daemon crash
-        raise OpsTableError(f"{where} cannot be opened: {_first_line(err)}. {_FIX}") from None
+        raise OpsTableError(f"{where} cannot be opened: {first_line(err)}. {_FIX}") from None
     expected = SCHEMAS[name]
     for column in columns:
         want = _kind(expected.field(column).type)
@@ -80,12 +80,7 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
         return ds.dataset(files, schema=expected, format="parquet", filesystem=fs).to_table(
             columns=list(columns), filter=rows)
     except Exception as err:  # noqa: BLE001 - a corrupt data file, likewise
-        raise OpsTableError(f"{where} cannot be read: {_first_line(err)}. {_FIX}") from None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+        raise OpsTableError(f"{where} cannot be read: {first_line(err)}. {_FIX}") from None
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from stateops.audit import Thresholds, fast_audit
 from stateops.checkpoint import Checkpoint
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.fs import exists
 from stateops.layout import Layout
 from stateops.remediation.growth import decide_growth, window_start
@@ -50,7 +50,7 @@ def _queries(watched: Iterable[Watched]) -> tuple[dict[str, Query], dict[str, De
                 raise StateOpsError(f"no committed batch yet at {w.checkpoint}")
             queries[w.job] = Query(w.job, w.checkpoint, checkpoint.query_id())
         except (StateOpsError, OSError, ValueError, KeyError) as err:
-            skips[w.job] = Decision(w.job, "skip", f"{w.job}: no checkpoint to watch: {str(err).splitlines()[0]}")
+            skips[w.job] = Decision(w.job, "skip", f"{w.job}: no checkpoint to watch: {first_line(err)}")
     return queries, skips
 
 

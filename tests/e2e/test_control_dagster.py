@@ -16,7 +16,7 @@ from dagster import (DagsterRunStatus, RunRequest, SkipReason, build_schedule_co
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.control.process import HOST
 
-from orchestration.assets import SPECS, job_assets, pool_name
+from orchestration.streaming_jobs.assets import SPECS, job_assets, pool_name
 from orchestration.definitions import defs
 from orchestration.resources import default_resources
 

@@ -28,7 +28,7 @@ from stateops.control.process import HOST
 from tests import oracle
 from tests.delta_rows import table_rows
 
-from orchestration.assets import job_assets
+from orchestration.streaming_jobs.assets import job_assets
 from orchestration.definitions import defs
 from orchestration.resources import default_resources
 

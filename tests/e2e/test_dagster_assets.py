@@ -17,7 +17,7 @@ from stateops import progress
 from stateops.control import request_stop
 from stateops.delta import open_table
 
-from orchestration.assets import SPECS, job_assets
+from orchestration.streaming_jobs.assets import SPECS, job_assets
 from orchestration.resources import default_resources
 
 pytestmark = pytest.mark.e2e

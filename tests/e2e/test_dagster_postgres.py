@@ -19,9 +19,9 @@ from deltalake import DeltaTable
 
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
-from orchestration.assets import job_assets
-from orchestration.audit_assets import deep_audit_assets, deep_audit_key
-from orchestration.recovery import state_recovery
+from orchestration.streaming_jobs.assets import job_assets
+from orchestration.audits.assets import deep_audit_assets, deep_audit_key
+from orchestration.recovery.runbook import state_recovery
 from orchestration.resources import default_resources
 from stateops.control import overrides
 from tests.postgres_server import postgres_server, skip_reason

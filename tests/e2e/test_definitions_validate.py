@@ -8,7 +8,7 @@ import pytest
 from dagster import (AssetKey, DagsterRun, DagsterRunStatus, DefaultScheduleStatus, RunRequest,
                      SkipReason, build_schedule_context, instance_for_test)
 
-from orchestration.assets import GROUP, SPECS
+from orchestration.streaming_jobs.assets import GROUP, SPECS
 from orchestration.definitions import defs
 from orchestration.resources import default_resources
 

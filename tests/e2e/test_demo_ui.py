@@ -16,8 +16,8 @@ from jobs.generator import GeneratorConfig
 from stateops.delta import read_table
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
-from orchestration.audit_assets import deep_audit_key, fast_audit_key
+from orchestration.catalog import SPECS
+from orchestration.audits.assets import deep_audit_key, fast_audit_key
 from orchestration.demo import demo_selection, run_demo
 from orchestration.instance import prepare
 from tests import browser

@@ -26,7 +26,7 @@ from tests.delta_rows import table_rows
 from tests.spark.test_recovery import _files  # every file under the home with its sha256
 
 from orchestration.definitions import defs
-from orchestration.recovery import state_recovery, terminate_holder
+from orchestration.recovery.runbook import state_recovery, terminate_holder
 from orchestration.resources import default_resources
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from stateops import progress
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.remediation.alerts import sender_from_env
 
-from orchestration.assets import SPECS
+from orchestration.catalog import SPECS
 from sensors.health import run_failure_alert
 from tests.sensor_support import RUNBOOK_OP, Harness
 

@@ -20,8 +20,8 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from stateops.delta import read_table
 
-from orchestration.assets import build_job_asset
-from orchestration.audit_assets import build_deep_audit_asset
+from orchestration.streaming_jobs.assets import build_job_asset
+from orchestration.audits.assets import build_deep_audit_asset
 from orchestration.resources import PathsResource, SparkResource
 from tests import engagement_oracle
 

@@ -361,7 +361,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(home, dagste
 
     from orchestration.definitions import defs
     from orchestration.resources import PathsResource
-    from orchestration.retention import plans_dir, retention_daily
+    from orchestration.retention.asset import plans_dir, retention_daily
 
     monkeypatch.setenv("STATEOPS_CONFIG", write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
     scope = retention_scope(Layout(str(home)))

@@ -21,13 +21,12 @@ from pydantic import Field
 
 from jobs.retention import retention_scope
 from stateops import retention as core
-from stateops.control import default_actor
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.fs import filesystem
 from stateops.retention import history
 from stateops.retention.model import Plan
 
-from orchestration.assets import one_line_failure
+from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource
 
 GROUP = "retention"
@@ -112,7 +111,7 @@ def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
     try:
         apply = retention_scope(paths.layout, os.environ.get("STATEOPS_CONFIG")).policies.apply_on_schedule
     except StateOpsError as err:
-        return SkipReason(str(err).splitlines()[0])
+        return SkipReason(first_line(err))
     return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})
 
 

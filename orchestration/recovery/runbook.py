@@ -26,12 +26,12 @@ from pydantic import Field
 from jobs.recovery import recover
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, alive
-from stateops.errors import ConfigError, StateOpsError
+from stateops.errors import ConfigError, StateOpsError, first_line
 from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.preflight import _FLAGS
 
-from orchestration.assets import SPECS
+from orchestration.catalog import SPECS
 from orchestration.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -86,7 +86,7 @@ def check_config(config: RecoveryConfig) -> None:
 
 def launchpad_words(err: StateOpsError) -> str:
     """The core's one-line error with CLI flags replaced by the config fields they stand for."""
-    line = str(err).splitlines()[0]
+    line = first_line(err)
     for flag in sorted(FIELD_OF_FLAG, key=len, reverse=True):
         line = line.replace(flag, FIELD_OF_FLAG[flag])
     return line

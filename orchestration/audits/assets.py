@@ -1,8 +1,8 @@
 """State audits as assets, two per streaming job, in group `state_audits`:
 
     <job>_state_audit       deep audit (Spark's state reader), hourly: exact rows per partition, eviction
-    <job>_state_audit_fast  fast audit (state files + progress rows), every 5 minutes: binds no Spark
-                            resource at all, so its runs never start a JVM
+    <job>_state_audit_fast  fast audit (state files + progress rows), on demand (the sensors compute it in
+                            process each tick): binds no Spark resource at all, so its runs never start a JVM
 
 Each materialization records the report in the `audits`/`findings` ops tables and shows it: markdown
 tables of operators and findings, counts per severity, numbers per operator/store (which Dagster plots
@@ -24,7 +24,8 @@ from stateops.audit.render import findings_markdown, operators_markdown, save_ch
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS, one_line_failure
+from orchestration.catalog import SPECS
+from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"

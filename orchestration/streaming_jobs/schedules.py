@@ -13,7 +13,7 @@ from jobs.spec import JobSpec
 from stateops.control import start_blocker
 from stateops.errors import StateOpsError
 
-from orchestration.assets import SPECS
+from orchestration.catalog import SPECS
 from orchestration.resources import PathsResource
 from sensors.runs import still_running
 

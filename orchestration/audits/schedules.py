@@ -22,12 +22,12 @@ from jobs.audit_cli import resolve_target
 from jobs.spec import JobSpec
 from stateops.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
-from orchestration.audit_assets import deep_audit_key, fast_audit_key
-from orchestration.audit_checks import state_checks
+from orchestration.catalog import SPECS
+from orchestration.audits.assets import deep_audit_key, fast_audit_key
+from orchestration.audits.checks import state_checks
 from orchestration.resources import PathsResource
 from sensors.runs import still_running
 
@@ -44,7 +44,7 @@ def not_ready(spec: JobSpec, layout: Layout) -> str | None:
         if not Checkpoint.open(checkpoint).committed_batches():
             return f"job {spec.name} has no committed batch yet at {checkpoint}; run it first"
     except StateOpsError as err:
-        return str(err).splitlines()[0]
+        return first_line(err)
     return None
 
 

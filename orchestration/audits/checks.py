@@ -3,9 +3,9 @@
 A check does not audit: it reads the latest *deep* audit recorded for the job's checkpoint (and its
 current query) from the `audits`/`findings` ops tables, so it is cheap (no JVM) and says exactly which
 audit it reflects (id, time, age, batch in its metadata). Deep, because the fast audit cannot see
-eviction or rows per partition. The checks run after the deep audit asset in `<job>_deep_audit`; the
-job's own `<job>_job` run selects them too (asset selections include their checks), where they restate the
-latest deep audit, whose age their metadata and description give.
+eviction or rows per partition. The checks run after the deep audit asset in `<job>_deep_audit` (the
+job's own `<job>_job` run leaves them out: it audits nothing); a materialization from the asset page runs them
+too, where they restate the latest deep audit, whose age their metadata and description give.
 
 Severity: an error finding of the check's codes -> failed, ERROR; a warn finding -> failed, WARN;
 otherwise passed. No deep audit recorded yet (or no checkpoint) -> failed, WARN: unknown is not healthy.
@@ -22,11 +22,11 @@ from stateops.audit import load_findings, load_history
 from stateops.audit.findings import human_duration
 from stateops.audit.render import findings_markdown
 from stateops.checkpoint import Checkpoint
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from orchestration.assets import SPECS
-from orchestration.audit_assets import audit_target, deep_audit_key
+from orchestration.catalog import SPECS
+from orchestration.audits.assets import audit_target, deep_audit_key
 from orchestration.resources import PathsResource
 
 # check name -> (finding codes it reflects, what it is about)
@@ -101,7 +101,7 @@ def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
             checkpoint = audit_target(spec, layout).checkpoint
         except StateOpsError as err:
             for name in CHECKS:
-                yield check_result(name, None, [], now, missing=str(err).splitlines()[0])
+                yield check_result(name, None, [], now, missing=first_line(err))
             return
         audit, findings = latest_deep_audit(layout, checkpoint)
         for name in CHECKS:

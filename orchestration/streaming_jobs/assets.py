@@ -16,11 +16,10 @@ holds the maintenance lock, fails with one line naming the holder, before Spark 
 from collections import Counter
 from typing import Literal
 
-from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, Config, Definitions, Failure,
+from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, Config, Definitions,
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
-from jobs.catalog import load_jobs
 from jobs.runner import RunResult, run_job
 from jobs.spec import JobSpec
 from jobs.transformation import code_version
@@ -29,10 +28,11 @@ from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
 
+from orchestration.catalog import SPECS
+from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
 GROUP = "streaming_jobs"
-SPECS: dict[str, JobSpec] = load_jobs()
 
 
 class StreamingRunConfig(Config):
@@ -47,10 +47,6 @@ class StreamingRunConfig(Config):
 def pool_name(spec: JobSpec) -> str:
     """The Dagster concurrency pool shared by every run of the job."""
     return f"stateops_job_{spec.name}"
-
-
-def one_line_failure(err: StateOpsError) -> Failure:
-    return Failure(description=str(err).splitlines()[0], allow_retries=False)
 
 
 def state_rows(operators: list[dict]) -> dict[str, int]:
