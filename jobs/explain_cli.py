@@ -87,13 +87,6 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
                          late_margin_seconds=keys.late_margin_seconds, progress_table=layout.ops_table(progress.TABLE))
 
 
-def explain_job_key(spark, name: str, key: str, batch_id: int | None = None, layout: Layout | None = None,
-                    config_path: str | None = None) -> KeyExplanation:
-    """explain_key for a job by name (the API behind the command)."""
-    layout = layout or Layout.from_env()
-    return explain_key(spark, explain_target(get_job(name, config_path), layout), key, batch_id)
-
-
 def render(result: KeyExplanation) -> str:
     lines = [f"{result.job} key {result.key} at batch {result.batch_id} (watermark {result.watermark or 'none'})",
              f"reason: {result.reason} - {REASONS.get(result.reason, '')}",

@@ -57,11 +57,6 @@ class StoreProfile:
     has_matched: bool  # join value store with the `matched` flag
     counts_join_values: bool = False  # a join side's keyToNumValues store: value.value = rows per join key
 
-    @property
-    def unbounded_dedup(self) -> bool:
-        """dropDuplicates whose keys carry no event-time column: Spark never evicts it."""
-        return self.kind == "dedup" and self.event_time is None
-
 
 def kind_of(operator_name: str) -> str:
     return KINDS.get(operator_name, "unknown")

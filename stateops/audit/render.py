@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import posixpath
 import statistics
-import struct
 from typing import Any, Iterable, Mapping, Sequence
 
 from stateops.audit.findings import human_bytes
@@ -26,7 +25,6 @@ from stateops.fs import filesystem
 DPI = 100
 FIGSIZE = (9.0, 4.0)  # inches
 PNG_SIZE = (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))  # (width, height) in pixels
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _cell(value: Any) -> str:
@@ -185,13 +183,6 @@ def history_chart(history: Sequence[Mapping[str, Any]]) -> bytes | None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     return _png(fig)
-
-
-def png_size(png: bytes) -> tuple[int, int]:
-    """(width, height) from the PNG header; ValueError if `png` is not a PNG."""
-    if len(png) < 24 or not png.startswith(PNG_SIGNATURE) or png[12:16] != b"IHDR":
-        raise ValueError("not a PNG")
-    return struct.unpack(">II", png[16:24])
 
 
 def save_charts(report: AuditReport, history: Sequence[Mapping[str, Any]], folder: str) -> dict[str, str]:

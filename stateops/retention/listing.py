@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import io
 import json
-import posixpath
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Mapping
 
-from stateops.fs import filesystem, scheme
+from stateops.fs import filesystem
 
 
 @dataclass(frozen=True)
@@ -32,14 +31,6 @@ def _mtime(info: Mapping) -> float:
         if isinstance(value, (int, float)):
             return float(value)
     return 0.0
-
-
-def _url(root: str, fs_path: str) -> str:
-    """The fsspec path of a listed file spelled like `root` (scheme included for URLs)."""
-    proto = scheme(root)
-    if proto == "file" and not root.startswith("file://"):
-        return fs_path
-    return f"{proto}://{fs_path.split('://', 1)[-1]}"
 
 
 class Tree:
@@ -102,15 +93,6 @@ def read_many(paths: Iterable[str]) -> dict[str, bytes]:
     return {names[name]: value for name, value in data.items() if name in names}
 
 
-def read_text(path: str) -> str | None:
-    fs, p = filesystem(path)
-    try:
-        with fs.open(p, "r") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def zip_references(data: bytes) -> set[str] | None:
     """The immutable files (SSTs, archived logs) a RocksDB version zip names in its `metadata` entry
     (`v1` then JSON with sstFiles[].dfsSstFileName and logFiles[].dfsLogFileName); None if unreadable."""
@@ -124,15 +106,3 @@ def zip_references(data: bytes) -> set[str] | None:
     names = {f.get("dfsSstFileName") for f in doc.get("sstFiles", [])}
     names |= {f.get("dfsLogFileName") for f in doc.get("logFiles", [])}
     return {n for n in names if n}
-
-
-def walk_dirs(tree: Tree, rel_dir: str, depth: int) -> Iterator[str]:
-    """Relative directories exactly `depth` levels below `rel_dir` that hold files."""
-    prefix = rel_dir.strip("/") + "/" if rel_dir.strip("/") else ""
-    seen = set()
-    for rel in tree.files:
-        if rel.startswith(prefix):
-            parts = rel[len(prefix):].split("/")
-            if len(parts) > depth:
-                seen.add(prefix + "/".join(parts[:depth]))
-    return iter(sorted(seen))

@@ -9,10 +9,12 @@ the skewed input is a hot *partition*: the generator's events with event ids re-
 Spark's hash partitioning sends to one partition of the dedup store (what a hot key does to a dedup
 or join store).
 """
+import io
 import json
 import os
 
 import pytest
+from PIL import Image
 from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, build_schedule_context,
                      in_process_executor, instance_for_test)
 from pyspark.sql import functions as F
@@ -21,11 +23,12 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.audit import Thresholds
-from stateops.audit.render import PNG_SIZE, png_size
+from stateops.audit.render import PNG_SIZE
 from stateops.delta import read_table
 from stateops.layout import Layout
 
-from orchestration import assets, audits
+from orchestration import audits
+from orchestration.streaming_jobs import assets
 from orchestration.resources import default_resources
 
 pytestmark = pytest.mark.e2e
@@ -176,7 +179,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert (details["hot_partition"], details["cause"], details["partitions"]) == (0, "many_keys", PARTITIONS)
     images = _charts(meta, hot)
     assert set(images) == {"state_per_partition", "state_over_time"}
-    assert all(png_size(png) == PNG_SIZE for png in images.values())
+    assert all(Image.open(io.BytesIO(png)).size == PNG_SIZE for png in images.values())
     assert not any("data:image" in str(value) for value in meta.values()), "no image inside the event log"
     for op, row in recorded.items():  # one number per store, which Dagster plots over the audits
         assert meta[f"rows/op_{op}_{names[op]}/default"] == row["rows_total"]
@@ -248,8 +251,8 @@ def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatc
 def test_audit_definitions_shape():
     from dagster import AssetKey, DefaultScheduleStatus
 
-    from orchestration.assets import SPECS
-    from orchestration.audit_assets import GROUP
+    from orchestration.catalog import SPECS
+    from orchestration.audits.assets import GROUP
     from orchestration.definitions import defs
 
     repo = defs.get_repository_def()

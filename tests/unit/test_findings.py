@@ -360,12 +360,12 @@ def test_profiles_find_the_evicting_column():
     agg = profile("stateStoreSave", "default", _struct(("window", WINDOW, WM), ("user_id", "string", {})), None)
     assert (agg.kind, agg.event_time.column, agg.watermarked) == ("aggregation", "key.window.end", True)
     dedup = profile("dedupe", "default", _struct(("event_id", "string", {})), None)
-    assert dedup.unbounded_dedup and dedup.event_time is None
+    assert dedup.kind == "dedup" and dedup.event_time is None  # what UNBOUNDED_DEDUP looks for
     dedup_time = profile("dedupe", "default", _struct(("event_id", "string", {}), ("t", "timestamp", WM)), None)
-    assert not dedup_time.unbounded_dedup and dedup_time.event_time.column == "key.t"
+    assert dedup_time.event_time.column == "key.t"
     within = profile("dedupeWithinWatermark", "default", _struct(("event_id", "string", {})),
                      _struct(("expiresAtMicros", "long", {})))
-    assert within.event_time.shape == "micros" and not within.unbounded_dedup
+    assert within.kind != "dedup" and within.event_time.shape == "micros"
     join = profile("symmetricHashJoin", "left-keyWithIndexToValue", _struct(("field0", "string", {})),
                    _struct(("order_time", "timestamp", WM), ("matched", "boolean", {})))
     assert join.has_matched and join.event_time.join_grace and join.event_time.column == "value.order_time"
