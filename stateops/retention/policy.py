@@ -1,6 +1,7 @@
 """Retention policies: defaults, then the config file's `[retention]` (every job) and
-`[retention.jobs.<name>]` (one job), `[retention.ops_tables]` for the ops tables. Validated at load: an
-unknown key, a wrong type or a bad interval is a ConfigError naming the field and the fix.
+`[retention.jobs.<name>]` (one job), `[retention.ops_tables]` for the ops tables. Validated at load
+(stateops.config.Section): an unknown key, a wrong type or a bad interval is a ConfigError naming the field
+and the fix.
 
     [retention]
     keep_archives = 3               # the newest N archives of a job are kept ...
@@ -26,120 +27,115 @@ restorable (the planner takes the larger of the two).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Mapping
 
+from pydantic import AfterValidator, Field
+
+from stateops.config import ConfigFile, Section, layered, refuse
 from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
 
 FOREVER = "forever"
-ORPHAN_ACTIONS = ("archive", "delete", "keep")
-OLD_ROW_ACTIONS = ("rollup", "drop", "keep")
 
 
-@dataclass(frozen=True)
-class JobPolicy:
-    keep_archives: int = 3
-    keep_archives_for: str = "30 days"
-    rewind_batches: int = 0
-    rewind_within: str = "0 seconds"
+def _interval(value: str) -> str:
+    if parse_seconds(value) is None:
+        raise refuse(f"{value!r} is not an interval", 'write a number and a unit, e.g. "30 days"')
+    return value
+
+
+def _hours(value: str) -> str:
+    if parse_seconds(_interval(value)) % 3600:
+        raise refuse(f"{value!r} is not a whole number of hours (delta-rs vacuums by the hour)",
+                     'write hours or days, e.g. "168 hours" or "7 days"')
+    return value
+
+
+def _interval_or_forever(value: str) -> str:
+    if value != FOREVER and parse_seconds(value) is None:
+        raise refuse(f"{value!r} is neither \"{FOREVER}\" nor an interval", f'write "{FOREVER}" or an interval, e.g. "90 days"')
+    return value
+
+
+Interval = Annotated[str, AfterValidator(_interval)]
+Count = Annotated[int, Field(ge=0)]
+GLOBAL_KEYS = ("orphan_idle", "orphan_action", "apply_on_schedule")
+
+
+class JobPolicy(Section):
+    what = "a retention setting here"
+
+    keep_archives: Count = 3
+    keep_archives_for: Interval = "30 days"
+    rewind_batches: Count = 0
+    rewind_within: Interval = "0 seconds"
     checkpoint_history: bool = True
-    deadletter_keep: str = FOREVER
+    deadletter_keep: Annotated[str, AfterValidator(_interval_or_forever)] = FOREVER
 
     def deadletter_seconds(self) -> int | None:
         return None if self.deadletter_keep == FOREVER else parse_seconds(self.deadletter_keep)
 
 
-@dataclass(frozen=True)
-class OpsTablePolicy:
+class OpsTablePolicy(Section):
+    what = "a retention setting here"
+
     compact: bool = True
-    compact_min_files: int = 10
-    vacuum_after: str = "7 days"
-    log_retention: str = "7 days"
-    progress_horizon: str = "30 days"
-    progress_old_rows: str = "rollup"
-    small_file_bytes: int = 8 << 20
+    compact_min_files: Count = 10
+    vacuum_after: Annotated[str, AfterValidator(_hours)] = "7 days"
+    log_retention: Interval = "7 days"
+    progress_horizon: Interval = "30 days"
+    progress_old_rows: Literal["rollup", "drop", "keep"] = "rollup"
+    small_file_bytes: Count = 8 << 20
+
+
+class Globals(Section):
+    """The settings of `[retention]` that hold for every job at once (orphans belong to no job)."""
+
+    orphan_idle: Interval = "14 days"
+    orphan_action: Literal["archive", "delete", "keep"] = "archive"
+    apply_on_schedule: bool = False
+
+
+class _JobLevel(JobPolicy):
+    """`[retention.jobs.NAME]`: a job's values; the every-job settings are refused there by name."""
+
+    @classmethod
+    def _misplaced(cls, key: str) -> str:
+        return " (a setting for every job: put it under [retention])" if key in GLOBAL_KEYS else ""
 
 
 @dataclass(frozen=True)
 class Policies:
     default: JobPolicy = JobPolicy()
-    jobs: Mapping[str, JobPolicy] = None  # type: ignore[assignment]
+    jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     ops_tables: OpsTablePolicy = OpsTablePolicy()
-    orphan_idle: str = "14 days"
-    orphan_action: str = "archive"
-    apply_on_schedule: bool = False
+    orphan_idle: str = Globals().orphan_idle
+    orphan_action: str = Globals().orphan_action
+    apply_on_schedule: bool = Globals().apply_on_schedule
 
     def for_job(self, job: str) -> JobPolicy:
-        return (self.jobs or {}).get(job, self.default)
+        return self.jobs.get(job, self.default)
 
 
-GLOBAL_KEYS = ("orphan_idle", "orphan_action", "apply_on_schedule")
-INTERVALS = {"keep_archives_for", "rewind_within", "vacuum_after", "log_retention", "progress_horizon",
-             "orphan_idle"}
-CHOICES = {"orphan_action": ORPHAN_ACTIONS, "progress_old_rows": OLD_ROW_ACTIONS}
-
-
-def _value(where: str, key: str, value: Any, default: Any) -> Any:
-    """`value` checked against the type of `default` and the key's own rules."""
-    field_name = f"{where}.{key}"
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ConfigError(field_name, f"{value!r} is not true or false", f"write {key} = true or false")
-        return value
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(field_name, f"{value!r} is not a whole number of 0 or more",
-                              f"write a number without quotes, e.g. {key} = {default}")
-        return value
-    if not isinstance(value, str):
-        raise ConfigError(field_name, f"{value!r} is not text", f'write it in quotes, e.g. {key} = "{default}"')
-    if key in CHOICES and value not in CHOICES[key]:
-        raise ConfigError(field_name, f"{value!r} is not one of {list(CHOICES[key])}",
-                          f"use one of {list(CHOICES[key])}")
-    if key == "deadletter_keep" and value != FOREVER and parse_seconds(value) is None:
-        raise ConfigError(field_name, f"{value!r} is neither \"{FOREVER}\" nor an interval",
-                          f'write "{FOREVER}" or an interval, e.g. "90 days"')
-    if key in INTERVALS and parse_seconds(value) is None:
-        raise ConfigError(field_name, f"{value!r} is not an interval", 'write a number and a unit, e.g. "30 days"')
-    if key == "vacuum_after" and parse_seconds(value) % 3600:
-        raise ConfigError(field_name, f"{value!r} is not a whole number of hours (delta-rs vacuums by the hour)",
-                          'write hours or days, e.g. "168 hours" or "7 days"')
-    return value
-
-
-def _apply(base: Any, values: Mapping[str, Any], where: str, skip: tuple[str, ...] = ()) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(where, "is not a table", f"write it as [{where}] with name = value lines")
-    known = {f.name: f.default for f in fields(base)}
-    clean = {}
-    for key, value in values.items():
-        if key in skip:
-            continue
-        if key not in known:
-            hint = (" (a setting for every job: put it under [retention])" if key in GLOBAL_KEYS else "")
-            raise ConfigError(f"{where}.{key}", f"is not a retention setting here{hint}",
-                              f"use one of {sorted(known)}")
-        clean[key] = _value(where, key, value, known[key])
-    return replace(base, **clean)
-
-
-def load_policies(config: Mapping[str, Any] | None, jobs: tuple[str, ...] | list[str]) -> Policies:
-    """Policies from a parsed config file (the `retention` table); every job gets one."""
-    section = (config or {}).get("retention", {})
+def load_policies(config: ConfigFile | Mapping[str, Any] | None, jobs: tuple[str, ...] | list[str]) -> Policies:
+    """Policies from a config file (or its parsed tables); every job gets one, and a `[retention.jobs.NAME]`
+    naming no job is refused."""
+    tables = config.tables if isinstance(config, ConfigFile) else (config or {})
+    section = tables.get("retention", {})
     if not isinstance(section, Mapping):
-        raise ConfigError("retention", "is not a table", "write it as [retention] with name = value lines")
-    top = {k: v for k, v in section.items() if k not in ("jobs", "ops_tables")}
-    globals_ = {k: v for k, v in top.items() if k in GLOBAL_KEYS}
-    default = _apply(JobPolicy(), top, "retention", skip=GLOBAL_KEYS)
-    per_job = section.get("jobs", {})
-    if not isinstance(per_job, Mapping):
-        raise ConfigError("retention.jobs", "is not a table", "write per-job policies as [retention.jobs.NAME]")
+        raise ConfigError("retention", f"{section!r} is not a table", "write it as [retention] with name = value lines")
+    known = sorted({*JobPolicy.model_fields, *GLOBAL_KEYS, "ops_tables", "jobs"})
+    for key in section:
+        if key not in known:
+            raise ConfigError(f"retention.{key}", "is not a retention setting", f"use one of {known}")
+    every_job = {k: v for k, v in section.items() if k in GLOBAL_KEYS}
+    per_job_tables = {k: v for k, v in section.items() if k not in GLOBAL_KEYS and k != "ops_tables"}
+    default, per_job = layered(_JobLevel, per_job_tables, "retention")
     for name in per_job:
         if name not in jobs:
             raise ConfigError(f"retention.jobs.{name}", "is not a known job", f"use one of {sorted(jobs)}")
-    policies = {name: _apply(default, per_job.get(name, {}), f"retention.jobs.{name}") for name in jobs}
-    ops = _apply(OpsTablePolicy(), section.get("ops_tables", {}), "retention.ops_tables")
-    base = Policies()
-    checked = {k: _value("retention", k, v, getattr(base, k)) for k, v in globals_.items()}
-    return replace(base, default=default, jobs=policies, ops_tables=ops, **checked)
+    globals_ = Globals.parse(every_job, "retention")
+    return Policies(default=default, jobs={name: per_job.get(name, default) for name in jobs},
+                    ops_tables=OpsTablePolicy.parse(section.get("ops_tables", {}), "retention.ops_tables"),
+                    **globals_.model_dump())
