@@ -2,7 +2,18 @@
 
 
 class StateOpsError(Exception):
-    """Base for errors that carry a complete, user-facing message."""
+    """Base for errors that carry a complete, user-facing message. `exit_code` is what the CLI exits with:
+    2 for usage, configuration and refusals (nothing was done), 1 for an operation that failed while acting
+    (subclasses say so)."""
+
+    exit_code = 2
+
+
+class OperationFailed(StateOpsError):
+    """An operation started and failed (exit code 1): a lost lease, an unreadable store or ops table, an archive
+    that does not verify, a runbook step."""
+
+    exit_code = 1
 
 
 class ConfigError(StateOpsError):

@@ -30,14 +30,15 @@ from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, jsonable, skew_ratio
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
-from stateops.errors import StateOpsError, first_line
+from stateops.errors import OperationFailed, first_line
+from stateops.sparkstate import ensure_state_coordinator
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
 MAX_PARALLEL_READS = 4
 
 
-class StateReadError(StateOpsError):
+class StateReadError(OperationFailed):
     """Spark could not read a store of the checkpoint at the requested batch."""
 
 
@@ -51,12 +52,6 @@ class StoreRef:
     max_batch_id: int | None
     options: tuple[tuple[str, str], ...]
     files_store: str | None  # the store whose files on disk this entry reports (None: reported elsewhere)
-
-
-def _ensure_state_coordinator(spark) -> None:
-    """Reading RocksDB state reports to the StateStoreCoordinator, which only exists once the session's
-    StreamingQueryManager does; a fresh session (the CLI) fails with RpcEndpointNotFoundException."""
-    spark.streams.active  # noqa: B018 (creates the manager and its coordinator)
 
 
 def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
@@ -309,7 +304,7 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
     t = thresholds or Thresholds()
     started = time.monotonic()
     ctx = build_context(checkpoint_path, batch_id, t, layout=layout, history=history, progress=progress)
-    _ensure_state_coordinator(spark)
+    ensure_state_coordinator(spark)
     refs = store_refs(spark, ctx)
     for ref in refs:
         if ref.min_batch_id is not None and ctx.batch_id < ref.min_batch_id:

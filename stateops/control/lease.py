@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from stateops.errors import StateOpsError
+from stateops.errors import OperationFailed, StateOpsError
 from stateops.layout import Layout
 
 from stateops.control.process import HOST, alive
@@ -66,7 +66,7 @@ class LeaseHeldError(StateOpsError):
             f"stateops jobs stop {holder.job} --wait 120")
 
 
-class LeaseLostError(StateOpsError):
+class LeaseLostError(OperationFailed):
     """This run's lease was taken over: it lost the right to write and stopped its queries."""
 
     def __init__(self, mine: Lease, now_held_by: Lease | None):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from stateops.errors import StateOpsError
+from stateops.errors import OperationFailed
 from stateops.fs import filesystem
 
 PLAN = "plan.json"
@@ -36,7 +36,7 @@ FAILED = "failed-attempt"
 _CHUNK = 1 << 20
 
 
-class ArchiveError(StateOpsError):
+class ArchiveError(OperationFailed):
     """An archive is missing, incomplete, or does not match its manifest."""
 
 

@@ -35,7 +35,7 @@ from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.delta import read_table
 from stateops.durations import parse_seconds
-from stateops.errors import StateOpsError
+from stateops.errors import OperationFailed, StateOpsError
 from stateops.faults import fault_point
 from stateops.fs import exists
 from stateops.layout import Layout
@@ -54,7 +54,7 @@ RUNBOOK = "runbook"
 ROLLBACK = "rollback"
 
 
-class StepFailed(StateOpsError):
+class StepFailed(OperationFailed):
     """A step could not complete; after the archive this triggers the rollback. `details` are journaled."""
 
     def __init__(self, message: str, details: dict[str, Any] | None = None):

@@ -20,7 +20,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from stateops import progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
-from stateops.errors import StateOpsError, first_line
+from stateops.errors import OperationFailed, first_line
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
@@ -35,7 +35,7 @@ _FIX = ("Fix: move the table aside (the audits and runs that write it start a ne
         "copy; the sensors skip until it reads")
 
 
-class OpsTableError(StateOpsError):
+class OpsTableError(OperationFailed):
     """An ops table exists but cannot be read as StateOps writes it."""
 
 
