@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from stateops.errors import ConfigError
 from stateops.fs import filesystem
 from stateops.hashing import spark_partition
+from stateops.timefmt import iso_millis
 from stateops.layout import Layout
 
 HOT_USER = "u0000"
@@ -42,7 +43,7 @@ def _malformed(rng: random.Random, record: dict, time_key: str) -> str:
 
 def _poisoned(record: dict, id_key: str, time_key: str, offset: timedelta) -> str:
     """A copy of a real record under a new id, its time moved to 2099 (a time that parses but is absurd)."""
-    return json.dumps({**record, id_key: f"{record[id_key]}-future", time_key: _iso(FAR_FUTURE + abs(offset))})
+    return json.dumps({**record, id_key: f"{record[id_key]}-future", time_key: iso_millis(FAR_FUTURE + abs(offset))})
 
 
 @dataclass(frozen=True)
@@ -103,10 +104,6 @@ class Generated:
     payment_cases: dict[str, str] = field(default_factory=dict)
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class _Slices:
     """Lines per file index for one landing source."""
 
@@ -140,7 +137,7 @@ def _events(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             event_id = f"e{i:04d}-{k:06d}"
             if cfg.clustered_share and rng.random() < cfg.clustered_share:
                 event_id = _clustered(event_id, cfg.clustered_partitions)
-            record = {"event_id": event_id, "user_id": user, "event_time": _iso(moment),
+            record = {"event_id": event_id, "user_id": user, "event_time": iso_millis(moment),
                       "action": rng.choice(ACTIONS), "value": float(rng.randrange(1, 101))}
             line = json.dumps(record)
             out.add(i, line)
@@ -162,7 +159,7 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
         order_id = f"o{n:06d}"
         order_time = t0 + i * span + timedelta(milliseconds=rng.randrange(span_ms))
         order = {"order_id": order_id, "user_id": f"u{rng.randrange(1, cfg.users + 1):04d}",
-                 "order_time": _iso(order_time), "amount": float(rng.randrange(5, 500))}
+                 "order_time": iso_millis(order_time), "amount": float(rng.randrange(5, 500))}
         orders.add(i, json.dumps(order))
         if cfg.malformed_share and rng.random() < cfg.malformed_share:
             orders.add(i, _malformed(rng, order, "order_time"))
@@ -186,7 +183,7 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             pay_time = order_time + timedelta(seconds=rng.randrange(5, 4 * 60))
         # Files hold event-time slices; a too-late payment lands three slices later than its time.
         index = int((pay_time - t0) / span) + (3 if case == "paid_too_late" else 0)
-        payment = {"payment_id": f"p{n:06d}", "order_id": order_id, "payment_time": _iso(pay_time),
+        payment = {"payment_id": f"p{n:06d}", "order_id": order_id, "payment_time": iso_millis(pay_time),
                    "amount": float(rng.randrange(5, 500))}
         payments.add(index, json.dumps(payment))
         if cfg.future_share and index >= 1 and rng.random() < cfg.future_share:

@@ -19,7 +19,7 @@ from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSev
 
 from jobs.spec import JobSpec
 from stateops.audit import load_findings, load_history
-from stateops.audit.findings import human_duration
+from stateops.timefmt import human_duration
 from stateops.audit.render import findings_markdown
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stateops.audit.model import AuditReport, Finding, OperatorAudit, jsonable
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
+from stateops.timefmt import compact_duration, human_duration, iso_seconds
 
 EVICTING_KINDS = ("aggregation", "dedup", "dedup_within_watermark", "session", "join")
 # join_grace_source when no job names the join's bound (see OperatorAudit.join_grace_source).
@@ -42,27 +43,8 @@ def human_bytes(n: float | None) -> str:
     return f"{n} B"
 
 
-def human_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min {seconds % 60} s"
-
-
-def compact_duration(seconds: float) -> str:
-    """`5 min`, `24 h`, `1 h 30 min`: the nonzero parts only, for configured spans."""
-    seconds = int(seconds)
-    parts = [(seconds // 3600, "h"), (seconds % 3600 // 60, "min"), (seconds % 60, "s")]
-    return " ".join(f"{n} {unit}" for n, unit in parts if n) or "0 s"
-
-
 def _iso(moment: _dt.datetime | None) -> str:
-    return moment.astimezone(_dt.timezone.utc).isoformat(timespec="seconds") if moment else "none"
+    return iso_seconds(moment) or "none"
 
 
 def _where(op: OperatorAudit) -> str:

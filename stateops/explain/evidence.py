@@ -25,7 +25,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import first_line
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
-from stateops.explain.times import iso
+from stateops.timefmt import iso_millis
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -39,7 +39,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, datetime):
-        return iso(value)
+        return iso_millis(value)
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, Decimal):

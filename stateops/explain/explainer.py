@@ -4,8 +4,9 @@ from __future__ import annotations
 from stateops.checkpoint import Checkpoint
 from stateops.explain import batches, evidence
 from stateops.explain.model import Evidence, ExplainError, ExplainTarget, KeyExplanation
-from stateops.explain.times import iso
 from stateops.explain.verdict import judge
+from stateops.sparkstate import ensure_state_coordinator
+from stateops.timefmt import iso_millis
 
 
 def resolve_batch(checkpoint: Checkpoint, batch_id: int | None) -> int:
@@ -23,7 +24,7 @@ def resolve_batch(checkpoint: Checkpoint, batch_id: int | None) -> int:
 
 def gather(spark, target: ExplainTarget, checkpoint: Checkpoint, key: str, batch: int) -> Evidence:
     """Everything the checkpoint, the progress table, the input and the output say about `key` at `batch`."""
-    spark.streams.active  # noqa: B018 - registers the StateStoreCoordinator; fresh sessions fail to read RocksDB
+    ensure_state_coordinator(spark)
     stores = evidence.stores(spark, target.checkpoint, batch)
     if not stores:
         raise ExplainError(f"{target.checkpoint}: no stateful operator in the state metadata at batch {batch}")
@@ -62,7 +63,7 @@ def explain_key(spark, target: ExplainTarget, key: str, batch_id: int | None = N
                    "partition_id": r["partition_id"], "value": r["value"], "key": r["key"],
                    "operator_name": r["operator_name"]} for r in found.in_state]
     return KeyExplanation(
-        job=target.job, key=key, batch_id=batch, watermark=iso(checkpoint.watermark(batch)),
+        job=target.job, key=key, batch_id=batch, watermark=iso_millis(checkpoint.watermark(batch)),
         in_state=state_rows, reason=reason, explanation=text, checkpoint=target.checkpoint,
         history=found.history, inputs=found.inputs, output_rows=found.output or [], change_feed=found.feed,
     )

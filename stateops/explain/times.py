@@ -1,17 +1,13 @@
-"""Event times as explain-key shows and compares them: UTC, ISO with milliseconds, epoch milliseconds."""
+"""Event times as explain-key compares them: UTC, epoch milliseconds and microseconds (shown as
+stateops.timefmt.iso_millis)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from stateops.timefmt import iso_millis
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    # Naive datetimes come from Spark's collect(), which renders timestamps in this process's local time.
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def utc(moment: datetime) -> datetime:
@@ -46,13 +42,7 @@ def to_us(moment: datetime) -> int:
 def ms_text(millis: int | None) -> str:
     if millis is None:
         return "unknown"
-    return iso(ms_time(millis)) or "none yet"
-
-
-def duration(seconds: float) -> str:
-    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
-    minutes, secs = divmod(seconds, 60)
-    return f"{sign}{int(minutes)}m{secs:04.1f}s" if minutes else f"{sign}{secs:.1f}s"
+    return iso_millis(ms_time(millis)) or "none yet"
 
 
 def plus(moment: datetime, seconds: float) -> datetime:

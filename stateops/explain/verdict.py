@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 from stateops.explain.model import Evidence
-from stateops.explain.times import duration, iso, ms_text, parse_time, plus, to_ms, to_us
+from stateops.explain.times import ms_text, parse_time, plus, to_ms, to_us
+from stateops.timefmt import iso_millis, signed_duration
 
 Rule = Callable[[Evidence], "str | None"]
 
@@ -197,9 +198,9 @@ def join_outside_bound(ev: Evidence) -> str | None:
     if len(outside) != len(pairs):
         return None
     lt, rt = outside[0]
-    bound = f"[{duration(low)}, {duration(high)}]"
-    return (f"both sides arrived for {ev.key}: {join.left} {times['left']}={iso(lt)} and {join.right} "
-            f"{times['right']}={iso(rt)}, {duration((rt - lt).total_seconds())} apart; the join needs "
+    bound = f"[{signed_duration(low)}, {signed_duration(high)}]"
+    return (f"both sides arrived for {ev.key}: {join.left} {times['left']}={iso_millis(lt)} and {join.right} "
+            f"{times['right']}={iso_millis(rt)}, {signed_duration((rt - lt).total_seconds())} apart; the join needs "
             f"{times['right']} - {times['left']} within {bound}, so they never match and both are purged "
             f"once the watermark passes them.")
 
@@ -226,7 +227,7 @@ def join_too_late(ev: Evidence) -> str | None:
     for a in arrivals(ev):
         if a.time is None or a.time in stored[a.side]:
             continue
-        what = f"{names[a.side]} row of {ev.key} ({times[a.side]}={iso(a.time)})"
+        what = f"{names[a.side]} row of {ev.key} ({times[a.side]}={iso_millis(a.time)})"
         if a.late:
             story = (f"{what} was read in batch {a.batch}, when the watermark of the batch before was already "
                      f"{ms_text(a.late_wm)}: at or behind it, so Spark dropped it as late data."
@@ -234,7 +235,7 @@ def join_too_late(ev: Evidence) -> str | None:
         elif _not_kept(ev, a):
             until = _keep_until(ev, a.side, a.time)
             story = (f"{what} was read in batch {a.batch}: not late (watermark before it {ms_text(a.late_wm)}), "
-                     f"but the batch's watermark {ms_text(_wm(ev, a.batch))} had passed {iso(until)}, after "
+                     f"but the batch's watermark {ms_text(_wm(ev, a.batch))} had passed {iso_millis(until)}, after "
                      f"which no {names[_other(a.side)]} row can match, so Spark joined it against the state "
                      f"and did not keep it.")
         else:
@@ -250,7 +251,7 @@ def join_waiting(ev: Evidence) -> str | None:
     r, names, times = rows[0], _names(ev), _times(ev)
     side = _side_of(r["store_name"]) or "left"
     moment = parse_time(r["value"].get(times[side]))
-    until = iso(_keep_until(ev, side, moment)) if moment else "its bound"
+    until = iso_millis(_keep_until(ev, side, moment)) if moment else "its bound"
     return (f"{ev.key} is in the {names[side]} join state (operator {r['operator_id']}, store "
             f"{r['store_name']}, partition {r['partition_id']}) at batch {ev.batch_id}, unmatched: no "
             f"{names[_other(side)]} row has arrived. Watermark {ms_text(_wm(ev, ev.batch_id))}; it is purged once "
@@ -281,9 +282,9 @@ def join_purged_earlier(ev: Evidence) -> str | None:
         evicted = _eviction_batch(ev, a.side, a.time, a.batch)
         when = (f"at batch {evicted} (watermark {ms_text(_wm(ev, evicted))})" if evicted is not None
                 else "(the batch is no longer known)")
-        return (f"{names[a.side]} row of {ev.key} ({times[a.side]}={iso(a.time)}) was read in batch {a.batch} on "
+        return (f"{names[a.side]} row of {ev.key} ({times[a.side]}={iso_millis(a.time)}) was read in batch {a.batch} on "
                 f"time (watermark before it {ms_text(a.late_wm)}) and kept in the {names[a.side]} join state; no "
-                f"{names[_other(a.side)]} row matched it, and the watermark passed {iso(until)} {when}, which "
+                f"{names[_other(a.side)]} row matched it, and the watermark passed {iso_millis(until)} {when}, which "
                 f"evicted it. {_retained(ev)}")
     return None
 
@@ -366,10 +367,10 @@ def _state_story(ev: Evidence) -> str:
         if reason == "in_state":
             parts.append(f"{where}: no event time in the state row (watermark {wm_text})")
         elif reason == "waiting_for_watermark":
-            parts.append(f"{where}: {hint[0]}={iso(hint[1])} is ahead of the watermark {wm_text}; it is "
+            parts.append(f"{where}: {hint[0]}={iso_millis(hint[1])} is ahead of the watermark {wm_text}; it is "
                          f"finalized/evicted when the watermark passes it")
         else:
-            parts.append(f"{where}: {hint[0]}={iso(hint[1])} is already behind the watermark {wm_text}; "
+            parts.append(f"{where}: {hint[0]}={iso_millis(hint[1])} is already behind the watermark {wm_text}; "
                          f"it should have been evicted")
     text = f"{ev.key} is in state at batch {ev.batch_id} in {len(ev.in_state)} row(s): " + "; ".join(parts) + "."
     if ev.output:
@@ -408,7 +409,7 @@ def state_purged(ev: Evidence) -> str | None:
 def _margin(ev: Evidence) -> str:
     if not ev.late_margin_seconds:
         return ""
-    return (f" (a row stays on time for {duration(ev.late_margin_seconds)} after its event time: "
+    return (f" (a row stays on time for {signed_duration(ev.late_margin_seconds)} after its event time: "
             f"the {ev.kind} stays open that long)")
 
 
@@ -418,7 +419,7 @@ def state_too_late(ev: Evidence) -> str | None:
         return None
     a = found[0]
     return (f"every row of {ev.key} that the query read ({len(found)}) was dropped as late: the first "
-            f"({a.row.get('input')} event time {iso(a.time)}) was read in batch {a.batch}, when the watermark of "
+            f"({a.row.get('input')} event time {iso_millis(a.time)}) was read in batch {a.batch}, when the watermark of "
             f"the batch before was already {ms_text(a.late_wm)}{_margin(ev)}. Nothing of it reached the state."
             + _restart_note(ev, a))
 
@@ -428,7 +429,7 @@ def state_purged_earlier(ev: Evidence) -> str | None:
     if not on_time:
         return None
     a = on_time[-1]
-    return (f"{ev.key} was read on time (last in batch {a.batch}, event time {iso(a.time)}, watermark before it "
+    return (f"{ev.key} was read on time (last in batch {a.batch}, event time {iso_millis(a.time)}, watermark before it "
             f"{ms_text(a.late_wm)}) but is neither in state at batch {ev.batch_id}, nor in the output, nor in the "
             f"retained change feed: it was stored and evicted before the retained changes. {_retained(ev)}")
 

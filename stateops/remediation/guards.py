@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from stateops.audit.findings import human_duration
+from stateops.timefmt import human_duration
 from stateops.remediation.model import Decision, when
 from stateops.remediation.policy import Policy
 

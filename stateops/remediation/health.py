@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Mapping
 
-from stateops.audit.findings import human_duration
+from stateops.timefmt import human_duration
 from stateops.remediation.model import Decision, age, runbook_config, when
 from stateops.remediation.policy import Policy
 

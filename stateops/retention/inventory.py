@@ -25,6 +25,7 @@ from stateops.recovery.journal import running
 from stateops.retention import restart
 from stateops.retention.listing import Tree, read_many
 from stateops.retention.scope import Scope
+from stateops.timefmt import iso_seconds
 
 MANIFEST, REPORT, ARCHIVED = "manifest.json", "report.json", "checkpoint"
 PROVIDERS = {"RocksDBStateStoreProvider": "rocksdb", "HDFSBackedStateStoreProvider": "hdfs"}
@@ -35,7 +36,7 @@ class MissingRootError(StateOpsError):
 
 
 def _iso(seconds: float | None) -> str | None:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds") if seconds else None
+    return iso_seconds(datetime.fromtimestamp(seconds, tz=timezone.utc)) if seconds else None
 
 
 def _under(path: str, root: str) -> str | None:

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from stateops.explain import REASONS, Evidence, JoinSpec
-from stateops.explain.times import iso, to_ms
+from stateops.explain.times import to_ms
+from stateops.timefmt import iso_millis
 from stateops.explain.verdict import RULES, judge
 from stateops.joins import JoinBound
 
@@ -25,7 +26,7 @@ FEED = {"start_batch_id": 10, "end_batch_id": 19}
 
 
 def ts(minutes: float) -> str:
-    return iso(T0 + timedelta(minutes=minutes))
+    return iso_millis(T0 + timedelta(minutes=minutes))
 
 
 def ms(minutes: float) -> int:
