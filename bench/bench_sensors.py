@@ -151,13 +151,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
 def _compact_ops_tables(layout: Layout, root: str) -> None:
     """The daily retention run on the ops tables (compact, checkpoint, vacuum), as the `retention` asset does."""
     from bench.bench_retention import OPS_POLICY
+    from jobs.catalog import Catalog
     from jobs.retention import retention_scope
     from stateops import retention
 
     config = os.path.join(root, "ops-policy.toml")
     with open(config, "w") as handle:
         handle.write(OPS_POLICY)
-    scope = retention_scope(layout, config)
+    scope = retention_scope(Catalog.current(layout, config))
     for _ in range(2):  # the second run vacuums what the first one's compaction replaced
         applied = retention.apply(scope, retention.make_plan(scope), actor="bench")
         assert applied.ok, applied.render()

@@ -11,59 +11,17 @@ Every audit is appended to the `audits` and `findings` ops tables unless --no-re
 from __future__ import annotations
 
 import json
-import os
 import sys
-from dataclasses import dataclass
 
 import click
 
-from stateops.audit import AuditReport, Thresholds, fast_audit, record
-from stateops.audit.findings import human_bytes, human_duration
-from stateops.audit.history import normalize
-from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.audit import AuditReport, fast_audit, record
+from stateops.audit.findings import human_bytes
+from stateops.timefmt import human_duration
 from stateops.errors import StateOpsError
-from stateops.fs import exists
-from stateops.joins import JoinBound
-from stateops.layout import Layout
 
-from jobs.catalog import load_config, load_jobs
-
-
-def resolve_target(target: str, layout: Layout, config_path: str | None) -> tuple[str, str | None]:
-    """(checkpoint path, job name or None) for a job name or a checkpoint path."""
-    jobs = load_jobs(config_path)
-    if target in jobs:
-        path = jobs[target].checkpoint_path(layout)
-        if not exists(path):
-            raise NotACheckpointError(f"job {target} has no checkpoint yet at {path}; run it first "
-                                      f"(stateops jobs run {target})")
-        return path, target
-    looks_like_path = "/" in target or "://" in target or target.startswith(".") or exists(target)
-    if not looks_like_path:
-        raise NotACheckpointError(f"{target}: not a job (known: {', '.join(sorted(jobs))}) and not a "
-                                  "checkpoint path")
-    Checkpoint.open(target)
-    wanted = normalize(target)
-    job = next((name for name, spec in jobs.items() if normalize(spec.checkpoint_path(layout)) == wanted), None)
-    return target, job
-
-
-@dataclass(frozen=True)
-class AuditTarget:
-    """What an audit of TARGET needs to know beyond the checkpoint: the job (if any), its thresholds, and
-    its join's time bound (None: no stream-stream join, or a checkpoint path that is no job's)."""
-
-    checkpoint: str
-    job: str | None
-    thresholds: Thresholds
-    join_bound: JoinBound | None
-
-
-def resolve_audit(target: str, layout: Layout, config_path: str | None) -> AuditTarget:
-    """resolve_target, plus the job's thresholds (`[audit]`, `[audit.jobs.<job>]`) and join bound."""
-    checkpoint, job = resolve_target(target, layout, config_path)
-    thresholds = Thresholds.from_config(load_config(config_path), job)
-    return AuditTarget(checkpoint, job, thresholds, load_jobs(config_path)[job].join_bound if job else None)
+from jobs.cli_context import CliContext
+from jobs.targets import resolve_audit
 
 
 def _cell(value) -> str:
@@ -114,27 +72,21 @@ def render(report: AuditReport) -> str:
 @click.pass_context
 def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_json: bool, no_record: bool) -> None:
     """Audit the state of a job (by name) or of a checkpoint path: exit 1 on error findings."""
-    obj = ctx.obj or {}
-    layout = obj.get("layout") or Layout.from_env()
-    config_path = obj.get("config") or os.environ.get("STATEOPS_CONFIG")
-    try:
-        if fast and batch_id is not None:
-            raise StateOpsError("--batch-id needs the deep audit (the fast audit reads the latest state only); "
-                                "drop --fast")
-        resolved = resolve_audit(target, layout, config_path)
-        if fast:
-            report = fast_audit(resolved.checkpoint, thresholds=resolved.thresholds, layout=layout, job=resolved.job)
-        else:
-            from jobs.session import get_session
-            from stateops.audit import deep_audit
+    obj: CliContext = ctx.obj
+    if fast and batch_id is not None:
+        raise StateOpsError("--batch-id needs the deep audit (the fast audit reads the latest state only); "
+                            "drop --fast")
+    layout, resolved = obj.layout, resolve_audit(target, obj.catalog)
+    if fast:
+        report = fast_audit(resolved.checkpoint, thresholds=resolved.thresholds, layout=layout, job=resolved.job)
+    else:
+        from jobs.session import get_session
+        from stateops.audit import deep_audit
 
-            report = deep_audit(get_session(), resolved.checkpoint, batch_id=batch_id, thresholds=resolved.thresholds,
-                                layout=layout, job=resolved.job, join_bound=resolved.join_bound)
-        if not no_record:
-            record(layout, report)
-    except StateOpsError as err:
-        click.echo(f"Error: {err}", err=True)
-        ctx.exit(2)
+        report = deep_audit(get_session(), resolved.checkpoint, batch_id=batch_id, thresholds=resolved.thresholds,
+                            layout=layout, job=resolved.job, join_bound=resolved.join_bound)
+    if not no_record:
+        record(layout, report)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -12,25 +12,32 @@ A `[jobs.<name>]` table naming a job defined elsewhere overrides its settings in
     watermark_delay = "20 minutes"
     shuffle_partitions = 8
 
-Every job is validated at load, its transformation included (it imports, its parameters fit).
+Every job is validated at load, its transformation included (it imports, its parameters fit), and so is
+every other section of the config file (stateops.config). `Catalog.load` does all of it once per entry point
+(a CLI invocation, the Dagster code location or a run, a sensor tick), and the result is passed down.
 """
 from __future__ import annotations
 
-import os
-import tomllib
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Iterable, Mapping
 
+from stateops.audit.thresholds import Thresholds
+from stateops.config import ConfigFile
+from stateops.environment import Locations
 from stateops.errors import ConfigError
 from stateops.layout import Layout
+from stateops.remediation.policy import Policy
+from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
 from jobs.spec import (ExplainSpec, InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate,
                        with_overrides)
 
-from jobs.transforms import SESSION_GAP
-
 ENTRY_POINT_GROUP = "stateops.jobs"
+# user_sessions' inactivity gap (jobs/transforms.py builds the session window with it); kept here so that
+# loading the catalog imports no Spark.
+SESSION_GAP = "15 minutes"
 
 EVENTS = InputSpec(
     "events", "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE", "event_time"
@@ -81,20 +88,6 @@ BUILTIN: tuple[JobSpec, ...] = (
 )
 
 
-def load_config(path: str | None) -> Mapping[str, Any]:
-    if not path:
-        return {}
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError("STATEOPS_CONFIG", f"file {path!r} does not exist",
-                          "point it to a TOML file, or unset it to use the built-in jobs") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError("STATEOPS_CONFIG", f"{path!r} is not valid TOML ({err})",
-                          "fix the syntax; see README.md, Configuration") from None
-
-
 def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
     """(where it came from, spec) for every job the installed packages register."""
     for point in entry_points(group=ENTRY_POINT_GROUP):
@@ -111,28 +104,25 @@ def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
         yield from ((where, spec) for spec in specs)
 
 
-def _catalog_settings(config: Mapping[str, Any]) -> bool:
+def _catalog_settings(config: ConfigFile) -> bool:
     """Whether the built-in examples are loaded (`[catalog] builtin_jobs`, default true)."""
-    catalog = config.get("catalog", {})
-    if not isinstance(catalog, dict) or set(catalog) - {"builtin_jobs"}:
-        raise ConfigError("catalog", f"{catalog!r} is not a table with builtin_jobs only",
-                          "write [catalog] builtin_jobs = false (or remove it)")
+    catalog = config.table("catalog")
+    if set(catalog) - {"builtin_jobs"}:
+        unknown = sorted(set(catalog) - {"builtin_jobs"})[0]
+        raise ConfigError(f"catalog.{unknown}", "is not a catalog setting", "use builtin_jobs (or remove it)")
     builtin = catalog.get("builtin_jobs", True)
     if not isinstance(builtin, bool):
         raise ConfigError("catalog.builtin_jobs", f"{builtin!r} is not true or false", "write true or false")
     return builtin
 
 
-def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
-    """All jobs by name, validated, with the config file's overrides applied (paths checked under
-    `layout`, default: $STATEOPS_HOME)."""
-    config = load_config(config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG"))
+def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
+    """All jobs by name, validated, with the config file's overrides applied, paths checked under `layout`."""
     defined: dict[str, tuple[str, JobSpec]] = {}
     sources = [("jobs.catalog.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
     sources += list(_entry_point_jobs())
-    tables = config.get("jobs", {})
     overrides = {}
-    for name, table in tables.items():
+    for name, table in config.table("jobs").items():
         if isinstance(table, dict) and "transformation" in table:
             sources.append((f"the config file's [jobs.{name}]", spec_from_config(name, table)))
         else:
@@ -146,21 +136,67 @@ def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> d
     for name, values in overrides.items():
         if name not in specs:
             raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}, or define it "
-                              'with transformation = "module:function" and its settings (README.md, Your own jobs)')
+                              'with transformation = "module:function" and its settings (docs/jobs.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
     jobs = {name: validate(spec) for name, spec in specs.items()}
-    check_paths(jobs.values(), layout or Layout.from_env())
+    check_paths(jobs.values(), layout)
     return jobs
 
 
-def get_job(name: str, config_path: str | None = None) -> JobSpec:
-    jobs = load_jobs(config_path)
-    if name not in jobs:
-        raise ConfigError("job", f"unknown job {name!r}", f"use one of {sorted(jobs)} (stateops jobs list)")
-    return jobs[name]
+@dataclass(frozen=True)
+class Catalog:
+    """One entry point's configuration: the config file, every job it defines or overrides (validated, paths
+    checked under `layout`), and the other sections, validated for every job at load so that a typo anywhere
+    fails before anything runs."""
+
+    layout: Layout
+    config: ConfigFile
+    jobs: Mapping[str, JobSpec]
+    retention: Policies
+
+    @classmethod
+    def load(cls, layout: Layout, config_path: str | None) -> "Catalog":
+        config = ConfigFile.load(config_path)
+        jobs = _load_jobs(config, layout)
+        config.check_job_names(jobs)
+        for name in jobs:
+            Thresholds.from_config(config, name), Policy.from_config(config, name)
+        return cls(layout, config, jobs, load_policies(config, list(jobs)))
+
+    @classmethod
+    def current(cls, layout: Layout | None = None, config_path: str | None = None) -> "Catalog":
+        """A catalog loaded now, from what is given, else from the environment (STATEOPS_CONFIG,
+        STATEOPS_HOME): for an entry point, or for a caller that got none handed down."""
+        return cls.load(layout or Layout.from_env(),
+                        config_path if config_path is not None else Locations.read().config_path)
+
+    def job(self, name: str) -> JobSpec:
+        if name not in self.jobs:
+            raise ConfigError("job", f"unknown job {name!r}", f"use one of {sorted(self.jobs)} (stateops jobs list)")
+        return self.jobs[name]
+
+    def thresholds(self, job: str | None) -> Thresholds:
+        return Thresholds.from_config(self.config, job)
+
+    def policy(self, job: str) -> Policy:
+        return Policy.from_config(self.config, job)
+
+    def configured(self, job: str) -> Mapping[str, Any]:
+        """The `[jobs.NAME]` table of the config file (what it sets for the job), empty when none."""
+        return self.config.table("jobs").get(job, {})
+
+    def roots(self) -> Roots:
+        """The roots guard for every configured job (checkpoints configured outside the home included)."""
+        return Roots.from_layout(self.layout, {name: spec.checkpoint_path(self.layout)
+                                               for name, spec in self.jobs.items()})
 
 
-def job_roots(layout: Layout, config_path: str | None = None) -> Roots:
-    """The roots guard for every configured job (checkpoints configured outside the home included)."""
-    jobs = load_jobs(config_path, layout)
-    return Roots.from_layout(layout, {name: spec.checkpoint_path(layout) for name, spec in jobs.items()})
+def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
+    """The jobs of a fresh catalog (`config_path`, default STATEOPS_CONFIG; `layout`, default STATEOPS_HOME):
+    for scripts, benchmarks and tests. An entry point loads its Catalog once and passes it down instead."""
+    return dict(Catalog.current(layout, config_path).jobs)
+
+
+def get_job(name: str, config_path: str | None = None, layout: Layout | None = None) -> JobSpec:
+    """One job of a fresh catalog (see load_jobs)."""
+    return Catalog.current(layout, config_path).job(name)

@@ -1,12 +1,12 @@
 """The `stateops` command: the same operations as the Dagster UI, for scripts and other orchestrators.
 
-Exit codes: 0 success, 1 the operation found errors (e.g. error findings) or a query failed (one line; the
-full trace in the run's log), 2 usage or configuration errors.
+Exit codes: 0 success; 1 the operation found errors (e.g. error findings), failed while acting (a lost lease,
+an unreadable store, an archive that does not verify) or a query failed (one line; the full trace in the run's
+log); 2 usage, configuration or a refusal (stateops.errors: each error class carries its code).
 """
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import asdict, fields
 
@@ -14,11 +14,13 @@ import click
 
 from stateops import control
 from stateops.delta import open_table
+from stateops.environment import Locations
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
 from jobs.audit_cli import audit
-from jobs.catalog import get_job, load_jobs
+from jobs.catalog import Catalog
+from jobs.cli_context import CliContext
 from jobs.control_cli import COMMANDS as CONTROL_COMMANDS
 from jobs.explain_cli import explain_key_command
 from jobs.retention_cli import COMMANDS as RETENTION_COMMANDS
@@ -31,32 +33,30 @@ from jobs.spec import JobSpec
 
 
 class StateOpsGroup(click.Group):
-    """Turns StateOpsError into a one-line message and exit code 2, a failed query into one line and exit
-    code 1 (no traceback either way)."""
+    """Turns a StateOpsError into a one-line message and its exit code (2 usage, configuration or refusal; 1 an
+    operation that failed), a failed query into one line and exit code 1 (no traceback either way)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except StateOpsError as err:
             click.echo(f"Error: {err}", err=True)
-            ctx.exit(2)
+            ctx.exit(err.exit_code)
         except QueryFailed as err:
             click.echo(f"Error: {err}", err=True)
             ctx.exit(1)
 
 
 @click.group(cls=StateOpsGroup)
-@click.option("--home", envvar="STATEOPS_HOME", default=".stateops", show_default=True,
-              help="Storage root (landing, checkpoints, tables, ops). Env: STATEOPS_HOME.")
-@click.option("--config", "config_path", envvar="STATEOPS_CONFIG", default=None,
-              help="TOML file with per-job overrides. Env: STATEOPS_CONFIG.")
+@click.option("--home", default=None,
+              help="Storage root (landing, checkpoints, tables, ops). Env: STATEOPS_HOME. [default: .stateops]")
+@click.option("--config", "config_path", default=None,
+              help="TOML file with your jobs and per-job settings. Env: STATEOPS_CONFIG.")
 @click.pass_context
-def main(ctx: click.Context, home: str, config_path: str | None) -> None:
+def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
     """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
-    os.environ["STATEOPS_HOME"] = home
-    if config_path:
-        os.environ["STATEOPS_CONFIG"] = config_path
-    ctx.obj = {"layout": Layout.from_env(), "config": config_path}
+    found = Locations.read()
+    ctx.obj = CliContext(Layout.of(home or found.home, found.control_home), config_path or found.config_path)
 
 
 @main.group()
@@ -66,14 +66,15 @@ def jobs() -> None:
 
 @jobs.command("list")
 @click.pass_obj
-def jobs_list(obj) -> None:
-    for spec in load_jobs(obj["config"]).values():
+def jobs_list(obj: CliContext) -> None:
+    for spec in obj.catalog.jobs.values():
         click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
 
 
-def describe(spec: JobSpec, layout: Layout, config_path: str | None = None) -> dict:
+def describe(spec: JobSpec, catalog: Catalog) -> dict:
     """Everything an operator needs to find a job's data, and its effective settings, as plain data."""
-    settings = settings_report(spec, layout, config_path)
+    layout = catalog.layout
+    settings = settings_report(spec, catalog)
     return {
         "name": spec.name,
         "description": spec.description,
@@ -118,8 +119,8 @@ def _setting_line(name: str, entry: dict) -> str:
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def jobs_describe(obj, name: str, as_json: bool) -> None:
-    info = describe(get_job(name, obj["config"]), obj["layout"], obj["config"])
+def jobs_describe(obj: CliContext, name: str, as_json: bool) -> None:
+    info = describe(obj.catalog.job(name), obj.catalog)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -153,11 +154,12 @@ def _summary(result: RunResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as JSON.")
 @click.option("--runbook-id", default=None, help="Start while this runbook holds the job's maintenance lock.")
 @click.pass_obj
-def jobs_run(obj, name: str, mode: str, max_seconds: float | None, as_json: bool, runbook_id: str | None) -> None:
+def jobs_run(obj: CliContext, name: str, mode: str, max_seconds: float | None, as_json: bool,
+             runbook_id: str | None) -> None:
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
     from jobs.session import get_session
 
-    spec, layout, run_id = get_job(name, obj["config"]), obj["layout"], uuid.uuid4().hex
+    spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
     control.check_can_start(layout, name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
     # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
     console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
@@ -177,26 +179,26 @@ def _generator_options(command):
 @main.command("generate")
 @_generator_options
 @click.pass_obj
-def generate_command(obj, **knobs) -> None:
+def generate_command(obj: CliContext, **knobs) -> None:
     """Write deterministic event files (and orders/payments) into the landing zone."""
-    generated = generate(obj["layout"], GeneratorConfig(**knobs))
+    generated = generate(obj.layout, GeneratorConfig(**knobs))
     for source, count in generated.lines.items():
         click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
-                   f"{obj['layout'].landing(source)}")
+                   f"{obj.layout.landing(source)}")
 
 
 @main.command("demo")
 @click.pass_obj
-def demo(obj) -> None:
+def demo(obj: CliContext) -> None:
     """Generate input, then run every job once (bounded), without Dagster, and show what they produced
     (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
     from jobs.session import get_session
 
-    layout: Layout = obj["layout"]
+    layout = obj.layout
     click.echo(f"StateOps demo under {layout.home}")
     generate(layout, DEMO_INPUT)
     spark = get_session()
-    for spec in load_jobs(obj["config"]).values():
+    for spec in obj.catalog.jobs.values():
         result = run_job(spark, spec, layout)
         table = open_table(layout.table(spec.sink_table))
         click.echo(_summary(result))

@@ -16,7 +16,7 @@ from stateops.control.settings import ControlSettings
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
-from jobs.catalog import get_job, load_jobs
+from jobs.cli_context import CliContext
 from jobs.settings import CLI_NAMES, watermark_bounds
 
 
@@ -35,7 +35,7 @@ def render_status(status: dict) -> str:
     stop, lock = status["stop_request"], status["maintenance_lock"]
     lines = [
         f"{status['job']}: {status['state']} - {_lease_line(status['lease'])}",
-        f"  checkpoint: " + (f"batch {cp['latest_committed_batch']}, watermark {cp['watermark'] or 'none'}"
+        "  checkpoint: " + (f"batch {cp['latest_committed_batch']}, watermark {cp['watermark'] or 'none'}"
                              if cp["latest_committed_batch"] is not None else f"no committed batch ({cp['path']})"),
         "  stop request: " + (f"by {stop['actor']} at {stop['requested_at']} (grace {stop['grace_seconds']:g} s)"
                               f"{': ' + stop['reason'] if stop['reason'] else ''}" if stop else "none"),
@@ -51,10 +51,10 @@ def render_status(status: dict) -> str:
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (an object for NAME, else a list).")
 @click.pass_obj
-def status_command(obj, name: str | None, as_json: bool) -> None:
+def status_command(obj: CliContext, name: str | None, as_json: bool) -> None:
     """Lease (holder, heartbeat, live or stale), latest batch and watermark, pending stop, lock, overrides."""
-    layout: Layout = obj["layout"]
-    specs = [get_job(name, obj["config"])] if name else list(load_jobs(obj["config"]).values())
+    layout: Layout = obj.layout
+    specs = [obj.catalog.job(name)] if name else list(obj.catalog.jobs.values())
     states = [job_status(layout, spec.name, spec.checkpoint_path(layout)) for spec in specs]
     if as_json:
         click.echo(json.dumps(states[0] if name else states, indent=2))
@@ -75,8 +75,8 @@ def status_command(obj, name: str | None, as_json: bool) -> None:
 def stop_command(ctx: click.Context, name: str, wait_seconds: float | None, grace: float | None, reason: str,
                  actor: str | None) -> None:
     """Ask the run holding NAME's lease to stop after its batch in flight."""
-    layout: Layout = ctx.obj["layout"]
-    get_job(name, ctx.obj["config"])
+    layout: Layout = ctx.obj.layout
+    ctx.obj.catalog.job(name)
     settings = ControlSettings.from_env()
     request = request_stop(layout, name, actor=actor or default_actor(), reason=reason, grace_seconds=grace,
                            settings=settings)
@@ -114,12 +114,12 @@ def stop_command(ctx: click.Context, name: str, wait_seconds: float | None, grac
 @click.option("--runbook-id", default=None, help="The runbook making the change, if any.")
 @click.option("--json", "as_json", is_flag=True, help="Print the history as JSON (without changes).")
 @click.pass_obj
-def override_command(obj, name: str, watermark_delay: str | None, shuffle_partitions: str | None,
+def override_command(obj: CliContext, name: str, watermark_delay: str | None, shuffle_partitions: str | None,
                      clear: tuple[str, ...], reason: str | None, actor: str | None, runbook_id: str | None,
                      as_json: bool) -> None:
     """Set or clear NAME's overrides (applied at its next start); without changes, print their history."""
-    layout: Layout = obj["layout"]
-    spec = get_job(name, obj["config"])
+    layout: Layout = obj.layout
+    spec = obj.catalog.job(name)
     wanted = {setting: value for setting, value in ((overrides.WATERMARK_DELAY, watermark_delay),
                                                      (overrides.SHUFFLE_PARTITIONS, shuffle_partitions))
               if value is not None}
@@ -157,10 +157,10 @@ def override_command(obj, name: str, watermark_delay: str | None, shuffle_partit
 @click.option("--runbook-id", default=None, help="Hold the lock under this id (default: a new one, printed).")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def lock_command(obj, name: str, reason: str, runbook_id: str | None, actor: str | None) -> None:
+def lock_command(obj: CliContext, name: str, reason: str, runbook_id: str | None, actor: str | None) -> None:
     """Take NAME's maintenance lock: no run starts unless it presents the runbook id."""
-    get_job(name, obj["config"])
-    lock = maintenance.acquire(obj["layout"], name, runbook_id=runbook_id or f"manual-{uuid.uuid4().hex[:12]}",
+    obj.catalog.job(name)
+    lock = maintenance.acquire(obj.layout, name, runbook_id=runbook_id or f"manual-{uuid.uuid4().hex[:12]}",
                                actor=actor or default_actor(), reason=reason)
     click.echo(f"{name} locked for maintenance by runbook {lock.runbook_id}: runs start only with "
                f"--runbook-id {lock.runbook_id}; release with: stateops jobs unlock {name} --runbook-id "
@@ -172,10 +172,10 @@ def lock_command(obj, name: str, reason: str, runbook_id: str | None, actor: str
 @click.option("--runbook-id", required=True, help="The runbook id holding the lock (see stateops jobs status).")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def unlock_command(obj, name: str, runbook_id: str, actor: str | None) -> None:
+def unlock_command(obj: CliContext, name: str, runbook_id: str, actor: str | None) -> None:
     """Release NAME's maintenance lock."""
-    get_job(name, obj["config"])
-    released = maintenance.release(obj["layout"], name, runbook_id=runbook_id, actor=actor or default_actor())
+    obj.catalog.job(name)
+    released = maintenance.release(obj.layout, name, runbook_id=runbook_id, actor=actor or default_actor())
     click.echo(f"{name} unlocked (was held since {released.since})" if released else
                f"{name} was not locked; nothing to release")
 

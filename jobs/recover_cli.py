@@ -16,12 +16,12 @@ import posixpath
 
 import click
 
-from stateops.layout import Layout
 from stateops.recovery import MODES, RecoveryEvent, RecoveryRequest, archive
 from stateops.recovery.journal import read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 
-from jobs.catalog import get_job
+from jobs.catalog import Catalog
+from jobs.cli_context import CliContext
 from jobs.recovery import plan as plan_recovery
 from jobs.recovery import recover
 
@@ -63,9 +63,9 @@ def recover_group() -> None:
 @recover_group.command("plan")
 @_request_options
 @click.pass_obj
-def plan_command(obj, as_json: bool, **values) -> None:
+def plan_command(obj: CliContext, as_json: bool, **values) -> None:
     """Show what `recover run` would do (no JVM, nothing changed)."""
-    planned = plan_recovery(obj["layout"], _request(**values), config_path=obj["config"])
+    planned = plan_recovery(obj.layout, _request(**values), catalog=obj.catalog)
     click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
 
 
@@ -84,7 +84,7 @@ def run_command(ctx: click.Context, as_json: bool, confirm: str | None, dry_run:
     """Run the runbook for JOB (a dry run without --confirm JOB). Exit 1 when it rolled back."""
     obj = ctx.obj
     request = _request(**values, confirm=confirm, dry_run=dry_run or confirm is None)
-    report = recover(obj["layout"], request, config_path=obj["config"],
+    report = recover(obj.layout, request, catalog=obj.catalog,
                      on_event=None if as_json or request.dry_run else _echo_event)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
@@ -126,9 +126,9 @@ def archives_group() -> None:
 @click.argument("job")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def list_command(obj, job: str, as_json: bool) -> None:
+def list_command(obj: CliContext, job: str, as_json: bool) -> None:
     """Archives of JOB, oldest first."""
-    root = get_job(job, obj["config"]).archive_path(obj["layout"])
+    root = obj.catalog.job(job).archive_path(obj.layout)
     found = archive.list_archives(root)
     if as_json:
         click.echo(json.dumps(found, indent=2, default=str))
@@ -141,8 +141,8 @@ def list_command(obj, job: str, as_json: bool) -> None:
                    f"{item['actor']}: {item['reason']}")
 
 
-def _archive_root(layout: Layout, runbook_id: str, config_path: str | None) -> str:
-    return get_job(archive.job_of(runbook_id), config_path).archive_path(layout)
+def _archive_root(catalog: Catalog, runbook_id: str) -> str:
+    return catalog.job(archive.job_of(runbook_id)).archive_path(catalog.layout)
 
 
 @archives_group.command("show")
@@ -153,7 +153,7 @@ def _archive_root(layout: Layout, runbook_id: str, config_path: str | None) -> s
 @click.pass_context
 def show_command(ctx: click.Context, archive_id: str, as_json: bool, check: bool) -> None:
     """One archive: manifest, journal, outcome (and, with --verify, whether it still verifies)."""
-    root = _archive_root(ctx.obj["layout"], archive_id, ctx.obj["config"])
+    root = _archive_root(ctx.obj.catalog, archive_id)
     directory = archive.runbook_dir(root, archive_id)
     manifest = archive.manifest(root, archive_id)
     entries = read_entries(directory)

@@ -2,8 +2,8 @@
 deep audits (state reader), the offline repartition, restarts (bounded in this process, long-running in
 a process of its own, as the query ran before).
 
-    target = job_target(spec, layout)
-    report = recover(layout, request, on_event=..., terminate=..., launcher=...)
+    target = job_target(spec, catalog)
+    report = recover(layout, request, catalog=catalog, on_event=..., terminate=..., launcher=...)
 
 An orchestrator passes `terminate(lease) -> bool` (end the run holding the lease by force, e.g. through
 the Dagster instance) and may pass `launcher(runbook_id, previous_lease) -> dict` to start long-running
@@ -23,8 +23,9 @@ from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, Recovery
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
+from stateops.sparkstate import ensure_state_coordinator
 
-from jobs.catalog import get_job, job_roots
+from jobs.catalog import Catalog
 from jobs.runner import run_job
 from jobs.settings import effective_spec, watermark_bounds
 from jobs.spec import JobSpec
@@ -32,7 +33,8 @@ from jobs.spec import JobSpec
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
 
-def job_target(spec: JobSpec, layout: Layout, config_path: str | None = None) -> JobTarget:
+def job_target(spec: JobSpec, catalog: Catalog) -> JobTarget:
+    layout = catalog.layout
     effective = effective_spec(spec, layout)
     return JobTarget(
         job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
@@ -40,19 +42,22 @@ def job_target(spec: JobSpec, layout: Layout, config_path: str | None = None) ->
         watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
         shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
         landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
-        inputs=len(spec.inputs), roots=job_roots(layout, config_path))
+        inputs=len(spec.inputs), roots=catalog.roots())
 
 
-def process_launcher(layout: Layout, job: str) -> Launcher:
+def process_launcher(catalog: Catalog, job: str) -> Launcher:
     """Start `stateops jobs run JOB --mode continuous --runbook-id ID` in its own session (it outlives the
-    runbook), logging to ops/<job>/logs/<runbook id>-<n>.log."""
+    runbook), logging to ops/<job>/logs/<runbook id>-<n>.log, with this catalog's home and config file."""
+    layout = catalog.layout
+
     def launch(runbook_id: str, previous: dict[str, Any] | None) -> dict[str, Any]:
         folder = os.path.join(layout.ops_dir(job), "logs")
         os.makedirs(folder, exist_ok=True)
         count = sum(1 for name in os.listdir(folder) if name.startswith(runbook_id))
         log = os.path.join(folder, f"{runbook_id}-{count + 1}.log")
-        command = [sys.executable, "-m", "jobs", "--home", layout.home, "jobs", "run", job, "--mode", "continuous",
-                   "--runbook-id", runbook_id]
+        command = [sys.executable, "-m", "jobs", "--home", layout.home,
+                   *(("--config", catalog.config.path) if catalog.config.path else ()),
+                   "jobs", "run", job, "--mode", "continuous", "--runbook-id", runbook_id]
         with open(log, "w") as handle:
             proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=dict(os.environ))
@@ -64,10 +69,10 @@ def process_launcher(layout: Layout, job: str) -> Launcher:
 class SparkRuntime:
     """stateops.recovery.Runtime with a Spark session, built on first use (planning never starts a JVM)."""
 
-    def __init__(self, layout: Layout, spec: JobSpec, *, spark: Any = None, launcher: Launcher | None = None):
-        self.layout, self.spec = layout, spec
+    def __init__(self, catalog: Catalog, spec: JobSpec, *, spark: Any = None, launcher: Launcher | None = None):
+        self.layout, self.spec = catalog.layout, spec
         self._spark = spark
-        self.launcher = launcher or process_launcher(layout, spec.name)
+        self.launcher = launcher or process_launcher(catalog, spec.name)
 
     @property
     def spark(self):
@@ -85,7 +90,7 @@ class SparkRuntime:
         return report.to_json()
 
     def repartition(self, checkpoint: str, partitions: int) -> None:
-        self.spark.streams.active  # noqa: B018 (creates the state store coordinator the manager needs)
+        ensure_state_coordinator(self.spark)
         self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
@@ -97,19 +102,26 @@ class SparkRuntime:
         return self.launcher(runbook_id, previous)
 
 
+def _catalog(layout: Layout, config_path: str | None, catalog: Catalog | None) -> Catalog:
+    """The entry point's catalog when it passes one, else one loaded for this call (scripts, tests)."""
+    return catalog or Catalog.current(layout, config_path)
+
+
 def plan(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None,
-         settings: RecoverySettings | None = None) -> RecoveryPlan:
+         settings: RecoverySettings | None = None, catalog: Catalog | None = None) -> RecoveryPlan:
     """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line."""
-    spec = get_job(request.job, config_path)
-    return plan_runbook(layout, job_target(spec, layout, config_path), request, settings)
+    catalog = _catalog(layout, config_path, catalog)
+    return plan_runbook(layout, job_target(catalog.job(request.job), catalog), request, settings)
 
 
 def recover(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None, spark: Any = None,
             on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
-            launcher: Launcher | None = None, settings: RecoverySettings | None = None) -> RecoveryReport:
+            launcher: Launcher | None = None, settings: RecoverySettings | None = None,
+            catalog: Catalog | None = None) -> RecoveryReport:
     """Plan and (unless a dry run) run the runbook `request` asks for. `spark`: a session, or a callable making
     one, used only by steps that need it (default: the session factory's)."""
-    spec = get_job(request.job, config_path)
-    runtime = SparkRuntime(layout, spec, spark=spark, launcher=launcher)
-    return run_runbook(layout, job_target(spec, layout, config_path), request, runtime, settings=settings,
+    catalog = _catalog(layout, config_path, catalog)
+    spec = catalog.job(request.job)
+    runtime = SparkRuntime(catalog, spec, spark=spark, launcher=launcher)
+    return run_runbook(layout, job_target(spec, catalog), request, runtime, settings=settings,
                        on_event=on_event, terminate=terminate)

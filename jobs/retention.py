@@ -3,13 +3,10 @@ policies (`[retention]` in STATEOPS_CONFIG, validated at load) and Spark's minBa
 sessions set it (STATEOPS_SPARK_CONF, else Spark's default 100)."""
 from __future__ import annotations
 
-import os
-
 from stateops.errors import ConfigError
-from stateops.layout import Layout
-from stateops.retention import JobArea, Scope, load_policies
+from stateops.retention import JobArea, Scope
 
-from jobs.catalog import job_roots, load_config, load_jobs
+from jobs.catalog import Catalog
 from jobs.session import SparkSettings, spark_conf
 
 MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
@@ -28,13 +25,12 @@ def min_batches_to_retain() -> int:
     return number
 
 
-def retention_scope(layout: Layout, config_path: str | None = None) -> Scope:
-    path = config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG")
-    jobs = load_jobs(path, layout)
+def retention_scope(catalog: Catalog) -> Scope:
+    layout, jobs = catalog.layout, catalog.jobs
     areas = {name: JobArea(job=name, checkpoint=spec.checkpoint_path(layout),
                            deadletter_checkpoint=layout.deadletter_checkpoint(name),
                            archive_root=spec.archive_path(layout),
                            sink_table=layout.table(spec.sink_table), deadletter_table=layout.deadletter_table(name))
              for name, spec in jobs.items()}
-    return Scope(layout=layout, jobs=areas, roots=job_roots(layout, path),
-                 policies=load_policies(load_config(path), list(jobs)), min_batches_to_retain=min_batches_to_retain())
+    return Scope(layout=layout, jobs=areas, roots=catalog.roots(), policies=catalog.retention,
+                 min_batches_to_retain=min_batches_to_retain())

@@ -18,6 +18,7 @@ from stateops.errors import StateOpsError
 from stateops.retention import history
 from stateops.retention.model import Plan
 
+from jobs.cli_context import CliContext
 from jobs.retention import retention_scope
 
 
@@ -49,9 +50,9 @@ def _inventory_lines(data: dict) -> list[str]:
 @click.command("inventory")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def inventory_command(obj, as_json: bool) -> None:
+def inventory_command(obj: CliContext, as_json: bool) -> None:
     """Everything under the roots: checkpoints, archives, Delta tables, with sizes and restorable batches."""
-    data = retention.take_inventory(retention_scope(obj["layout"], obj["config"])).to_dict()
+    data = retention.take_inventory(retention_scope(obj.catalog)).to_dict()
     click.echo(json.dumps(data, indent=2) if as_json else "\n".join(_inventory_lines(data)))
 
 
@@ -63,9 +64,9 @@ def retention_group() -> None:
 @retention_group.command("plan")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (what `apply --plan` takes).")
 @click.pass_obj
-def plan_command(obj, as_json: bool) -> None:
+def plan_command(obj: CliContext, as_json: bool) -> None:
     """List every item retention would act on, with its bytes, files and rule (changes nothing)."""
-    plan = retention.make_plan(retention_scope(obj["layout"], obj["config"]))
+    plan = retention.make_plan(retention_scope(obj.catalog))
     click.echo(json.dumps(plan.to_dict(), indent=1) if as_json else plan.render())
 
 
@@ -76,12 +77,12 @@ def plan_command(obj, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def apply_command(obj, yes: bool, plan_file: str | None, as_json: bool, actor: str | None) -> None:
+def apply_command(obj: CliContext, yes: bool, plan_file: str | None, as_json: bool, actor: str | None) -> None:
     """Apply a retention plan: every item re-checked just before it acts, journaled in `actions`."""
     if not yes:
         raise StateOpsError("retention apply deletes files and needs --yes. Fix: review `stateops retention plan`, "
                             "then run `stateops retention apply --yes`")
-    scope = retention_scope(obj["layout"], obj["config"])
+    scope = retention_scope(obj.catalog)
     if plan_file:
         try:
             with open(plan_file) as handle:

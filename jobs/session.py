@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from stateops.environment import text
 from stateops.errors import ConfigError, StateOpsError
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
@@ -47,7 +48,7 @@ class SparkSettings:
     def from_env(cls) -> "SparkSettings":
         from jobs.spec import default_shuffle_partitions
 
-        raw = os.environ.get("STATEOPS_SPARK_CONF", "")
+        raw = text("STATEOPS_SPARK_CONF") or ""
         try:
             extra = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as err:
@@ -56,7 +57,7 @@ class SparkSettings:
         if not isinstance(extra, dict):
             raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
                               'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
-        return cls(master=os.environ.get("STATEOPS_SPARK_MASTER", "local[*]"),
+        return cls(master=text("STATEOPS_SPARK_MASTER") or "local[*]",
                    shuffle_partitions=default_shuffle_partitions(), extra_conf=extra)
 
 

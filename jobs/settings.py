@@ -6,7 +6,6 @@ after it was set) stops the start with one line: it is neither applied nor silen
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +15,7 @@ from stateops.control.overrides import SHUFFLE_PARTITIONS, WATERMARK_DELAY, Wate
 from stateops.errors import ConfigError, StateOpsError
 from stateops.layout import Layout
 
-from jobs.catalog import load_config
+from jobs.catalog import Catalog
 from jobs.spec import JobSpec
 
 SHOWN = ("watermark_delay", "shuffle_partitions", "trigger_interval", "max_files_per_trigger")
@@ -59,10 +58,9 @@ def _in_checkpoint(spec: JobSpec, layout: Layout) -> int | None:
         return None
 
 
-def settings_report(spec: JobSpec, layout: Layout, config_path: str | None = None) -> dict[str, dict[str, Any]]:
+def settings_report(spec: JobSpec, catalog: Catalog) -> dict[str, dict[str, Any]]:
     """Setting -> {value, source: spec default | config file | override, and who/when/why for overrides}."""
-    path = config_path if config_path is not None else os.environ.get("STATEOPS_CONFIG")
-    configured = load_config(path).get("jobs", {}).get(spec.name, {})
+    layout, configured = catalog.layout, catalog.configured(spec.name)
     forced = overrides.in_force(layout, spec.name)
     report: dict[str, dict[str, Any]] = {}
     for setting in SHOWN:
@@ -74,7 +72,7 @@ def settings_report(spec: JobSpec, layout: Layout, config_path: str | None = Non
             except ConfigError as err:
                 entry["problem"] = f"{err.problem}: runs refuse to start until it is cleared"
         elif setting in configured:
-            entry = {"value": getattr(spec, setting), "source": "config file", "file": path}
+            entry = {"value": getattr(spec, setting), "source": "config file", "file": catalog.config.path}
         else:
             entry = {"value": getattr(spec, setting), "source": "spec default"}
         report[setting] = entry

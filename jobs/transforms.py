@@ -12,10 +12,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from jobs.catalog import SESSION_GAP
 from jobs.spec import JobSpec
 
 ACTIVITY_WINDOW = "5 minutes"
-SESSION_GAP = "15 minutes"
 ACTION_TIMEOUT_MS = 30 * 60 * 1000
 
 

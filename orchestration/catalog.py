@@ -1,8 +1,17 @@
-"""The job catalog of this code location, loaded once when it loads: every capability's definitions are built
-from it (the set of jobs is fixed per code location load; the home is read at run time by the paths resource)."""
+"""The job catalog of this code location, loaded once when it loads (from STATEOPS_HOME and STATEOPS_CONFIG):
+every capability's definitions are built from its jobs. A run or a schedule tick is an entry point of its own:
+`catalog_for` loads the catalog once for it, under the home its paths resource names, from the config file
+as it is then (the set of jobs stays the code location's)."""
 from __future__ import annotations
 
-from jobs.catalog import load_jobs
+from stateops.layout import Layout
+
+from jobs.catalog import Catalog
 from jobs.spec import JobSpec
 
-SPECS: dict[str, JobSpec] = load_jobs()
+SPECS: dict[str, JobSpec] = dict(Catalog.current().jobs)
+
+
+def catalog_for(layout: Layout) -> Catalog:
+    """The catalog a run or tick under `layout` sees (call once per run or tick and pass it down)."""
+    return Catalog.current(layout)

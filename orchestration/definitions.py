@@ -13,8 +13,6 @@ JVM (a step per process would start one per asset).
 """
 from __future__ import annotations
 
-import os
-
 from dagster import Definitions, in_process_executor
 
 from orchestration import audits, recovery, retention, streaming_jobs
@@ -29,8 +27,7 @@ MODULE_DEFS = [
     audits.defs,
     recovery.defs,
     retention.defs,
-    sensors.build_defs(deep_audit_jobs=deep_audit_jobs, job_runs=job_runs, runbook=state_recovery,
-                       config_path=os.environ.get("STATEOPS_CONFIG")),
+    sensors.build_defs(deep_audit_jobs=deep_audit_jobs, job_runs=job_runs, runbook=state_recovery),
 ]
 
 defs = Definitions.merge(*MODULE_DEFS, Definitions(resources=default_resources(), executor=in_process_executor))

@@ -3,14 +3,11 @@ orchestration/definitions.py hands in (sensors never import orchestration). All 
 Automation. STATEOPS_SENSOR_INTERVAL_SECONDS (default 60) sets how often they tick."""
 from __future__ import annotations
 
-import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from dagster import Definitions
 
-from jobs.catalog import load_config
-from stateops.errors import ConfigError
-from stateops.remediation.policy import Policy
+from stateops.environment import numbers
 
 from sensors.health import build_health_sensor, run_failure_alert
 from sensors.state import state_sensors
@@ -20,24 +17,13 @@ INTERVAL_ENV = "STATEOPS_SENSOR_INTERVAL_SECONDS"
 
 
 def interval_seconds() -> int:
-    raw = os.environ.get(INTERVAL_ENV, "").strip() or "60"
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(INTERVAL_ENV, f"{raw!r} is not a whole number of seconds above 0", "use e.g. 60")
-    return int(raw)
+    return int(numbers({"interval": INTERVAL_ENV}, integers=("interval",), minimum={"interval": 1}).get("interval", 60))
 
 
-def validate_policies(jobs: Iterable[str], config_path: str | None) -> None:
-    """Every job's remediation policy, checked when the code location loads (a ConfigError names the field)."""
-    config = load_config(config_path)
-    for name in jobs:
-        Policy.from_config(config, name)
-
-
-def build_defs(*, deep_audit_jobs: Mapping[str, Any], job_runs: Mapping[str, Any], runbook: Any,
-               config_path: str | None) -> Definitions:
+def build_defs(*, deep_audit_jobs: Mapping[str, Any], job_runs: Mapping[str, Any], runbook: Any) -> Definitions:
     """The four sensors. `deep_audit_jobs` / `job_runs`: StateOps job -> its deep audit job / its own run job;
-    `runbook`: the state_recovery job."""
-    validate_policies(job_runs, config_path)
+    `runbook`: the state_recovery job. Each tick loads the catalog (and so the remediation policies) afresh:
+    a policy edited in the config file applies from the next tick."""
     targets = Targets(deep_audit=lambda job: deep_audit_jobs[job].name, job_run=lambda job: job_runs[job].name,
                       runbook=runbook)
     interval = interval_seconds()

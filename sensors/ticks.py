@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataValue, RunRequest, SensorEvaluationContext,
                      SensorResult)
 
-from jobs.catalog import load_config, load_jobs
+from jobs.catalog import Catalog
 from jobs.settings import effective_spec
 from jobs.spec import JobSpec
-from stateops.audit import Thresholds
 from stateops.control import maintenance
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
@@ -46,17 +44,15 @@ class Targets:
     runbook: Any = None  # the state_recovery job definition
 
 
-def watched(layout: Layout, config_path: str | None) -> tuple[dict[str, JobSpec], list[Watched]]:
+def watched(catalog: Catalog) -> tuple[Mapping[str, JobSpec], list[Watched]]:
     """Every configured job with its policy, thresholds and settings in force (ConfigError when invalid)."""
-    config = load_config(config_path)
-    specs = load_jobs(config_path, layout)
-    out = []
-    for spec in specs.values():
+    layout, out = catalog.layout, []
+    for spec in catalog.jobs.values():
         effective = effective_spec(spec, layout)
-        out.append(Watched(spec.name, spec.checkpoint_path(layout), Policy.from_config(config, spec.name),
-                           Thresholds.from_config(config, spec.name), effective.watermark_delay, spec.watermark_min,
+        out.append(Watched(spec.name, spec.checkpoint_path(layout), catalog.policy(spec.name),
+                           catalog.thresholds(spec.name), effective.watermark_delay, spec.watermark_min,
                            tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else ()))
-    return specs, out
+    return catalog.jobs, out
 
 
 def evaluate(context: SensorEvaluationContext, sensor: str, layout: Layout, decide: Decide, targets: Targets,
@@ -64,7 +60,7 @@ def evaluate(context: SensorEvaluationContext, sensor: str, layout: Layout, deci
     now = now or _dt.datetime.now(_dt.timezone.utc)
     cursor = Cursor.parse(context.cursor)
     try:
-        specs, jobs = watched(layout, os.environ.get("STATEOPS_CONFIG"))
+        specs, jobs = watched(Catalog.current(layout))  # once per tick: a policy edited applies next tick
         decisions = decide(layout, jobs, now)
     except StateOpsError as err:  # an unreadable ops table, a broken config: skip, the next tick tries again
         return SensorResult(skip_reason=f"{sensor}: {first_line(err)}", cursor=cursor.dumps())

@@ -24,6 +24,7 @@ import signal
 import sys
 from functools import lru_cache
 
+from stateops import environment
 from stateops.errors import ConfigError
 
 ENV = "STATEOPS_FAULTS"
@@ -45,7 +46,7 @@ def parse(text: str) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
 
 def fault_point(name: str, **attributes: object) -> None:
     """Kill this process now if `STATEOPS_FAULTS` names this point with matching attributes."""
-    text = os.environ.get(ENV)
+    text = environment.text(ENV)
     if not text:
         return
     for point, wanted in parse(text):

@@ -14,6 +14,7 @@ import os
 import fsspec
 from fsspec.core import url_to_fs
 
+from stateops.environment import text
 from stateops.errors import ConfigError
 
 S3_SCHEMES = ("s3", "s3a")
@@ -35,7 +36,7 @@ def scheme(uri: str) -> str:
 
 
 def extra_storage_options() -> dict[str, str]:
-    raw = os.environ.get("STATEOPS_STORAGE_OPTIONS", "").strip()
+    raw = text("STATEOPS_STORAGE_OPTIONS") or ""
     if not raw:
         return {}
     try:

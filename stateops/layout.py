@@ -19,6 +19,8 @@ import os
 import posixpath
 from dataclasses import dataclass
 
+from stateops.environment import Locations
+
 DEFAULT_HOME = "./.stateops"
 
 
@@ -37,8 +39,14 @@ class Layout:
 
     @classmethod
     def from_env(cls) -> "Layout":
-        control = os.environ.get("STATEOPS_CONTROL_HOME", "").strip()
-        return cls(_absolute(os.environ.get("STATEOPS_HOME", DEFAULT_HOME)), _absolute(control) if control else None)
+        """STATEOPS_HOME (default ./.stateops) and STATEOPS_CONTROL_HOME (stateops.environment)."""
+        found = Locations.read()
+        return cls.of(found.home, found.control_home)
+
+    @classmethod
+    def of(cls, home: str | None, control: str | None = None) -> "Layout":
+        """A layout for `home` (default ./.stateops), absolute, with its control home (default: the home)."""
+        return cls(_absolute(home or DEFAULT_HOME), _absolute(control) if control else None)
 
     @property
     def control_home(self) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stateops.delta import append_rows, open_table, read_table
-from stateops.errors import ConfigError
+from stateops.environment import numbers
 from stateops.layout import Layout
 
 TABLE = "progress"
@@ -153,20 +152,7 @@ class FlushSettings:
 
     @classmethod
     def from_env(cls) -> "FlushSettings":
-        values: dict[str, float] = {}
-        for name, variable in FLUSH_ENV.items():
-            raw = os.environ.get(variable, "").strip()
-            if not raw:
-                continue
-            try:
-                value = float(raw)
-            except ValueError:
-                value = -1
-            if value <= 0 or (name == "flush_rows" and value != int(value)):
-                raise ConfigError(variable, f"{raw!r} is not a positive {'whole ' if name == 'flush_rows' else ''}"
-                                  "number", "use e.g. 30 (seconds) or 100 (rows)")
-            values[name] = int(value) if name == "flush_rows" else value
-        return cls(**values)
+        return cls(**numbers(FLUSH_ENV, integers=("flush_rows",), above=tuple(FLUSH_ENV)))
 
 
 class ProgressBuffer:

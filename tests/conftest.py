@@ -8,19 +8,6 @@ import pytest
 from stateops.layout import Layout
 
 
-@pytest.fixture(autouse=True)
-def _restore_stateops_env():
-    """`stateops --home/--config` writes STATEOPS_HOME/STATEOPS_CONFIG into os.environ (for what the CLI
-    starts); restore them after each test so a CliRunner call does not leak into the next test."""
-    saved = {name: os.environ.get(name) for name in ("STATEOPS_HOME", "STATEOPS_CONFIG")}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
 @pytest.fixture
 def layout(tmp_path, monkeypatch) -> Layout:
     home = tmp_path / "stateops"

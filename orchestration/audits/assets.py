@@ -12,19 +12,18 @@ A job without a committed batch fails the run with one line ("job X has no check
 schedules skip such ticks instead.
 """
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
-import os
 
 from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
                      MetadataValue, asset)
 
-from jobs.audit_cli import AuditTarget, resolve_audit
+from jobs.targets import AuditTarget, resolve_audit
 from jobs.spec import JobSpec
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from orchestration.catalog import SPECS
+from orchestration.catalog import SPECS, catalog_for
 from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
@@ -40,8 +39,8 @@ def fast_audit_key(spec: JobSpec) -> AssetKey:
 
 
 def audit_target(spec: JobSpec, layout: Layout) -> AuditTarget:
-    """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does (STATEOPS_CONFIG)."""
-    return resolve_audit(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
+    """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does."""
+    return resolve_audit(spec.name, catalog_for(layout))
 
 
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str) -> dict[str, object]:

@@ -13,19 +13,18 @@ previous run of the same audit job is still active. A running job is audited: th
 batches only and never touch the running query, which is how long-running jobs get audited.
 """
 
-import os
 
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
 
-from jobs.audit_cli import resolve_target
+from jobs.targets import resolve_target
 from jobs.spec import JobSpec
 from stateops.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from orchestration.catalog import SPECS
+from orchestration.catalog import SPECS, catalog_for
 from orchestration.audits.assets import deep_audit_key, fast_audit_key
 from orchestration.audits.checks import state_checks
 from orchestration.resources import PathsResource
@@ -40,7 +39,7 @@ def not_ready(spec: JobSpec, layout: Layout) -> str | None:
         lock = maintenance.current(layout, spec.name)
         if lock is not None:
             return str(MaintenanceLockedError(lock))
-        checkpoint, _job = resolve_target(spec.name, layout, os.environ.get("STATEOPS_CONFIG"))
+        checkpoint, _job = resolve_target(spec.name, catalog_for(layout))
         if not Checkpoint.open(checkpoint).committed_batches():
             return f"job {spec.name} has no committed batch yet at {checkpoint}; run it first"
     except StateOpsError as err:

@@ -31,7 +31,7 @@ from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequ
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.preflight import _FLAGS
 
-from orchestration.catalog import SPECS
+from orchestration.catalog import SPECS, catalog_for
 from orchestration.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -203,7 +203,7 @@ def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: Spark
 
     try:
         report = recover(paths.layout, config.request(actor=f"dagster run {context.run_id}"),
-                         config_path=os.environ.get("STATEOPS_CONFIG"), spark=lambda: spark.spark_session,
+                         catalog=catalog_for(paths.layout), spark=lambda: spark.spark_session,
                          on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
     except StateOpsError as err:
         raise Failure(description=launchpad_words(err), allow_retries=False) from None
@@ -214,7 +214,7 @@ def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: Spark
     return Output(report.outcome, metadata=metadata)
 
 
-@job(name=JOB_NAME, description="Guarded state recovery of one streaming job (README, Recovery). Dry run by default: "
+@job(name=JOB_NAME, description="Guarded state recovery of one streaming job (docs/operations.md, Recovery). Dry run by default: "
                                 "the plan is in the run's metadata; set dry_run: false and confirm: <job> to act.")
 def state_recovery():
     recover_op()

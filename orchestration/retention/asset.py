@@ -11,7 +11,6 @@ table), what an apply freed, storage by kind, and a chart of storage over time f
 """
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
 import json
-import os
 import posixpath
 
 from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultScheduleStatus, Definitions,
@@ -26,6 +25,7 @@ from stateops.fs import filesystem
 from stateops.retention import history
 from stateops.retention.model import Plan
 
+from orchestration.catalog import catalog_for
 from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource
 
@@ -66,7 +66,7 @@ def _save(home: str, plan: Plan, chart: bytes | None) -> str:
        "when config `apply` is true (stateops retention plan / apply --yes).")
 def retention_asset(context: AssetExecutionContext, config: RetentionConfig, paths: PathsResource) -> MaterializeResult:
     try:
-        scope = retention_scope(paths.layout, os.environ.get("STATEOPS_CONFIG"))
+        scope = retention_scope(catalog_for(paths.layout))
         inventory = core.take_inventory(scope)
         plan = core.make_plan(scope, inventory)
         report = core.apply(scope, plan, actor=f"dagster:{context.run_id}", run_id=context.run_id) \
@@ -109,7 +109,7 @@ retention_job = define_asset_job("retention_job", selection=AssetSelection.asset
 def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
     """Plan daily; the run applies only when the config file says `[retention] apply_on_schedule = true`."""
     try:
-        apply = retention_scope(paths.layout, os.environ.get("STATEOPS_CONFIG")).policies.apply_on_schedule
+        apply = catalog_for(paths.layout).retention.apply_on_schedule
     except StateOpsError as err:
         return SkipReason(first_line(err))
     return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})

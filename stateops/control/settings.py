@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stateops.envnumbers import from_env
+from stateops.environment import numbers
 from stateops.errors import ConfigError
 
 ENV = {
@@ -40,4 +40,4 @@ class ControlSettings:
 
     @classmethod
     def from_env(cls) -> "ControlSettings":
-        return cls(**from_env(ENV))
+        return cls(**numbers(ENV))

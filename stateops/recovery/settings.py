@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stateops.envnumbers import from_env
+from stateops.environment import numbers
 from stateops.errors import ConfigError
 
 ENV = {
@@ -42,4 +42,4 @@ class RecoverySettings:
 
     @classmethod
     def from_env(cls) -> "RecoverySettings":
-        return cls(**from_env(ENV, integers=("verify_batches", "archive_min_free_bytes")))
+        return cls(**numbers(ENV, integers=("verify_batches", "archive_min_free_bytes")))

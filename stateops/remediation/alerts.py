@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import threading
 import time
@@ -24,10 +23,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from stateops.environment import numbers, text
 from stateops.errors import ConfigError
 
 log = logging.getLogger("stateops.alerts")
 ENV_URL = "STATEOPS_ALERT_WEBHOOK_URL"
+NUMBERS_ENV = {"retries": "STATEOPS_ALERT_RETRIES", "backoff_seconds": "STATEOPS_ALERT_BACKOFF_SECONDS",
+               "timeout_seconds": "STATEOPS_ALERT_TIMEOUT_SECONDS"}
 QUEUE_SIZE = 100
 
 
@@ -60,27 +62,12 @@ class WebhookSettings:
 
     @classmethod
     def from_env(cls) -> "WebhookSettings | None":
-        url = os.environ.get(ENV_URL, "").strip()
+        url = text(ENV_URL) or ""
         if not url:
             return None
         if not url.startswith(("http://", "https://")):
             raise ConfigError(ENV_URL, f"{url!r} is not an http(s) URL", "set the webhook's full URL, or unset it")
-        values: dict[str, Any] = {}
-        for name, variable, kind in (("retries", "STATEOPS_ALERT_RETRIES", int),
-                                     ("backoff_seconds", "STATEOPS_ALERT_BACKOFF_SECONDS", float),
-                                     ("timeout_seconds", "STATEOPS_ALERT_TIMEOUT_SECONDS", float)):
-            raw = os.environ.get(variable, "").strip()
-            if not raw:
-                continue
-            try:
-                values[name] = kind(raw)
-            except ValueError:
-                values[name] = -1
-            positive = name == "timeout_seconds"
-            if values[name] < 0 or (positive and values[name] == 0):
-                raise ConfigError(variable, f"{raw!r} is not a {'whole ' if kind is int else ''}number "
-                                  f"{'above 0' if positive else 'of 0 or more'}", "use e.g. 3")
-        return cls(url, **values)
+        return cls(url, **numbers(NUMBERS_ENV, integers=("retries",), above=("timeout_seconds",)))
 
 
 class WebhookSender:

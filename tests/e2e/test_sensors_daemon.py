@@ -21,7 +21,8 @@ from dagster._core.scheduler.instigation import TickStatus
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-from jobs.audit_cli import resolve_audit
+from jobs.catalog import Catalog
+from jobs.targets import resolve_audit
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
@@ -114,7 +115,7 @@ class World:
         return effective_spec(get_job(JOB, self.config), self.layout)
 
     def audit(self, spark):
-        target = resolve_audit(JOB, self.layout, self.config)
+        target = resolve_audit(JOB, Catalog.load(self.layout, self.config))
         report = deep_audit(spark, target.checkpoint, thresholds=target.thresholds, layout=self.layout, job=JOB,
                             join_bound=target.join_bound)
         return record(self.layout, report), report

@@ -18,7 +18,7 @@ from stateops.explain import REASONS, ExplainError, explain_key
 from stateops.layout import Layout
 
 from jobs.catalog import get_job
-from jobs.explain_cli import explain_target
+from jobs.targets import explain_target
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 

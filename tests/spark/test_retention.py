@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from jobs.catalog import load_jobs
 from jobs.generator import GeneratorConfig, generate
+from jobs.catalog import Catalog
 from jobs.retention import retention_scope
 from jobs.runner import run_job
 from stateops import actions, progress, retention
@@ -109,7 +110,7 @@ def apply_policy(history: Path, copy: Path, policy: dict, monkeypatch):
     shutil.copytree(history, copy, symlinks=True)
     monkeypatch.setenv("STATEOPS_SPARK_CONF",
                        json.dumps({"spark.sql.streaming.minBatchesToRetain": str(policy["min_batches"])}))
-    scope = retention_scope(Layout(str(copy)), write_config(copy.parent / f"{copy.name}.toml", policy))
+    scope = retention_scope(Catalog.current(Layout(str(copy)), write_config(copy.parent / f"{copy.name}.toml", policy)))
     before = files_of(copy)
     plan = retention.make_plan(scope)
     report = retention.apply(scope, plan, actor="property-test")
@@ -271,7 +272,7 @@ def test_path_escapes_in_a_saved_plan_are_refused(home, tmp_path):
     outside.mkdir()
     (outside / "precious").write_text("not retention's")
     os.symlink(outside, home / "checkpoints" / "order_payments" / "linked")
-    scope = retention_scope(Layout(str(home)))
+    scope = retention_scope(Catalog.current(Layout(str(home))))
     plan = retention.make_plan(scope).to_dict()
     [temp] = [i for i in plan["items"] if i["rule"] == "temp_files" and i["job"] == "order_payments"]
     dotted = {**temp, "item_id": "x1", "target": f"{temp['target']}/../../../../outside", "paths": [["precious", 15]]}
@@ -299,7 +300,7 @@ def test_a_second_concurrent_run_is_refused(home):
     import sys
     import time
 
-    scope = retention_scope(Layout(str(home)))
+    scope = retention_scope(Catalog.current(Layout(str(home))))
     plan = retention.make_plan(scope)
     assert plan.items
     ready = home.parent / "holder.ready"
@@ -332,7 +333,7 @@ def test_a_checkpoint_whose_lease_is_held_keeps_its_temp_files(home):
     from stateops.control import acquire
 
     layout = Layout(str(home))
-    scope = retention_scope(layout)
+    scope = retention_scope(Catalog.current(layout))
     offsets = home / "checkpoints" / "order_payments" / "offsets"
     temps = sorted(p.name for p in offsets.iterdir() if p.name.endswith(".tmp") or p.name == ".99.crc")
     assert len(temps) == 2
@@ -364,7 +365,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(home, dagste
     from orchestration.retention.asset import plans_dir, retention_daily
 
     monkeypatch.setenv("STATEOPS_CONFIG", write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
-    scope = retention_scope(Layout(str(home)))
+    scope = retention_scope(Catalog.current(Layout(str(home))))
     expected = retention.make_plan(scope)
     job = defs.resolve_job_def("retention_job")
     outside_ops = lambda files: {k: v for k, v in files.items() if not k.startswith("ops/")}  # noqa: E731
@@ -440,8 +441,8 @@ def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path
     config = write_config(tmp_path / "policy.toml", policy)
     local = tmp_path / "local"
     shutil.copytree(history, local, symlinks=True)
-    local_scope = retention_scope(Layout(str(local), str(tmp_path / "control-local")), config)
-    s3_scope = retention_scope(Layout(url, str(tmp_path / "control")), config)
+    local_scope = retention_scope(Catalog.current(Layout(str(local), str(tmp_path / "control-local")), config))
+    s3_scope = retention_scope(Catalog.current(Layout(url, str(tmp_path / "control")), config))
 
     inventory = retention.take_inventory(s3_scope).to_dict()
     local_inventory = retention.take_inventory(local_scope).to_dict()
@@ -499,7 +500,7 @@ def test_an_archive_whose_runbook_is_running_is_kept(home, tmp_path):
     from stateops.recovery.journal import Journal
 
     layout = Layout(str(home))
-    scope = retention_scope(layout, write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
+    scope = retention_scope(Catalog.current(layout, write_config(tmp_path / "aggressive.toml", AGGRESSIVE)))
     folder = Path(layout.archives("user_activity")) / "a-old"
     with Journal(layout, "user_activity", "a-old", str(folder), actor="test").held():
         plan = retention.make_plan(scope)

@@ -13,7 +13,8 @@ import pytest
 from dagster import AssetObservation, instance_for_test
 from deltalake import write_deltalake
 
-from jobs.audit_cli import resolve_audit
+from jobs.catalog import Catalog
+from jobs.targets import resolve_audit
 from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
@@ -59,7 +60,7 @@ def home(tmp_path, monkeypatch):
 
 
 def _audit(spark, layout: Layout) -> str:
-    target = resolve_audit(JOB, layout, os.environ["STATEOPS_CONFIG"])
+    target = resolve_audit(JOB, Catalog.load(layout, os.environ["STATEOPS_CONFIG"]))
     return record(layout, deep_audit(spark, target.checkpoint, thresholds=target.thresholds, layout=layout, job=JOB,
                                      join_bound=target.join_bound))
 

@@ -15,8 +15,8 @@ from jobs.cli import main
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "jobs" / "audit_cli.py",
-                  *ROOT.glob("orchestration/audit*.py")])
+SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "jobs" / "audit_cli.py", ROOT / "jobs" / "targets.py",
+                  *ROOT.glob("orchestration/audits/*.py")])
 MENTION = re.compile(r"\bstateops((?:[ \t]+[^\s|;,`]+)+)", re.IGNORECASE)
 PLACEHOLDER = "X"
 
@@ -57,7 +57,8 @@ def mentions() -> list[tuple[str, str]]:
 
 def test_the_scan_sees_the_audit_texts():
     found = mentions()
-    assert ("jobs/audit_cli.py", "stateops jobs run X)") in found  # an f-string in an error message
+    assert ("jobs/targets.py", "stateops jobs run X)") in found  # an f-string in an error message
+    assert any(where.startswith("orchestration/audits/") for where, _ in found)
     assert any(where.startswith("stateops/audit/") for where, _ in found)
     assert problem("retention") and problem("jobs") and problem("audit --fastest")
     assert problem("audit X --fast --json") is None and problem("jobs run X") is None

@@ -96,12 +96,12 @@ def test_unknown_job_and_object_store_paths(tmp_path):
 
 
 def test_the_catalogs_roots_know_every_job(tmp_path):
-    from jobs.catalog import job_roots
+    from jobs.catalog import Catalog
 
     layout = Layout(str(tmp_path / "home"))
     config = tmp_path / "stateops.toml"
     config.write_text(f'[jobs.order_payments]\ncheckpoint = "{tmp_path}/fast-disk/order_payments"\n')
-    roots = job_roots(layout, str(config))
+    roots = Catalog.load(layout, str(config)).roots()
     assert roots.confine(f"{tmp_path}/fast-disk/order_payments/state", job="order_payments")
     with pytest.raises(OutsideRootsError, match="touches order_payments'"):
         roots.confine(f"{tmp_path}/fast-disk/order_payments/state", job="user_activity")

@@ -1,0 +1,115 @@
+"""What an operation acts on, resolved from a job name (or a checkpoint path) and the catalog: the CLI and
+the Dagster code resolve through these, so both read a job's checkpoint, thresholds, join bound and kind of
+state the same way.
+
+    resolve_target / resolve_audit   `stateops audit TARGET`, the audit assets and schedules
+    explain_target                   `stateops explain-key JOB`
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stateops import progress
+from stateops.audit import Thresholds
+from stateops.audit.history import normalize
+from stateops.audit.inventory import operator_meta
+from stateops.audit.profile import kind_of
+from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.errors import first_line
+from stateops.explain import ExplainError, ExplainTarget, InputSource, JoinSpec
+from stateops.fs import exists
+from stateops.joins import JoinBound
+from stateops.layout import Layout
+
+from jobs.catalog import Catalog
+from jobs.sink import query_app_id
+from jobs.spec import JobSpec
+
+
+def resolve_target(target: str, catalog: Catalog) -> tuple[str, str | None]:
+    """(checkpoint path, job name or None) for a job name or a checkpoint path."""
+    jobs, layout = catalog.jobs, catalog.layout
+    if target in jobs:
+        path = jobs[target].checkpoint_path(layout)
+        if not exists(path):
+            raise NotACheckpointError(f"job {target} has no checkpoint yet at {path}; run it first "
+                                      f"(stateops jobs run {target})")
+        return path, target
+    looks_like_path = "/" in target or "://" in target or target.startswith(".") or exists(target)
+    if not looks_like_path:
+        raise NotACheckpointError(f"{target}: not a job (known: {', '.join(sorted(jobs))}) and not a "
+                                  "checkpoint path")
+    Checkpoint.open(target)
+    wanted = normalize(target)
+    job = next((name for name, spec in jobs.items() if normalize(spec.checkpoint_path(layout)) == wanted), None)
+    return target, job
+
+
+@dataclass(frozen=True)
+class AuditTarget:
+    """What an audit of TARGET needs to know beyond the checkpoint: the job (if any), its thresholds, and
+    its join's time bound (None: no stream-stream join, or a checkpoint path that is no job's)."""
+
+    checkpoint: str
+    job: str | None
+    thresholds: Thresholds
+    join_bound: JoinBound | None
+
+
+def resolve_audit(target: str, catalog: Catalog) -> AuditTarget:
+    """resolve_target, plus the job's thresholds (`[audit]`, `[audit.jobs.<job>]`) and join bound."""
+    checkpoint, job = resolve_target(target, catalog)
+    return AuditTarget(checkpoint, job, catalog.thresholds(job), catalog.jobs[job].join_bound if job else None)
+
+
+# explain-key's rules per kind of state, from the audit's operator kinds (stateops.audit.profile.KINDS);
+# a deduplication may come first, in front of any of them.
+EXPLAIN_KINDS = {"join": "join", "session": "session", "aggregation": "window", "custom": "custom", "tws": "custom"}
+DEDUP_KINDS = ("dedup", "dedup_within_watermark")
+
+
+def state_kind(spec: JobSpec, checkpoint: Checkpoint) -> str:
+    """The one kind of state the job's checkpoint keeps; ExplainError naming the operators otherwise."""
+    names = [meta.operator_name for meta in map(lambda op: operator_meta(checkpoint, op), checkpoint.operator_ids())
+             if meta is not None]
+    stateful = [name for name in names if kind_of(name) not in DEDUP_KINDS]
+    kinds = {EXPLAIN_KINDS.get(kind_of(name)) for name in stateful}
+    if len(kinds) != 1 or None in kinds:
+        unknown = sorted({n for n in stateful if kind_of(n) not in EXPLAIN_KINDS})
+        why = (f"has operators explain-key has no rules for ({', '.join(unknown)})" if unknown else
+               "keeps deduplication state only" if names and not kinds else
+               f"keeps {' and '.join(sorted(k for k in kinds if k))} state in one query" if kinds else
+               "has no stateful operator in its checkpoint yet")
+        raise ExplainError(f"explain-key does not support job {spec.name}: it {why} (operators: "
+                           f"{', '.join(names) or 'none'}); it explains one kind of state per job (join, window, "
+                           "session or custom state, optionally after a deduplication). Read its state with "
+                           f"`stateops audit {spec.name}` or Spark's statestore reader instead")
+    (kind,) = kinds
+    if kind == "join" and spec.join is None:
+        raise ExplainError(f"job {spec.name} joins two streams but its spec declares no join bound: add "
+                           f"join = {{ left = ..., right = ..., upper = ... }} to [jobs.{spec.name}]")
+    return kind
+
+
+def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
+    """Everything explain_key needs to know about a job: checkpoint, kind of state, inputs and the columns
+    that carry the key, output table, join condition."""
+    checkpoint = spec.checkpoint_path(layout)
+    kind = state_kind(spec, Checkpoint.open(checkpoint))
+    keys = spec.explain
+    try:
+        app_id = query_app_id(spec.name, checkpoint)
+    except (OSError, ValueError, KeyError) as err:  # the output is looked up "as of a batch" by this id
+        raise ExplainError(f"{checkpoint}/metadata: cannot read the query id ({first_line(err)}); the checkpoint "
+                           f"is damaged: audit it (stateops audit {spec.name}) before explaining keys") from None
+    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column,
+                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds)
+                   for inp in spec.inputs) if spec.source == "json" else ()
+    join = spec.join and JoinSpec(left=spec.join.left, right=spec.join.right,
+                                  left_time=spec.input(spec.join.left).time_column,
+                                  right_time=spec.input(spec.join.right).time_column, bound=spec.join.bound)
+    return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),
+                         output_app_id=app_id, output_key_columns=keys.output_key_columns or spec.merge_keys,
+                         inputs=inputs,
+                         join=join if kind == "join" else None, kind=kind,
+                         late_margin_seconds=keys.late_margin_seconds, progress_table=layout.ops_table(progress.TABLE))
