@@ -55,7 +55,7 @@ def process_launcher(catalog: Catalog, job: str) -> Launcher:
         os.makedirs(folder, exist_ok=True)
         count = sum(1 for name in os.listdir(folder) if name.startswith(runbook_id))
         log = os.path.join(folder, f"{runbook_id}-{count + 1}.log")
-        command = [sys.executable, "-m", "jobs", "--home", layout.home,
+        command = [sys.executable, "-m", "stateops_cli", "--home", layout.home,
                    *(("--config", catalog.config.path) if catalog.config.path else ()),
                    "jobs", "run", job, "--mode", "continuous", "--runbook-id", runbook_id]
         with open(log, "w") as handle:

@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from jobs.cli import main
+from stateops_cli.main import main
 
 
 def run(args: list[str]) -> dict:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from stateops.audit import load_history
 from stateops.layout import Layout
 
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.generator import GeneratorConfig, generate
 from tests.audit_support import event_stream, events, nonzero, oracle_rows, run_bounded, run_job_query, write_batches
 

@@ -18,7 +18,7 @@ from dagster import (AssetKey, DagsterInstance, RunRequest, SkipReason, build_sc
                      materialize)
 
 from jobs.catalog import get_job
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops import actions

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from jobs.cli import main
+from stateops_cli.main import main
 from stateops import progress
 from stateops.layout import Layout
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from stateops.layout import Layout
 
-from jobs.explain_cli import explain_key_command
+from stateops_cli.explain import explain_key_command
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ STABLE_KEYS = {"job", "key", "batch_id", "watermark", "in_state", "reason", "exp
 def _command():
     """The registered `stateops explain-key` when the main group has it, else the command itself."""
     try:
-        from jobs.cli import main
+        from stateops_cli.main import main
     except ImportError:
         return explain_key_command, []
     if "explain-key" in getattr(main, "commands", {}):
@@ -83,13 +83,13 @@ def test_no_committed_batch_exits_2(layout):
 
 def test_entry_point_usage_error_has_no_traceback(layout):
     """Through the installed entry point's main group, in a fresh process."""
-    code = ("import sys\nfrom jobs.cli import main\n"
+    code = ("import sys\nfrom stateops_cli.main import main\n"
             "sys.exit(main.main(args=sys.argv[1:], prog_name='stateops'))")
     proc = subprocess.run([sys.executable, "-c", code, "explain-key", "no_such_job", "--key", "x"],
                           capture_output=True, text=True, cwd=REPO, timeout=600,
                           env={**os.environ, "STATEOPS_HOME": layout.home})
     if "No such command 'explain-key'" in proc.stderr:
-        pytest.skip("explain-key is not registered in jobs.cli yet")
+        pytest.skip("explain-key is not registered in stateops_cli.main yet")
     assert proc.returncode == 2, proc.stderr
     assert "unknown job 'no_such_job'" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from jobs.catalog import get_job, load_jobs
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover

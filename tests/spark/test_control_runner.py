@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from pyspark.sql import functions as F
 
 from jobs.catalog import EVENTS, get_job
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from jobs.spec import JobSpec

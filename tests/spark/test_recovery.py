@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.catalog import get_job
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover

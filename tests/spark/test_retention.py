@@ -234,7 +234,7 @@ def _one_line(text: str) -> str:
 def _cli(*args: str):
     from click.testing import CliRunner
 
-    from jobs.cli import main
+    from stateops_cli.main import main
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 

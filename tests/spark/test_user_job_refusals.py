@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.catalog import EVENTS
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from jobs.spec import JobSpec

@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 import pytest
 
-from jobs.cli import main
+from stateops_cli.main import main
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "jobs" / "audit_cli.py", ROOT / "jobs" / "targets.py",
+SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "stateops_cli" / "audit.py", ROOT / "jobs" / "targets.py",
                   *ROOT.glob("orchestration/audits/*.py")])
 MENTION = re.compile(r"\bstateops((?:[ \t]+[^\s|;,`]+)+)", re.IGNORECASE)
 PLACEHOLDER = "X"

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from jobs.cli import main
+from stateops_cli.main import main
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from jobs.cli import main
+from stateops_cli.main import main
 from stateops.audit.deep import StateReadError
 from stateops.checkpoint import NotACheckpointError
 from stateops.control.lease import LeaseLostError

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.catalog import Catalog
-from jobs.cli import main
+from stateops_cli.main import main
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
@@ -124,7 +124,7 @@ def test_one_sensor_tick_loads_the_catalog_once(tmp_path, monkeypatch, loads):
 def test_the_cli_leaves_the_environment_alone(tmp_path):
     """--home and --config reach every command through the context, not by rewriting os.environ (a subprocess,
     so that nothing of this process's environment can leak into the check)."""
-    code = ("import os, sys; from click.testing import CliRunner; from jobs.cli import main; "
+    code = ("import os, sys; from click.testing import CliRunner; from stateops_cli.main import main; "
             f"r = CliRunner().invoke(main, ['--home', {str(tmp_path)!r}, 'jobs', 'list']); "
             "assert r.exit_code == 0, r.output; "
             "assert 'STATEOPS_HOME' not in os.environ and 'STATEOPS_CONFIG' not in os.environ")

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.catalog import get_job
-from jobs.cli import main
+from stateops_cli.main import main
 from jobs.runner import run_job
 from stateops import actions
 from stateops.control import ControlSettings, acquire, current_lease, maintenance

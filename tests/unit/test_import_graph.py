@@ -1,7 +1,8 @@
 """The floors of the house, read from the source with `ast` (every import, at module level or inside a
-function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the Dagster code
-(`orchestration`, `sensors`) nor Dagster; `jobs` imports no Dagster code; `sensors` are composed by
-`orchestration` and never import it; and no two packages or subpackages import each other."""
+function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the CLI (`stateops_cli`), the
+Dagster code (`orchestration`, `sensors`) nor Dagster; `jobs` imports neither the CLI nor Dagster code; the CLI
+and the Dagster code are siblings that never import each other; `sensors` are composed by `orchestration` and
+never import it; and no two packages or subpackages import each other."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACKAGES = ("stateops", "jobs", "orchestration", "sensors")
+PACKAGES = ("stateops", "jobs", "orchestration", "sensors", "stateops_cli")
 
 
 def _imports(path: str) -> set[str]:
@@ -52,12 +53,21 @@ def _importers(graph, of: str, targets: tuple[str, ...]) -> list[str]:
                   for imported in imports if imported.split(".")[0] in targets)
 
 
-def test_the_core_imports_no_runtime_no_dagster_code_and_no_dagster():
-    assert _importers(_modules(), "stateops", ("jobs", "orchestration", "sensors", "dagster", "dagster_pyspark")) == []
+def test_the_core_imports_no_runtime_no_cli_no_dagster_code_and_no_dagster():
+    assert _importers(_modules(), "stateops", ("jobs", "stateops_cli", "orchestration", "sensors", "dagster",
+                                               "dagster_pyspark")) == []
 
 
-def test_the_spark_runtime_imports_no_dagster_code():
-    assert _importers(_modules(), "jobs", ("orchestration", "sensors", "dagster", "dagster_pyspark")) == []
+def test_the_spark_runtime_imports_neither_the_cli_nor_dagster_code():
+    assert _importers(_modules(), "jobs", ("stateops_cli", "orchestration", "sensors", "dagster",
+                                           "dagster_pyspark")) == []
+
+
+def test_the_cli_and_the_dagster_code_never_import_each_other():
+    graph = _modules()
+    assert _importers(graph, "stateops_cli", ("orchestration", "sensors", "dagster")) == []
+    assert _importers(graph, "orchestration", ("stateops_cli",)) == []
+    assert _importers(graph, "sensors", ("stateops_cli",)) == []
 
 
 def test_sensors_never_import_orchestration_which_composes_them():

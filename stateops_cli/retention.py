@@ -18,7 +18,7 @@ from stateops.errors import StateOpsError
 from stateops.retention import history
 from stateops.retention.model import Plan
 
-from jobs.cli_context import CliContext
+from stateops_cli.context import CliContext
 from jobs.retention import retention_scope
 
 

@@ -21,7 +21,7 @@ from stateops.recovery.journal import read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 
 from jobs.catalog import Catalog
-from jobs.cli_context import CliContext
+from stateops_cli.context import CliContext
 from jobs.recovery import plan as plan_recovery
 from jobs.recovery import recover
 

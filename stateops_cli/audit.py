@@ -20,7 +20,7 @@ from stateops.audit.findings import human_bytes
 from stateops.timefmt import human_duration
 from stateops.errors import StateOpsError
 
-from jobs.cli_context import CliContext
+from stateops_cli.context import CliContext
 from jobs.targets import resolve_audit
 
 

@@ -19,7 +19,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
 from stateops.fs import filesystem
 
-from jobs.cli_context import CliContext
+from stateops_cli.context import CliContext
 from jobs.targets import explain_target
 
 def render(result: KeyExplanation) -> str:

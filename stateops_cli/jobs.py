@@ -1,23 +1,140 @@
-"""`stateops jobs status|stop|override|lock|unlock`: the control plane (stateops.control) from a shell.
+"""`stateops jobs list|describe|run`, and the control plane (stateops.control) from a shell:
+`stateops jobs status|stop|override|lock|unlock`.
 
-Exit codes as everywhere: 0 done (also "not running, nothing to stop"), 1 the stop was not confirmed
-within --wait, 2 usage or configuration errors (one line).
+Exit codes as everywhere: 0 done (also "not running, nothing to stop"), 1 a query failed or the stop was not
+confirmed within --wait, 2 usage, configuration or a refusal (one line).
 """
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import asdict
 
 import click
 
+from stateops import control
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
 from stateops.control.settings import ControlSettings
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
-from jobs.cli_context import CliContext
-from jobs.settings import CLI_NAMES, watermark_bounds
+from jobs.catalog import Catalog
+from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
+from jobs.settings import CLI_NAMES, settings_report, watermark_bounds
+from jobs.spec import JobSpec
+
+from stateops_cli.context import CliContext
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """List, describe and run the streaming jobs."""
+
+
+@jobs_group.command("list")
+@click.pass_obj
+def jobs_list(obj: CliContext) -> None:
+    for spec in obj.catalog.jobs.values():
+        click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
+
+
+def describe(spec: JobSpec, catalog: Catalog) -> dict:
+    """Everything an operator needs to find a job's data, and its effective settings, as plain data."""
+    layout = catalog.layout
+    settings = settings_report(spec, catalog)
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "source": spec.source,
+        "inputs": [{"name": i.name, "landing": layout.landing(i.name), "schema": i.schema,
+                    "time_column": i.time_column} for i in spec.inputs],
+        "transformation": spec.transformation,
+        "output_mode": spec.output_mode,
+        "merge_keys": list(spec.merge_keys),
+        "checkpoint": spec.checkpoint_path(layout),
+        "output_table": layout.table(spec.sink_table),
+        "deadletter": {"table": layout.deadletter_table(spec.name),
+                       "checkpoint": layout.deadletter_checkpoint(spec.name),
+                       "query_name": deadletter_query_name(spec.name)},
+        "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress"),
+                "actions_table": layout.ops_table("actions"), "overrides_table": layout.ops_table("overrides")},
+        "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": settings["watermark_delay"]["value"],
+                      "min": spec.watermark_min, "max": spec.watermark_max},
+        "future_tolerance": spec.future_tolerance,
+        "shuffle_partitions": settings["shuffle_partitions"]["value"],
+        "trigger": {"bounded": "availableNow",
+                    "continuous": f"processingTime {settings['trigger_interval']['value']}",
+                    "max_files_per_trigger": settings["max_files_per_trigger"]["value"]},
+        "settings": settings,
+    }
+
+
+def _setting_line(name: str, entry: dict) -> str:
+    """`value (source ...)` for one effective setting."""
+    source = entry["source"]
+    if source == "override":
+        runbook = f", runbook {entry['runbook_id']}" if entry["runbook_id"] else ""
+        source = f"override by {entry['actor']} at {entry['changed_at']}{runbook}: {entry['reason']}"
+    elif source == "config file":
+        source = f"config file {entry['file']}"
+    extra = "".join(f"; {key}: {entry[key]}" for key in ("problem", "in_checkpoint", "note")
+                    if entry.get(key) is not None)
+    return f"{name:22} {entry['value']} ({source}{extra})"
+
+
+@jobs_group.command("describe")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def jobs_describe(obj: CliContext, name: str, as_json: bool) -> None:
+    info = describe(obj.catalog.job(name), obj.catalog)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    settings = info.pop("settings")
+    for key, value in info.items():
+        click.echo(f"{key:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    click.echo("effective settings:")
+    for name, entry in settings.items():
+        click.echo(f"  {_setting_line(name, entry)}")
+
+
+def summary(result: RunResult) -> str:
+    """One line per run: batches, rows, dead letters, state rows, watermark, and what stopped it."""
+    state = ", ".join(f"{op['operator_name']}={op['num_rows_total']}" for op in result.state_operators)
+    return (f"{result.job}: {result.batches} batches, {result.input_rows} input rows, {result.output_rows} rows "
+            f"written, {result.deadletter_rows} dead letters (total {result.deadletter_total}), "
+            f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "
+            f"Delta version {result.delta_version}"
+            + (f", stopped by {result.stop_reason}" + (" (a batch was interrupted)" if result.hard_stopped else "")
+               if result.stop_reason else "")
+            + (f", {result.progress_write_failures} progress rows NOT recorded" if result.progress_write_failures
+               else "")
+            + (f", {result.progress_gap_batches} batches of an earlier run have no progress row"
+               if result.progress_gap_batches else ""))
+
+
+@jobs_group.command("run")
+@click.argument("name")
+@click.option("--mode", type=click.Choice(MODES), default="bounded", show_default=True,
+              help="bounded: process what has landed, then stop; continuous: run until stopped.")
+@click.option("--max-seconds", type=float, default=None, help="Continuous mode: stop after this long.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run result as JSON.")
+@click.option("--runbook-id", default=None, help="Start while this runbook holds the job's maintenance lock.")
+@click.pass_obj
+def jobs_run(obj: CliContext, name: str, mode: str, max_seconds: float | None, as_json: bool,
+             runbook_id: str | None) -> None:
+    """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
+    from jobs.session import get_session
+
+    spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
+    control.check_can_start(layout, name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
+    # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
+    console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
+    result = run_job(get_session(console_log=console_log), spec, layout, mode=mode, max_seconds=max_seconds,
+                     run_id=run_id, runbook_id=runbook_id)
+    click.echo(json.dumps(asdict(result), default=str) if as_json else summary(result))
 
 
 def _lease_line(lease: dict | None) -> str:
@@ -180,4 +297,5 @@ def unlock_command(obj: CliContext, name: str, runbook_id: str, actor: str | Non
                f"{name} was not locked; nothing to release")
 
 
-COMMANDS = (status_command, stop_command, override_command, lock_command, unlock_command)
+for _command in (status_command, stop_command, override_command, lock_command, unlock_command):
+    jobs_group.add_command(_command)

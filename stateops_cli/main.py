@@ -1,0 +1,98 @@
+"""The `stateops` command: the same operations as the Dagster UI, for scripts and other orchestrators.
+
+Exit codes: 0 success; 1 the operation found errors (e.g. error findings), failed while acting (a lost lease,
+an unreadable store, an archive that does not verify) or a query failed (one line; the full trace in the run's
+log); 2 usage, configuration or a refusal (stateops.errors: each error class carries its code).
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+
+import click
+
+from stateops.delta import open_table
+from stateops.environment import Locations
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+from jobs.failures import QueryFailed
+from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
+from jobs.runner import run_job
+
+from stateops_cli.audit import audit
+from stateops_cli.context import CliContext
+from stateops_cli.explain import explain_key_command
+from stateops_cli.jobs import jobs_group, summary
+from stateops_cli.recover import COMMANDS as RECOVERY_COMMANDS
+from stateops_cli.retention import COMMANDS as RETENTION_COMMANDS
+
+
+class StateOpsGroup(click.Group):
+    """Turns a StateOpsError into a one-line message and its exit code (2 usage, configuration or refusal; 1 an
+    operation that failed), a failed query into one line and exit code 1 (no traceback either way)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except StateOpsError as err:
+            click.echo(f"Error: {err}", err=True)
+            ctx.exit(err.exit_code)
+        except QueryFailed as err:
+            click.echo(f"Error: {err}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=StateOpsGroup)
+@click.option("--home", default=None,
+              help="Storage root (landing, checkpoints, tables, ops). Env: STATEOPS_HOME. [default: .stateops]")
+@click.option("--config", "config_path", default=None,
+              help="TOML file with your jobs and per-job settings. Env: STATEOPS_CONFIG.")
+@click.pass_context
+def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
+    """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
+    found = Locations.read()
+    ctx.obj = CliContext(Layout.of(home or found.home, found.control_home), config_path or found.config_path)
+
+
+def _generator_options(command):
+    """One CLI option per GeneratorConfig field, so the two never drift apart."""
+    for f in reversed(fields(GeneratorConfig)):
+        command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=type(f.default),
+                               default=f.default, show_default=True, help=f.metadata["help"])(command)
+    return command
+
+
+@main.command("generate")
+@_generator_options
+@click.pass_obj
+def generate_command(obj: CliContext, **knobs) -> None:
+    """Write deterministic event files (and orders/payments) into the landing zone."""
+    generated = generate(obj.layout, GeneratorConfig(**knobs))
+    for source, count in generated.lines.items():
+        click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
+                   f"{obj.layout.landing(source)}")
+
+
+@main.command("demo")
+@click.pass_obj
+def demo(obj: CliContext) -> None:
+    """Generate input, then run every job once (bounded), without Dagster, and show what they produced
+    (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
+    from jobs.session import get_session
+
+    layout = obj.layout
+    click.echo(f"StateOps demo under {layout.home}")
+    generate(layout, DEMO_INPUT)
+    spark = get_session()
+    for spec in obj.catalog.jobs.values():
+        result = run_job(spark, spec, layout)
+        table = open_table(layout.table(spec.sink_table))
+        click.echo(summary(result))
+        click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")
+    click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
+    click.echo("Next: stateops audit user_activity | stateops audit user_activity --fast | "
+               "stateops explain-key order_payments --key o000001")
+
+
+for command in (jobs_group, audit, explain_key_command, *RETENTION_COMMANDS, *RECOVERY_COMMANDS):
+    main.add_command(command)
