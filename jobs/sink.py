@@ -9,7 +9,6 @@ JVM writer is used instead, with Delta's own idempotent-write options; both hono
 """
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -19,19 +18,16 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from stateops.checkpoint import Checkpoint
 from stateops.delta import write_batch
 from stateops.faults import fault_point
-from stateops.fs import filesystem
 from stateops.recovery.sinkstate import SinkState, app_id
 
 
 def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
     """Delta transaction app id: job plus the query id stored in the checkpoint (new checkpoint, new id), plus
     the sink epoch a runbook restart set (stateops.recovery.sinkstate)."""
-    fs, path = filesystem(checkpoint.rstrip("/") + "/metadata")
-    with fs.open(path, "r") as handle:
-        query_id = json.loads(handle.readline())["id"]
-    return app_id(job, query_id, epoch)
+    return app_id(job, Checkpoint(checkpoint).query_id(), epoch)
 
 
 def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],

@@ -73,6 +73,13 @@ def test_lease_is_exclusive_and_names_its_holder(layout):
     assert actions.read(layout, JOB) == [], "taking a free lease is not a takeover"
 
 
+def _wait_for(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
     """Four processes take and release the lease in a tight loop, starting on a lease left by a dead
     process: none gets past the control lock while the test holds it; a holder marks its turn with a file
@@ -85,8 +92,10 @@ def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
         from stateops.layout import Layout
         settings = ControlSettings(heartbeat_seconds=5, lease_timeout_seconds=60)
         wins = overlaps = 0
+        open({str(tmp_path)!r} + "/started-{i}", "w").close()
         while not os.path.exists({str(go)!r}):
             time.sleep(0.001)
+        open({str(tmp_path)!r} + "/trying-{i}", "w").close()  # from here on it only tries to take the lease
         for _ in range(150):
             try:
                 held = acquire(Layout({layout.home!r}), {JOB!r}, run_id="racer-{i}", settings=settings)
@@ -103,11 +112,12 @@ def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
             held.release()
         print(wins, overlaps)
         """) for i in range(4)]
-    time.sleep(2)  # let them import and wait
+    _wait_for(lambda: all((tmp_path / f"started-{i}").exists() for i in range(4)), "the racers to start")
     with open(os.path.join(ControlStore(layout, JOB).dir, ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # while anyone holds the control lock, nobody takes the lease
         go.touch()
-        time.sleep(2)
+        _wait_for(lambda: all((tmp_path / f"trying-{i}").exists() for i in range(4)), "every racer to try")
+        time.sleep(1)  # every racer is now blocked on the lock in acquire (or spinning on a refusal)
         assert current_lease(layout, JOB).run_id == "old-run" and not marker.exists()
         fcntl.flock(lock, fcntl.LOCK_UN)
     outcomes = [tuple(map(int, racer.communicate(timeout=300)[0].split())) for racer in racers]
