@@ -1,6 +1,7 @@
 """How StateOps writes times and durations for people and for JSON, in one place.
 
     iso_seconds(moment)   2026-11-24T21:16:00+00:00   audit findings, inventories, reports
+    iso_utc(moment)       2026-11-24T21:16:00.5+00:00 (the precision it has)   the audit's JSON contract
     iso_millis(moment)    2026-11-24T21:16:00.123Z    event times (explain-key, the generator's events)
     human_duration(s)     `2 d 3 h`, `1 h 5 min`, `4 min 10 s`   an age or a lag: the two largest units
     compact_duration(s)   `5 min`, `1 h 30 min`       a configured span: its nonzero parts
@@ -15,6 +16,10 @@ import datetime as _dt
 
 def iso_seconds(moment: _dt.datetime | None) -> str | None:
     return moment.astimezone(_dt.timezone.utc).isoformat(timespec="seconds") if moment else None
+
+
+def iso_utc(moment: _dt.datetime | None) -> str | None:
+    return moment.astimezone(_dt.timezone.utc).isoformat() if moment else None
 
 
 def iso_millis(moment: _dt.datetime | None) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any
 from stateops.audit.context import AuditContext, build_context
 from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress, unreadable_finding
 from stateops.audit.inventory import files_by_store
-from stateops.audit.model import AuditReport, OperatorAudit, jsonable, skew_ratio
+from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
 from stateops.errors import OperationFailed, first_line
@@ -248,7 +248,7 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
             top.append({"key": item.key, "partition_id": r.partition_id, "key_bytes": item.key_bytes,
                         "value_bytes": item.value_bytes})
         if d.get("heaviest_rows"):
-            heaviest[r.partition_id] = {"key": jsonable(d["heaviest_key"]), "rows": d["heaviest_rows"]}
+            heaviest[r.partition_id] = {"key": audit_json(d["heaviest_key"]), "rows": d["heaviest_rows"]}
     op.rows_per_partition = rows
     op.rows_total = sum(rows.values())
     op.keys_per_partition, op.keys_total = dict(rows), op.rows_total  # each row is a key; joins: see below

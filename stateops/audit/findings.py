@@ -10,7 +10,7 @@ import datetime as _dt
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from stateops.audit.model import AuditReport, Finding, OperatorAudit, jsonable
+from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
 from stateops.timefmt import compact_duration, human_duration, iso_seconds
@@ -80,7 +80,7 @@ def _hot_key(op: OperatorAudit, basis: str, partition: int) -> HotKey | None:
     size = top["key_bytes"] + top["value_bytes"]
     total = sum(op.encoded_bytes_per_partition.values())
     mean = total / op.keys_total if op.keys_total else None
-    return HotKey(jsonable(top["key"]), size / encoded, size / mean if mean else None)
+    return HotKey(audit_json(top["key"]), size / encoded, size / mean if mean else None)
 
 
 def _skew_candidate(op: OperatorAudit, t: Thresholds, basis: str) -> tuple[str, dict[str, Any]] | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from stateops.audit.model import AuditReport, jsonable
+from stateops.audit.model import AuditReport, audit_json
 from stateops.delta import append_rows, read_table
 from stateops.layout import Layout
 
@@ -66,7 +66,7 @@ def audit_rows(report: AuditReport, audit_id: str) -> list[dict[str, Any]]:
              "rows_behind_watermark": op.rows_behind_watermark, "unmatched_rows": op.unmatched_rows,
              "avg_key_bytes": op.avg_key_bytes, "avg_value_bytes": op.avg_value_bytes,
              "estimated_bytes": op.estimated_bytes, "rows_dropped_by_watermark": op.rows_dropped_by_watermark,
-             "top_keys_json": json.dumps(jsonable(op.top_keys))}
+             "top_keys_json": json.dumps(audit_json(op.top_keys))}
             for op in report.operators]
 
 
@@ -74,7 +74,7 @@ def finding_rows(report: AuditReport, audit_id: str) -> list[dict[str, Any]]:
     return [{"audit_id": audit_id, "audited_at": report.audited_at, "kind": report.kind, "job": report.job,
              "checkpoint": normalize(report.checkpoint), "query_id": report.query_id,
              "batch_id": report.batch_id, **f.contract(),
-             "details_json": json.dumps(jsonable(f.details)) if f.details is not None else None}
+             "details_json": json.dumps(audit_json(f.details)) if f.details is not None else None}
             for f in report.findings]
 
 

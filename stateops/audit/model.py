@@ -6,18 +6,24 @@ dataclasses, in the `audits` ops table and in the text output, so the contract c
 """
 from __future__ import annotations
 
-import base64
 import datetime as _dt
-import decimal
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from stateops.audit.skew import spread
+from stateops.jsonvalues import jsonable
+from stateops.timefmt import iso_utc
 
 SEVERITIES = ("info", "warn", "error")
 
 CODES = ("STATE_SKEW", "STATE_GROWTH", "EVICTION_STALLED", "UNBOUNDED_DEDUP", "NO_WATERMARK",
          "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK", "STATE_UNREADABLE")
+
+
+def audit_json(value):
+    """A value as the audit's JSON contract writes it (stateops.jsonvalues; times at the precision they have,
+    `+00:00`, as since the contract was published)."""
+    return jsonable(value, iso_utc)
 
 
 def skew_ratio(per_partition: Mapping[int, int | None]) -> float | None:
@@ -26,26 +32,6 @@ def skew_ratio(per_partition: Mapping[int, int | None]) -> float | None:
     measured = spread(per_partition)
     return measured.ratio if measured else None
 
-
-def jsonable(value: Any) -> Any:
-    """Spark row values (timestamps, decimals, bytes, nested rows) as JSON-safe values."""
-    if hasattr(value, "asDict"):
-        value = value.asDict(recursive=True)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        return value.astimezone(_dt.timezone.utc).isoformat()
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode()
-    return value
 
 
 @dataclass
@@ -107,7 +93,7 @@ class OperatorAudit:
             "bytes_total": self.bytes_total,
             "bytes_per_partition": {str(p): n for p, n in sorted(self.bytes_per_partition.items())},
             "skew_ratio": self.skew_ratio,
-            "top_keys": jsonable(self.top_keys),
+            "top_keys": audit_json(self.top_keys),
         }
 
 
@@ -187,7 +173,7 @@ class AuditReport:
         return {
             "checkpoint": self.checkpoint,
             "batch_id": self.batch_id,
-            "watermark": jsonable(self.watermark),
+            "watermark": audit_json(self.watermark),
             "operators": [op.contract() for op in self.operators],
             "findings": [f.contract() for f in self.findings],
         }

@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from decimal import Decimal
+from datetime import datetime, timedelta
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -25,30 +24,10 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import first_line
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
-from stateops.timefmt import iso_millis
+from stateops.jsonvalues import jsonable
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
-
-def plain(value: Any) -> Any:
-    """A Spark/Arrow value as JSON-able data (timestamps as ISO strings, UTC)."""
-    if hasattr(value, "asDict"):
-        return {k: plain(v) for k, v in value.asDict(recursive=False).items()}
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, datetime):
-        return iso_millis(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
 
 
 def _leaf_columns(data_type, prefix: str) -> list[tuple[str, str]]:
@@ -135,10 +114,10 @@ def read_state(spark, checkpoint: str, found_in: list[Store], key: str, batch_id
                 raise ExplainError(f"cannot read state of operator {store.operator_id} store {label} at batch "
                                    f"{batch_id}: {_spark_error(err)}") from None
             for row in rows:
-                value = plain(row["value"]) if "value" in row.__fields__ else None
+                value = jsonable(row["value"]) if "value" in row.__fields__ else None
                 found.append({"operator_id": store.operator_id, "operator_name": store.operator_name,
                               "store_name": label, "partition_id": row["partition_id"],
-                              "key": plain(row["key"]), "value": value})
+                              "key": jsonable(row["key"]), "value": value})
     return found
 
 
@@ -164,8 +143,8 @@ def read_changes(spark, checkpoint: str, found_in: list[Store], key: str, start:
             for row in rows:
                 events.append({"operator_id": store.operator_id, "store_name": label,
                                "batch_id": row["batch_id"], "change_type": row["change_type"],
-                               "partition_id": row["partition_id"], "key": plain(row["key"]),
-                               "value": plain(row["value"])})
+                               "partition_id": row["partition_id"], "key": jsonable(row["key"]),
+                               "value": jsonable(row["value"])})
     events.sort(key=lambda e: (e["batch_id"], e["store_name"], e["change_type"] != "update"))
     return events, info
 
@@ -235,7 +214,7 @@ def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[I
                 continue
             _, source_batch, micro = where
             found.append({"input": inp.name, "batch_id": micro, "source_batch_id": source_batch,
-                          "event_time": plain(values.get(inp.time_column)), "row": plain(values)})
+                          "event_time": jsonable(values.get(inp.time_column)), "row": jsonable(values)})
     found.sort(key=lambda r: (r["batch_id"] is None, r["batch_id"] or 0, r["source_batch_id"], r["input"]))
     return found, dead
 
@@ -272,7 +251,7 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
         else:
             data = dataset.to_table()
             data = data.filter(pc.equal(pc.cast(data[column], pa.string()), key))
-        rows.extend(plain(record) for record in data.to_pylist())
+        rows.extend(jsonable(record) for record in data.to_pylist())
     return rows
 
 

@@ -248,7 +248,9 @@ def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatc
         assert isinstance(tick, SkipReason) and "no checkpoint yet" in tick.skip_message
 
 
-def test_audit_definitions_shape():
+def test_audit_definitions_shape(dagster_instance):
+    """(A live instance while the repository loads: Dagster resolves the process's definitions-state storage
+    through the newest instance, and an earlier test's has been disposed.)"""
     from dagster import AssetKey, DefaultScheduleStatus
 
     from orchestration.catalog import SPECS
