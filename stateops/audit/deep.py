@@ -18,7 +18,6 @@ JSON length.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ra
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
 from stateops.errors import OperationFailed, first_line
-from stateops.sparkstate import ensure_state_coordinator
+from stateops.sparkstate import ensure_state_coordinator, readable_units
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
@@ -64,19 +63,10 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     refs: list[StoreRef] = []
     for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
         partitions = counted.get((row.operatorId, row.stateStoreName), row.numPartitions)
-        base = (("operatorId", str(row.operatorId)),)
-        props = json.loads(row.operatorProperties) if getattr(row, "operatorProperties", None) else {}
-        variables = [v for v in props.get("stateVariables", []) if "timer" not in
-                     str(v.get("stateVariableType", "")).lower()]
-        if variables:  # transformWithState: one entry per state variable; they share the store's files
-            for i, var in enumerate(variables):
-                refs.append(StoreRef(row.operatorId, row.operatorName, var["stateName"], partitions,
-                                     row.minBatchId, row.maxBatchId, base + (("stateVarName", var["stateName"]),),
-                                     row.stateStoreName if i == 0 else None))
-            continue
-        options = base if row.stateStoreName == "default" else base + (("storeName", row.stateStoreName),)
-        refs.append(StoreRef(row.operatorId, row.operatorName, row.stateStoreName, partitions,
-                             row.minBatchId, row.maxBatchId, options, row.stateStoreName))
+        units = readable_units(row.operatorId, row.stateStoreName, getattr(row, "operatorProperties", None))
+        # transformWithState's variables share the store's files: the first reports them.
+        refs += [StoreRef(row.operatorId, row.operatorName, label, partitions, row.minBatchId, row.maxBatchId,
+                          options, row.stateStoreName if i == 0 else None) for i, (label, options) in enumerate(units)]
     return refs
 
 

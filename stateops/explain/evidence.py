@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from stateops.errors import first_line
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
+from stateops.sparkstate import readable_units
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -92,16 +92,13 @@ def stores(spark, checkpoint: str, batch_id: int) -> list[Store]:
 
 def _readers(spark, checkpoint: str, store: Store) -> list[tuple[str, Any]]:
     """(label, reader) per readable unit of a store: one per transformWithState variable, else one."""
-    base = (spark.read.format("statestore").option("path", checkpoint)
-            .option("operatorId", store.operator_id))
-    if store.operator_name.startswith("transformWithState"):
-        try:
-            variables = [v["stateName"] for v in json.loads(store.properties or "{}").get("stateVariables", [])]
-        except (ValueError, AttributeError, TypeError):
-            variables = []
-        return [(name, base.option("stateVarName", name)) for name in variables
-                if not name.startswith("$")]
-    return [(store.store_name, base.option("storeName", store.store_name))]
+    readers = []
+    for label, options in readable_units(store.operator_id, store.store_name, store.properties):
+        reader = spark.read.format("statestore").option("path", checkpoint)
+        for name, value in options:
+            reader = reader.option(name, value)
+        readers.append((label, reader))
+    return readers
 
 
 def read_state(spark, checkpoint: str, found_in: list[Store], key: str, batch_id: int) -> list[dict]:
