@@ -96,7 +96,10 @@ ProgressCallback = Callable[[dict[str, Any]], None]  # gets each progress event 
 class ProgressRecorder(StreamingQueryListener):
     """Records every progress event of this run's queries in the `progress` ops table, in small groups
     (stateops.progress.ProgressBuffer; `close()` writes what is left), and keeps the stateful query's
-    events until the run's own thread takes them (`take_new`) for its progress callback."""
+    events until the run's own thread takes them (`take_new`) for its progress callback. An idle query
+    reports no progress: its idle events are recorded at once in the job's idle record
+    (stateops.progress.record_idle), the first of each idle spell with the batch it followed, so that a
+    runbook knows the query it restarted has looked at its source and found nothing new."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
                  flush: progress_table.FlushSettings | None = None):
@@ -105,13 +108,19 @@ class ProgressRecorder(StreamingQueryListener):
         self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
         self._lock = threading.Lock()
         self._new: list[dict[str, Any]] = []
+        self._names: dict[str, str] = {}             # Spark run id -> query name (idle events carry no name)
+        self._batches: dict[str, int] = {}           # query name -> its latest batch in this run
+        self._idle: dict[str, dict[str, Any]] = {}   # query name -> its latest idle report
+        self._idle_written: dict[str, dict[str, Any]] = {}
 
     @property
     def write_failures(self) -> int:
         return self.buffer.failures
 
     def onQueryStarted(self, event) -> None:
-        pass
+        if event.name in self.query_names:
+            with self._lock:
+                self._names[str(event.runId)] = event.name
 
     def onQueryProgress(self, event) -> None:
         progress = json.loads(event.progress.json)
@@ -122,8 +131,29 @@ class ProgressRecorder(StreamingQueryListener):
         finally:
             with self._lock:
                 self.events.append(progress)
+                self._batches[progress["name"]] = progress.get("batchId")
                 if progress.get("name") == self.job:
                     self._new.append(progress)
+
+    def onQueryIdle(self, event) -> None:
+        """A new idle spell (the first idle event after the start or after a batch) is written at once; a
+        record that could not be written is tried again at the next idle event (Spark's are 10 s apart)."""
+        with self._lock:
+            name = self._names.get(str(event.runId))
+            if name is None:
+                return
+            after = self._batches.get(name)
+            if name not in self._idle or self._idle[name]["after_batch"] != after:
+                self._idle[name] = {"query_id": str(event.id), "spark_run_id": str(event.runId),
+                                    "idle_at": event.timestamp, "after_batch": after}
+            if self._idle == self._idle_written:
+                return
+            try:
+                progress_table.record_idle(self.layout, self.job, self.run_id, self._idle)
+                self._idle_written = dict(self._idle)  # reports are replaced, never changed
+            except (OSError, StateOpsError) as err:
+                log.warning("%s: idle report of %s not recorded (tried again at its next idle event): %s",
+                            self.job, name, err)
 
     def take_new(self) -> list[dict[str, Any]]:
         """The stateful query's progress events since the last call."""
@@ -133,9 +163,6 @@ class ProgressRecorder(StreamingQueryListener):
 
     def close(self) -> None:
         self.buffer.close()
-
-    def onQueryIdle(self, event) -> None:
-        pass
 
     def onQueryTerminated(self, event) -> None:
         pass

@@ -3,6 +3,11 @@
 Rows come from Spark's StreamingQueryProgress JSON; turning it into a row is pure logic so that
 sensors and fast audits read it later with pyarrow only (no JVM). They are written in small groups
 (ProgressBuffer), not one Delta commit per batch, and retention compacts the table and rolls up old rows.
+
+An idle query runs no batch and reports no progress: Spark posts a QueryIdleEvent instead. The run keeps
+its queries' latest idle reports in one small control record per job (`ops/<job>/control/idle.json`,
+written at once, not buffered): a runbook reads it to know the query it restarted is alive and has
+looked at its source since (stateops.recovery.verify.caught_up).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
 from stateops.layout import Layout
@@ -248,3 +254,23 @@ def unrecorded_batches(layout: Layout, query_id: str, latest_committed: int) -> 
     if newest is None or newest >= latest_committed:
         return range(0)
     return range(newest + 1, latest_committed + 1)
+
+
+IDLE_RECORD = "idle"
+
+
+def record_idle(layout: Layout, job: str, run_id: str, queries: dict[str, dict[str, Any]]) -> None:
+    """Replace the job's idle record with run `run_id`'s latest idle report per query name: {query_id,
+    spark_run_id, idle_at (the idle trigger's time, Spark's), after_batch (the last batch the query
+    completed in this run before it, None: none)}. One writer: the run holding the lease."""
+    store = ControlStore(layout, job)
+    with store.critical():
+        store.write(IDLE_RECORD, {"job": job, "run_id": run_id, "queries": queries})
+
+
+def idle_report(layout: Layout, job: str, run_id: str, query_name: str) -> dict[str, Any] | None:
+    """Query `query_name`'s latest idle report in run `run_id` (see record_idle); None when it has made none."""
+    record = ControlStore(layout, job).read(IDLE_RECORD)
+    if record is None or record.get("run_id") != run_id:
+        return None
+    return record.get("queries", {}).get(query_name)

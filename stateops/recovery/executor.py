@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from stateops import control
+from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides
 from stateops.control import stop as stops
@@ -39,7 +40,6 @@ from stateops.errors import OperationFailed, StateOpsError
 from stateops.faults import fault_point
 from stateops.fs import exists
 from stateops.layout import Layout
-from stateops.progress import TABLE as PROGRESS
 
 from stateops.recovery import archive, coverage, sinkstate, surgery, verify
 from stateops.recovery.journal import Journal
@@ -455,32 +455,39 @@ class Executor:
         return self._launch()
 
     def _observe(self, restart: dict[str, Any]) -> dict[str, Any]:
-        """How the restarted run went: error, run id, its progress rows, caught up, timed out."""
+        """How the restarted run went: error, run id, its progress rows, caught up (it read every available
+        input; `reading` says what was seen), timed out. A long-running restart is watched until it completed
+        K batches with input or caught up (a quiet stream), or the verification timeout."""
         if restart["how"] == "bounded":
             return {"error": None, "run_id": restart["run_id"], "progress": self._progress(restart["run_id"]),
-                    "caught_up": True, "timed_out": False}
+                    "caught_up": True, "reading": None, "timed_out": False}
         deadline = time.monotonic() + self.settings.verify_timeout_seconds
         run_id = None
         while True:
             holder = current_lease(self.layout, self.target.job)
             ours = holder is not None and holder.runbook_id == self.plan.runbook_id and holder.mode != RUNBOOK
-            if ours and holder.stale_reason(self.control_settings) is None:
+            live = ours and holder.stale_reason(self.control_settings) is None
+            if live:
                 run_id = holder.run_id
             elif run_id is not None or ours or (restart.get("pid") and not alive(restart["pid"], None)):
                 return {"error": f"the restarted run ended{_log_tail(restart)}", "run_id": run_id,
-                        "progress": self._progress(run_id) if run_id else [], "caught_up": False, "timed_out": False}
+                        "progress": self._progress(run_id) if run_id else [], "caught_up": False, "reading": None,
+                        "timed_out": False}
             rows = self._progress(run_id) if run_id else []
             with_input = [r for r in rows if r["input_rows"]]
-            done = run_id and (len(with_input) >= self.settings.verify_batches or (rows and self._caught_up()))
+            caught, reading = False, None
+            if run_id:
+                caught, reading = verify.caught_up(self._reading(run_id, live, restart.get("latest_committed_batch")))
+            done = len(with_input) >= self.settings.verify_batches or caught
             if done or time.monotonic() > deadline:
                 error = None if run_id else (f"the restarted run did not start within "
                                              f"{self.settings.verify_timeout_seconds:g} s{_log_tail(restart)}")
-                return {"error": error, "run_id": run_id, "progress": rows, "caught_up": bool(done) and
-                        self._caught_up(), "timed_out": not done}
+                return {"error": error, "run_id": run_id, "progress": rows, "caught_up": caught, "reading": reading,
+                        "timed_out": not done}
             time.sleep(self.settings.poll_seconds)
 
     def _progress(self, run_id: str) -> list[dict[str, Any]]:
-        table = read_table(self.layout.ops_table(PROGRESS), filters=[("stateops_run_id", "=", run_id)])
+        table = read_table(self.layout.ops_table(progress_table.TABLE), filters=[("stateops_run_id", "=", run_id)])
         rows = [] if table is None else [r for r in table.to_pylist() if r["query_name"] == self.target.job]
         return [{"batch_id": r["batch_id"], "input_rows": r["input_rows"],
                  "event_time_max_ms": _ms(r.get("event_time_max")), "watermark_ms": _ms(r["watermark"])}
@@ -497,14 +504,30 @@ class Executor:
                 return [r for r in rows if r["batch_id"] <= batch]
             time.sleep(self.settings.poll_seconds)
 
-    def _caught_up(self) -> bool:
-        """Every landed input file is in the checkpoint's source logs and the latest batch is committed."""
+    def _reading(self, run_id: str, running: bool, start_batch: int | None) -> verify.Reading:
+        """What the restarted query has read so far: the checkpoint's batches, its latest idle report (written by
+        the run: stateops.progress.record_idle) and the available input the checkpoint has not read. The
+        checkpoint is read first: input landing meanwhile counts as unread."""
+        try:
+            checkpoint: Checkpoint | None = Checkpoint.open(self.target.checkpoint)
+            committed, planned = checkpoint.committed_batches(), checkpoint.offset_batches()
+        except StateOpsError:  # a fresh checkpoint before its first batch
+            checkpoint, committed, planned = None, [], []
+        idle = progress_table.idle_report(self.layout, self.target.job, run_id, self.target.job) or {}
+        return verify.Reading(running=running, start_batch=start_batch, committed=committed[-1] if committed else None,
+                              planned=planned[-1] if planned else None, idle_at=idle.get("idle_at"),
+                              idle_after=idle.get("after_batch"), unread=self._unread(checkpoint))
+
+    def _unread(self, checkpoint: Checkpoint | None) -> tuple[str, ...] | None:
+        """The available input `checkpoint` has not read: file sources, the landed files its source logs do not
+        name. None for a source that cannot tell (Kafka: its progress rows' sources[].latestOffset against
+        endOffset would plug in here)."""
         if not self.target.landing:
-            return False
-        checkpoint = Checkpoint.open(self.target.checkpoint)
-        read = {coverage.plain(p) for files in checkpoint.source_files().values() for p, _ in files}
+            return None
+        read = {coverage.plain(p) for files in (checkpoint.source_files() if checkpoint else {}).values()
+                for p, _ in files}
         landed = set().union(*(coverage.landing_files(folder) for folder in self.target.landing))
-        return landed <= read and checkpoint.offset_batches()[-1] == checkpoint.committed_batches()[-1]
+        return tuple(sorted(landed - read))
 
     def _verification(self, restart_step: str, start_audit: dict | None, expected_partitions: int | None,
                       first_batch: int | None) -> dict[str, Any]:
@@ -525,12 +548,14 @@ class Executor:
                                                  self.plan.settings_after["watermark_delay"], self.target.bounds))
         result = verify.evaluate(
             error=error, progress=progress, batches_wanted=self.settings.verify_batches, caught_up=seen["caught_up"],
+            reading=seen["reading"],
             start_watermark_ms=restart["watermark_ms"], end_watermark_ms=end, delay_ms=delay * 1000,
             single_watermark=self.target.inputs == 1, first_batch=first_batch, audit_start=start_audit,
             audit_after=audit_after, expected_partitions=expected_partitions,
             duplicates=sinkstate.duplicate_keys(self.target.sink_table, self.target.row_key),
             timed_out=seen["timed_out"])
-        result.update(run_id=seen["run_id"], progress=progress)
+        result.update(run_id=seen["run_id"], progress=progress, caught_up=seen["caught_up"],
+                      timed_out=seen["timed_out"])
         return {"verification": result, "audit_after": audit_after}
 
     def _verify(self) -> dict[str, Any]:
