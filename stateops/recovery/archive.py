@@ -20,11 +20,12 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from stateops.errors import OperationFailed
+from stateops.errors import ConfigError, OperationFailed
 from stateops.fs import filesystem
 
 PLAN = "plan.json"
@@ -50,8 +51,17 @@ def new_runbook_id(job: str, now: datetime | None = None) -> str:
     return f"{job}-{moment}-{os.urandom(3).hex()}"
 
 
+RUNBOOK_ID = re.compile(r"^(?P<job>[a-z][a-z0-9_]{0,62})-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
+
+
 def job_of(runbook_id: str) -> str:
-    return runbook_id.rsplit("-", 2)[0]
+    """The job an archive (runbook) id names; an id that is not of new_runbook_id's grammar (a `/`, a `..`, any
+    other shape) is refused before any path is built from it."""
+    match = RUNBOOK_ID.match(runbook_id or "")
+    if match is None:
+        raise ConfigError("archive id", f"{runbook_id!r} is not an archive id",
+                          "use an id as `stateops archives list JOB` prints it: JOB-YYYYMMDDTHHMMSSZ-xxxxxx")
+    return match.group("job")
 
 
 def write_json(path: str, data: Any) -> None:
