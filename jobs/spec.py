@@ -345,13 +345,37 @@ def _norm(path: str) -> str:
     return path.rstrip("/") if _URL.match(path) else posixpath.normpath(path)
 
 
-def _overlap(a: str, b: str) -> bool:
+def _inside(a: str, b: str) -> bool:
+    """`a` is `b` or lies under it (a filesystem root `/` holds every absolute path)."""
     a, b = _norm(a), _norm(b)
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def _overlap(a: str, b: str) -> bool:
+    return _inside(a, b) or _inside(b, a)
+
+
+def _is_root(path: str) -> bool:
+    """A filesystem root or a bucket (`/`, `s3://bucket`): no job's folder, and the roots guard would admit
+    everything under it."""
+    if _URL.match(path):
+        return "/" not in path.split("://", 1)[1].strip("/")
+    return not _norm(path).strip("/")
+
+
+def _check_own_folder(spec: JobSpec, key: str, path: str, layout: Layout) -> None:
+    if _is_root(path):
+        raise ConfigError(f"jobs.{spec.name}.{key}", f"{path!r} is a filesystem root or a bucket",
+                          f"give the job a {key} folder of its own, e.g. {path.rstrip('/')}/stateops/{spec.name}")
+    if _inside(layout.home, path):
+        raise ConfigError(f"jobs.{spec.name}.{key}", f"{path!r} contains the StateOps home {layout.home!r}",
+                          f"give the job a {key} folder of its own, outside the home or under it")
 
 
 def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
-    """A checkpoint belongs to one query: never shared, never inside (or around) inputs, tables or ops."""
+    """A checkpoint belongs to one query: never shared, never a filesystem root, never around the home, never
+    inside (or around) inputs, tables or ops. A configured archive folder likewise stays clear of every job's
+    checkpoints and of everything but its own job's ops folder."""
     specs = list(specs)
     others: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
     for spec in specs:
@@ -360,6 +384,17 @@ def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
                    (f"the dead letters of {spec.name}", layout.deadletter_table(spec.name)),
                    (f"the dead-letter checkpoint of {spec.name}", layout.deadletter_checkpoint(spec.name)),
                    (f"the ops folder of {spec.name}", layout.ops_dir(spec.name))]
+    for spec in specs:
+        if spec.archive_dir is not None:
+            _check_own_folder(spec, "archive_dir", spec.archive_dir, layout)
+            clashes = [what for what, other in others if what != f"the ops folder of {spec.name}"
+                       and _overlap(spec.archive_dir, other)]
+            clashes += [f"the checkpoint of {o.name}" for o in specs if _overlap(spec.archive_dir,
+                                                                                 o.checkpoint_path(layout))]
+            if clashes:
+                raise ConfigError(f"jobs.{spec.name}.archive_dir", f"{spec.archive_dir!r} overlaps {clashes[0]}",
+                                  "give the job's archives a folder of their own (default: "
+                                  "$STATEOPS_HOME/ops/<job>/archives)")
     for i, spec in enumerate(specs):
         path = spec.checkpoint_path(layout)
         clashes = [what for what, other in others if _overlap(path, other)]
@@ -368,6 +403,7 @@ def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
             raise ConfigError(f"jobs.{spec.name}.checkpoint", f"{path!r} overlaps {clashes[0]}",
                               "give every job a checkpoint directory of its own, outside landing/, tables/ "
                               "and ops/ (default: $STATEOPS_HOME/checkpoints/<job>)")
+        _check_own_folder(spec, "checkpoint", path, layout)
 
 
 # What a `[jobs.<name>]` table must hold to define a job (otherwise it overrides a job defined elsewhere).

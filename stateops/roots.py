@@ -3,8 +3,8 @@
 
 A path is refused when it is relative, contains `..`, resolves (following every symlink) outside the
 configured roots, is the home itself, or lies inside or contains another job's area: its checkpoint, its
-dead-letter checkpoint, its ops directory. Roots are STATEOPS_HOME plus any job checkpoint configured
-outside it. Object-store URLs cannot hold symlinks: they are normalized as text and held to the same rules.
+dead-letter checkpoint, its ops directory, its configured archive folder. Roots are STATEOPS_HOME plus any job
+checkpoint or archive folder configured outside it. Object-store URLs cannot hold symlinks: they are normalized as text and held to the same rules.
 """
 from __future__ import annotations
 
@@ -41,13 +41,16 @@ class Roots:
     areas: Mapping[str, tuple[str, ...]]        # job -> resolved paths only that job's steps may touch
 
     @classmethod
-    def from_layout(cls, layout: Layout, checkpoints: Mapping[str, str]) -> "Roots":
-        """`checkpoints`: every configured job -> its checkpoint path (a job may keep it outside the home)."""
+    def from_layout(cls, layout: Layout, checkpoints: Mapping[str, str],
+                    archives: Mapping[str, str] | None = None) -> "Roots":
+        """`checkpoints`: every configured job -> its checkpoint path (a job may keep it outside the home);
+        `archives`: jobs whose archive folder is configured -> that folder (anywhere, like a checkpoint)."""
         home = _resolve(layout.home)
-        areas = {job: tuple(_resolve(p) for p in (checkpoint, layout.deadletter_checkpoint(job),
-                                                  layout.ops_dir(job)))
+        areas = {job: tuple(_resolve(p) for p in (checkpoint, layout.deadletter_checkpoint(job), layout.ops_dir(job),
+                                                  *((archives[job],) if job in (archives or {}) else ())))
                  for job, checkpoint in checkpoints.items()}
-        outside = tuple(sorted({a[0] for a in areas.values() if not _within(a[0], home)}))
+        configured = [areas[job][0] for job in areas] + [_resolve(p) for p in (archives or {}).values()]
+        outside = tuple(sorted({p for p in configured if not _within(p, home)}))
         return cls(home=home, roots=(home, *outside), areas=areas)
 
     def confine(self, path: str, *, job: str | None) -> str:
