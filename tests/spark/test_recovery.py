@@ -91,11 +91,12 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
         layout, ["order_payments", "--mode", "adjust", "--watermark", "5 minutes", "--confirm", "order_payments"])
     assert "cannot rewind to batch 9: batch 9 is not before the latest committed batch" in _refused(
         layout, [JOB, "--mode", "rewind", "--to-batch", "9", "--confirm", JOB])
-    outside = tmp_path / "elsewhere"
-    config = tmp_path / "outside.toml"
-    config.write_text(f'[jobs.{JOB}]\narchive_dir = "{outside}"\n')
+    # An archive folder outside the home is fine (a root of its own job); one inside another job's area is not.
+    config = tmp_path / "neighbour.toml"
+    config.write_text(f'[jobs.{JOB}]\narchive_dir = "{layout.checkpoint("user_sessions")}/archives"\n')
     monkeypatch.setenv("STATEOPS_CONFIG", str(config))
-    assert "outside the roots" in _refused(layout, [*adjust, "--confirm", JOB])
+    refused = _refused(layout, [*adjust, "--confirm", JOB])
+    assert f"jobs.{JOB}.archive_dir" in refused and "overlaps the checkpoint of user_sessions" in refused
     monkeypatch.delenv("STATEOPS_CONFIG")
     monkeypatch.setenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES", str(10 ** 18))
     assert "not enough room for the archive" in _refused(layout, [*adjust, "--confirm", JOB])
