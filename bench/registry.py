@@ -25,6 +25,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("driver_sink", "Driver-side sink on a cluster: collect to the driver vs executors",
               "bench.bench_driver_sink", own_session=True),
     Benchmark("recovery", "Recovery: the `adjust` runbook vs a bare stop and restart", "bench.bench_recovery"),
+    Benchmark("recovery_live", "Recovery on a live stream: the `adjust` runbook, quiet and busy, vs a bare stop and "
+              "restart", "bench.bench_recovery_live"),
     Benchmark("retention", "Retention: plan vs a bare listing, and the progress table before/after compaction",
               "bench.bench_retention"),
     Benchmark("sensors", "Sensor tick: ops tables and file listings vs a Spark session", "bench.bench_sensors"),

@@ -477,7 +477,8 @@ class Executor:
             with_input = [r for r in rows if r["input_rows"]]
             caught, reading = False, None
             if run_id:
-                caught, reading = verify.caught_up(self._reading(run_id, live, restart.get("latest_committed_batch")))
+                caught, reading = verify.caught_up(observe_reading(self.layout, self.target, run_id, live,
+                                                                   restart.get("latest_committed_batch")))
             done = len(with_input) >= self.settings.verify_batches or caught
             if done or time.monotonic() > deadline:
                 error = None if run_id else (f"the restarted run did not start within "
@@ -503,31 +504,6 @@ class Executor:
                     r["batch_id"] >= batch for r in rows) or time.monotonic() > deadline:
                 return [r for r in rows if r["batch_id"] <= batch]
             time.sleep(self.settings.poll_seconds)
-
-    def _reading(self, run_id: str, running: bool, start_batch: int | None) -> verify.Reading:
-        """What the restarted query has read so far: the checkpoint's batches, its latest idle report (written by
-        the run: stateops.progress.record_idle) and the available input the checkpoint has not read. The
-        checkpoint is read first: input landing meanwhile counts as unread."""
-        try:
-            checkpoint: Checkpoint | None = Checkpoint.open(self.target.checkpoint)
-            committed, planned = checkpoint.committed_batches(), checkpoint.offset_batches()
-        except StateOpsError:  # a fresh checkpoint before its first batch
-            checkpoint, committed, planned = None, [], []
-        idle = progress_table.idle_report(self.layout, self.target.job, run_id, self.target.job) or {}
-        return verify.Reading(running=running, start_batch=start_batch, committed=committed[-1] if committed else None,
-                              planned=planned[-1] if planned else None, idle_at=idle.get("idle_at"),
-                              idle_after=idle.get("after_batch"), unread=self._unread(checkpoint))
-
-    def _unread(self, checkpoint: Checkpoint | None) -> tuple[str, ...] | None:
-        """The available input `checkpoint` has not read: file sources, the landed files its source logs do not
-        name. None for a source that cannot tell (Kafka: its progress rows' sources[].latestOffset against
-        endOffset would plug in here)."""
-        if not self.target.landing:
-            return None
-        read = {coverage.plain(p) for files in (checkpoint.source_files() if checkpoint else {}).values()
-                for p, _ in files}
-        landed = set().union(*(coverage.landing_files(folder) for folder in self.target.landing))
-        return tuple(sorted(landed - read))
 
     def _verification(self, restart_step: str, start_audit: dict | None, expected_partitions: int | None,
                       first_batch: int | None) -> dict[str, Any]:
@@ -637,6 +613,35 @@ class Executor:
             raise StepFailed(f"the query did not run healthily after the rollback either: "
                              f"{verify.failures(details['verification'])}", details)
         return details
+
+
+def observe_reading(layout: Layout, target: JobTarget, run_id: str, running: bool,
+                    start_batch: int | None) -> verify.Reading:
+    """What run `run_id` of the job has read so far, for verify.caught_up: the checkpoint's batches, the
+    stateful query's latest idle report (written by the run: stateops.progress.record_idle) and the available
+    input the checkpoint has not read. The checkpoint is read first: input landing meanwhile counts as unread.
+    running: the run holds the job's live lease; start_batch: the checkpoint's latest batch when it started."""
+    try:
+        checkpoint: Checkpoint | None = Checkpoint.open(target.checkpoint)
+        committed, planned = checkpoint.committed_batches(), checkpoint.offset_batches()
+    except StateOpsError:  # a fresh checkpoint before its first batch
+        checkpoint, committed, planned = None, [], []
+    idle = progress_table.idle_report(layout, target.job, run_id, target.job) or {}
+    return verify.Reading(running=running, start_batch=start_batch, committed=committed[-1] if committed else None,
+                          planned=planned[-1] if planned else None, idle_at=idle.get("idle_at"),
+                          idle_after=idle.get("after_batch"), unread=_unread(target, checkpoint))
+
+
+def _unread(target: JobTarget, checkpoint: Checkpoint | None) -> tuple[str, ...] | None:
+    """The available input `checkpoint` has not read: file sources, the landed files its source logs do not
+    name. None for a source that cannot tell (Kafka: its progress rows' sources[].latestOffset against
+    endOffset would plug in here)."""
+    if not target.landing:
+        return None
+    read = {coverage.plain(p) for files in (checkpoint.source_files() if checkpoint else {}).values()
+            for p, _ in files}
+    landed = set().union(*(coverage.landing_files(folder) for folder in target.landing))
+    return tuple(sorted(landed - read))
 
 
 def _partitions(audit: dict | None) -> int | None:
