@@ -34,6 +34,8 @@ from stateops.recovery import RecoveryRequest, RecoverySettings, archive
 from tests import oracle
 from tests.delta_rows import table_rows
 
+from tests.runbook_env import runbook_env
+
 pytestmark = pytest.mark.e2e
 
 JOB = "user_activity"
@@ -67,14 +69,8 @@ class Lander:
 
 @pytest.fixture
 def env(layout, tmp_path, monkeypatch):
-    config = tmp_path / "stateops.toml"
-    config.write_text(f'[jobs.{JOB}]\ntrigger_interval = "2 seconds"\nshuffle_partitions = 4\n')
-    values = {"STATEOPS_CONFIG": str(config), "STATEOPS_RECOVERY_VERIFY_BATCHES": "2",
-              "STATEOPS_RECOVERY_VERIFY_TIMEOUT_SECONDS": str(DEADLINE),
-              "STATEOPS_RECOVERY_STOP_TIMEOUT_SECONDS": str(DEADLINE), "STATEOPS_ARCHIVE_MIN_FREE_BYTES": "0"}
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, "STATEOPS_HOME": layout.home}
+    return runbook_env(layout, tmp_path, monkeypatch, JOB, verify_batches=2, verify_timeout=DEADLINE,
+                       stop_timeout=DEADLINE)
 
 
 def _consumed(layout, pid: int | None = None):

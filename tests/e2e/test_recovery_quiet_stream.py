@@ -29,6 +29,8 @@ from stateops import progress
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 
+from tests.runbook_env import runbook_env
+
 pytestmark = pytest.mark.e2e
 
 JOB = "user_activity"
@@ -40,14 +42,8 @@ DEADLINE = 600  # JVM starts and batches on a loaded 2-core machine
 
 @pytest.fixture
 def env(layout, tmp_path, monkeypatch):
-    config = tmp_path / "stateops.toml"
-    config.write_text(f'[jobs.{JOB}]\ntrigger_interval = "2 seconds"\nshuffle_partitions = 4\n')
-    values = {"STATEOPS_CONFIG": str(config), "STATEOPS_RECOVERY_VERIFY_BATCHES": "3",
-              "STATEOPS_RECOVERY_VERIFY_TIMEOUT_SECONDS": str(TIMEOUT),
-              "STATEOPS_RECOVERY_STOP_TIMEOUT_SECONDS": str(DEADLINE), "STATEOPS_ARCHIVE_MIN_FREE_BYTES": "0"}
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, "STATEOPS_HOME": layout.home}
+    return runbook_env(layout, tmp_path, monkeypatch, JOB, verify_batches=3, verify_timeout=TIMEOUT,
+                       stop_timeout=DEADLINE)
 
 
 def _landed(layout) -> set[str]:
