@@ -73,8 +73,13 @@ def valid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
 
 
 def invalid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
-    """Rows that failed parsing or the time check: the raw line, the reason and the input they came from."""
+    """Rows that failed parsing or the time check: the input they came from, the line as valid UTF-8 text
+    (`raw`, each invalid byte sequence replaced by U+FFFD), the line's exact bytes (`raw_bytes`) and the reason.
+
+    Spark strings carry whatever bytes the source read; written as they are, one line of invalid UTF-8 made
+    the whole dead-letter table unreadable to Arrow readers (delta-rs, pandas, the dead-letter retention)."""
     return (
         _checked(raw, inp, spec).where(F.col("error").isNotNull())
-        .select(F.lit(inp.name).alias("input"), "raw", "error")
+        .select(F.lit(inp.name).alias("input"), F.make_valid_utf8("raw").alias("raw"),
+                F.col("raw").cast("binary").alias("raw_bytes"), "error")
     )

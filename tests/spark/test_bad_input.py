@@ -10,11 +10,16 @@ import logging
 import os
 from datetime import datetime, timedelta, timezone
 
-import pytest
+import time
 
-from jobs.catalog import load_jobs
+import pytest
+from deltalake import DeltaTable
+
+from jobs.catalog import Catalog, load_jobs
 from jobs.generator import GeneratorConfig, generate
+from jobs.retention import retention_scope
 from jobs.runner import run_job
+from stateops import retention
 from stateops.layout import Layout
 from tests import oracle
 from tests.delta_rows import table_rows
@@ -44,6 +49,49 @@ def test_the_boundary_row_lands_in_exactly_one_query(spark, tmp_path):
     assert kept == {"e-normal", "e-limit"}
     assert [json.loads(raw)["event_id"] for raw, _ in dead] == ["e-beyond"]
     assert "2026-03-02 12:00:00.124" in dead[0][1] and "2026-03-01 12:00:00.123" in dead[0][1]
+
+
+INVALID_UTF8 = [  # each a dead letter: not JSON, or JSON with a field that is not valid UTF-8 text
+    b"\xff\xfe not json at all \xc3\x28",
+    b'{"event_id": "e-\xed\xa0\x80", "user_id": "u-1", "event_time": "2026-03-01T11:00:00Z", "action": "v\xc0\xaf", '
+    b'"value": "x\xf8"}',
+    b"\xe2\x82",
+]
+
+
+def test_invalid_utf8_dead_letters_stay_readable_keep_their_bytes_and_expire(spark, tmp_path):
+    """Issue 20 item 1: one line of invalid UTF-8 made the whole dead-letter table unreadable (Arrow refuses a
+    string column that is not UTF-8) and its retention failed. Each dead letter now holds valid text (`raw`,
+    U+FFFD for each bad sequence) and the line's exact bytes (`raw_bytes`); every Arrow reader opens the table,
+    and the dead-letter retention drops the rows."""
+    layout = Layout(str(tmp_path / "stateops"))
+    landing = tmp_path / "stateops" / "landing" / "events"
+    landing.mkdir(parents=True)
+    good = json.dumps({"event_id": "e-ok", "user_id": "u-1", "event_time": "2026-03-01T11:00:00Z",
+                       "action": "view", "value": 1.0}).encode()
+    (landing / "part-0000.json").write_bytes(b"\n".join([good, *INVALID_UTF8]) + b"\n")
+    result = run_job(spark, load_jobs()["user_activity"], layout)
+    assert result.output_rows == 1 and result.deadletter_rows == len(INVALID_UTF8)
+
+    uri = layout.deadletter_table("user_activity")
+    frame = DeltaTable(uri).to_pandas()  # raised "not UTF-8" for the whole table before
+    assert sorted(frame["raw_bytes"]) == sorted(INVALID_UTF8)
+    for raw, original in zip(frame["raw"], frame["raw_bytes"]):
+        assert isinstance(raw, str) and "\ufffd" in raw
+        # Only the invalid sequences changed: every valid character of the line is there, in order.
+        assert raw.replace("\ufffd", "") == original.decode("utf-8", "ignore")
+    assert spark.read.parquet(*DeltaTable(uri).file_uris()).count() == len(INVALID_UTF8)
+
+    config = tmp_path / "stateops.toml"
+    config.write_text('[retention]\ndeadletter_keep = "1 seconds"\n')
+    time.sleep(1.5)
+    scope = retention_scope(Catalog.load(layout, str(config)))
+    plan = retention.make_plan(scope)
+    drops = [i for i in plan.items if i.rule == "deadletter_retention"]
+    assert [i.details["rows"] for i in drops] == [len(INVALID_UTF8)]
+    report = retention.apply(scope, plan, actor="test")
+    assert report.ok, report.render()
+    assert DeltaTable(uri).to_pyarrow_table().num_rows == 0
 
 
 def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, tmp_path, caplog):
