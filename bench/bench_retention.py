@@ -200,7 +200,7 @@ def progress_week(root: str, commits: int, reads: int) -> dict[str, object]:
     os.environ["STATEOPS_HOME"] = home
     scope = retention_scope(Catalog.current(layout, config))
     for _ in range(2):  # the second run vacuums the files the first run's compaction replaced
-        report = retention.apply(scope, retention.make_plan(scope), actor="bench")
+        report = retention.apply(scope, retention.make_plan(scope), actor="bench", fresh=True)
         assert report.ok, report.render()
     after_files, after = files(), read_times()
     return {"rows": WEEK_ROWS, "commits": buffer.commits, "write_s": written, "before_files": before_files,

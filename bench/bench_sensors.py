@@ -160,7 +160,7 @@ def _compact_ops_tables(layout: Layout, root: str) -> None:
         handle.write(OPS_POLICY)
     scope = retention_scope(Catalog.current(layout, config))
     for _ in range(2):  # the second run vacuums what the first one's compaction replaced
-        applied = retention.apply(scope, retention.make_plan(scope), actor="bench")
+        applied = retention.apply(scope, retention.make_plan(scope), actor="bench", fresh=True)
         assert applied.ok, applied.render()
 
 

@@ -188,7 +188,8 @@ class Catalog:
     def roots(self) -> Roots:
         """The roots guard for every configured job (checkpoints configured outside the home included)."""
         return Roots.from_layout(self.layout, {name: spec.checkpoint_path(self.layout) for name, spec in self.jobs.items()},
-                                 {name: spec.archive_dir for name, spec in self.jobs.items() if spec.archive_dir})
+                                 {name: spec.archive_dir for name, spec in self.jobs.items() if spec.archive_dir},
+                                 {name: spec.sink_table for name, spec in self.jobs.items()})
 
 
 def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:

@@ -2,9 +2,10 @@
 `Roots.confine(path, job=...)` first, and the step acts on the path it returns.
 
 A path is refused when it is relative, contains `..`, resolves (following every symlink) outside the
-configured roots, is the home itself, or lies inside or contains another job's area: its checkpoint, its
-dead-letter checkpoint, its ops directory, its configured archive folder. Roots are STATEOPS_HOME plus any job
-checkpoint or archive folder configured outside it. Object-store URLs cannot hold symlinks: they are normalized as text and held to the same rules.
+configured roots, is the home itself, lies inside or contains the landing zones (input: no step of StateOps
+ever changes it), or lies inside or contains another job's area: its checkpoint, its dead-letter checkpoint,
+its ops directory, its configured archive folder, its sink table, its dead-letter table. Roots are
+STATEOPS_HOME plus any job checkpoint or archive folder configured outside it. Object-store URLs cannot hold symlinks: they are normalized as text and held to the same rules.
 """
 from __future__ import annotations
 
@@ -39,19 +40,24 @@ class Roots:
     home: str                                   # resolved
     roots: tuple[str, ...]                      # resolved: home, plus checkpoints outside it
     areas: Mapping[str, tuple[str, ...]]        # job -> resolved paths only that job's steps may touch
+    untouchable: tuple[str, ...] = ()           # resolved paths no step may touch (the landing zones)
 
     @classmethod
     def from_layout(cls, layout: Layout, checkpoints: Mapping[str, str],
-                    archives: Mapping[str, str] | None = None) -> "Roots":
+                    archives: Mapping[str, str] | None = None,
+                    sink_tables: Mapping[str, str] | None = None) -> "Roots":
         """`checkpoints`: every configured job -> its checkpoint path (a job may keep it outside the home);
-        `archives`: jobs whose archive folder is configured -> that folder (anywhere, like a checkpoint)."""
+        `archives`: jobs whose archive folder is configured -> that folder (anywhere, like a checkpoint);
+        `sink_tables`: job -> its output table's name."""
         home = _resolve(layout.home)
-        areas = {job: tuple(_resolve(p) for p in (checkpoint, layout.deadletter_checkpoint(job), layout.ops_dir(job),
-                                                  *((archives[job],) if job in (archives or {}) else ())))
-                 for job, checkpoint in checkpoints.items()}
+        areas = {job: tuple(_resolve(p) for p in (
+            checkpoint, layout.deadletter_checkpoint(job), layout.ops_dir(job), layout.deadletter_table(job),
+            *((archives[job],) if job in (archives or {}) else ()),
+            *((layout.table(sink_tables[job]),) if job in (sink_tables or {}) else ())))
+            for job, checkpoint in checkpoints.items()}
         configured = [areas[job][0] for job in areas] + [_resolve(p) for p in (archives or {}).values()]
         outside = tuple(sorted({p for p in configured if not _within(p, home)}))
-        return cls(home=home, roots=(home, *outside), areas=areas)
+        return cls(home=home, roots=(home, *outside), areas=areas, untouchable=(_resolve(layout.landing("")),))
 
     def confine(self, path: str, *, job: str | None) -> str:
         """The resolved path, if a destructive step of `job` may touch it; else OutsideRootsError.
@@ -73,6 +79,10 @@ class Roots:
                          "only paths under STATEOPS_HOME or a job's configured checkpoint may be touched")
         if real == self.home:
             raise refuse("it is the StateOps home itself", "name the job's own checkpoint, archive or file")
+        for area in self.untouchable:
+            if _within(real, area) or _within(area, real):
+                raise refuse(f"it resolves to {real}, which touches the landing zones {area}",
+                             "input is never deleted or rewritten by StateOps; name a checkpoint, archive or table")
         for other, owned in self.areas.items():
             if other == job:
                 continue

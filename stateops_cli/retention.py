@@ -1,9 +1,11 @@
 """`stateops inventory [--json]`, `stateops retention plan [--json]`, `stateops retention apply --yes`.
 
-`plan` only reads. `apply` plans afresh (or takes a saved plan: `--plan FILE`, the JSON of `plan --json`)
-and applies it under the per-root retention lock, re-checking every item just before it acts. Exit codes:
-0 done, 1 some item was refused, failed or only partly done (the lines say why), 2 usage or configuration
-errors, `apply` without --yes, a second run on a held root, a path outside the roots (one line).
+`plan` only reads. `apply` plans afresh (or takes a saved plan: `--plan FILE`, the JSON of `plan --json`, a
+request whose items are admitted only as a fresh plan has them) and applies it under the per-root retention
+lock, re-checking every item just before it acts. Exit codes: 0 done; 2 usage or configuration errors,
+`apply` without --yes, a second run on a held root, or some item refused (outside the roots, not what the
+plan command plans now, a held lease: one line each, the others applied); 1 some item failed or was only
+partly done (the lines say why).
 """
 from __future__ import annotations
 
@@ -94,11 +96,11 @@ def apply_command(obj: CliContext, yes: bool, plan_file: str | None, as_json: bo
     else:
         inventory = retention.take_inventory(scope)
         plan = retention.make_plan(scope, inventory)
-    report = retention.apply(scope, plan, actor=actor or default_actor())
+    report = retention.apply(scope, plan, actor=actor or default_actor(), fresh=inventory is not None)
     history.record(scope.layout, inventory, plan, report)
     click.echo(json.dumps(report.to_dict(), indent=1) if as_json else report.render())
     if not report.ok:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(2 if report.refused else 1)
 
 
 COMMANDS = (inventory_command, retention_group)

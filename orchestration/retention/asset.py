@@ -69,7 +69,7 @@ def retention_asset(context: AssetExecutionContext, config: RetentionConfig, pat
         scope = retention_scope(catalog_for(paths.layout))
         inventory = core.take_inventory(scope)
         plan = core.make_plan(scope, inventory)
-        report = core.apply(scope, plan, actor=f"dagster:{context.run_id}", run_id=context.run_id) \
+        report = core.apply(scope, plan, actor=f"dagster:{context.run_id}", run_id=context.run_id, fresh=True) \
             if config.apply else None
     except StateOpsError as err:
         raise one_line_failure(err) from None

@@ -29,10 +29,12 @@ def make_plan(scope: Scope, inventory: Inventory | None = None, now: datetime | 
     return _make_plan(inventory or take_inventory(scope), read_controls(scope), archives.verify, now)
 
 
-def apply(scope: Scope, plan: Plan, *, actor: str, run_id: str | None = None) -> ApplyReport:
-    """Apply `plan` (RetentionLockedError while another run holds a root)."""
+def apply(scope: Scope, plan: Plan, *, actor: str, run_id: str | None = None, fresh: bool = False) -> ApplyReport:
+    """Apply `plan` (RetentionLockedError while another run holds a root). Each item is admitted only as the
+    planner makes it now (retention.admission): pass fresh=True when `plan` is what make_plan just returned,
+    so it is not made twice; any other plan (saved, old, edited) is checked against a new one."""
     return Executor(scope, plan, actor=actor, verify=archives.verify, archive=archives.archive_checkpoint,
-                    run_id=run_id).apply()
+                    replan=lambda: make_plan(scope), current=plan if fresh else None, run_id=run_id).apply()
 
 
 __all__ = ["ApplyReport", "Inventory", "Item", "ItemResult", "JobArea", "JobPolicy", "MissingRootError",

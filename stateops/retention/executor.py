@@ -1,7 +1,10 @@
 """The executor: applies a plan item by item, each re-checked just before it acts, each journaled.
 
-Holds every root's retention lock for the whole run (one run per root). Per item:
+Holds every root's retention lock for the whole run (one run per root), and plans afresh under it unless the
+caller has just planned. Per item:
 - confined again by the roots guard (a saved plan may have been edited);
+- admitted only as the fresh plan has it, narrowed to what the item asked for (admission.py): a plan file
+  is a request, so nothing is done that the plan command would not plan now;
 - re-checked against the files as they are now: checkpoint files are deleted only if a fresh look at
   the checkpoint (its listing, the job's lease and maintenance lock now, the policy's floor from the
   latest batch now) still finds them unneeded and unchanged in size; an archive only if it is unchanged,
@@ -20,9 +23,10 @@ from typing import Any, Callable
 
 from stateops import actions
 from stateops.durations import parse_seconds
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.fs import filesystem
 from stateops.retention import lock, restart, tables
+from stateops.retention.admission import Admission
 from stateops.retention.inventory import ArchiveEntry, archive_root, archives_in, checkpoint_entry
 from stateops.retention.listing import Tree
 from stateops.retention.model import (ARCHIVE_RETENTION, ARCHIVE_TREE, CHECKPOINT_HISTORY, CLEANUP_LOG, COMPACT,
@@ -55,9 +59,13 @@ def _rm(paths: list[str]) -> None:
 
 class Executor:
     def __init__(self, scope: Scope, plan: Plan, *, actor: str, verify: Callable[[ArchiveEntry], list[str]],
-                 archive: Callable[[str, str, dict[str, Any]], None], run_id: str | None = None,
+                 archive: Callable[[str, str, dict[str, Any]], None], replan: Callable[[], Plan],
+                 current: Plan | None = None, run_id: str | None = None,
                  now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+        """`replan` makes the plan the planner would make now (called under the lock unless `current`, a plan
+        the caller has just made, is given)."""
         self.scope, self.plan, self.actor, self.verify, self.archive = scope, plan, actor, verify, archive
+        self.replan, self.current = replan, current
         self.run_id = run_id or uuid.uuid4().hex
         self.now = now
 
@@ -171,11 +179,12 @@ class Executor:
         return ItemResult(item.item_id, item.rule, item.target, "done", freed, removed, _written(before, after),
                           details=details)
 
-    def _run(self, item: Item) -> ItemResult:
-        for folder in sorted({posixpath.dirname(f"{item.target}/{rel}") for rel, _ in item.paths} | {item.target}):
-            self.scope.roots.confine(folder, job=item.job)
-        if item.details.get("destination"):
-            self.scope.roots.confine(item.details["destination"], job=None)
+    def _run(self, asked: Item, admission: Admission) -> ItemResult:
+        for folder in sorted({posixpath.dirname(f"{asked.target}/{rel}") for rel, _ in asked.paths} | {asked.target}):
+            self.scope.roots.confine(folder, job=asked.job)
+        if asked.details.get("destination"):
+            self.scope.roots.confine(asked.details["destination"], job=None)
+        item = admission.admit(asked)
         if item.action == DELETE_FILES:
             return self._checkpoint_files(item)
         if item.action in (DELETE_TREE, ARCHIVE_TREE):
@@ -185,16 +194,17 @@ class Executor:
     def apply(self) -> ApplyReport:
         report = ApplyReport(self.run_id, self.plan.plan_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
         with lock.hold(self.scope.layout, self.scope.roots_to_lock(), run_id=self.run_id, actor=self.actor):
-            for item in self.plan.items:
+            admission = Admission(self.current or self.replan())
+            for item in admission.order(self.plan.items):
                 self._journal(item, "started", {"bytes": item.bytes, "files": item.files,
                                                 "paths": [rel for rel, _ in item.paths][:1000]})
                 try:
-                    result = self._run(item)
+                    result = self._run(item, admission)
                 except StateOpsError as err:  # Refused, the roots guard, ...
                     result = ItemResult(item.item_id, item.rule, item.target, "refused", reason=str(err))
                 except Exception as err:  # noqa: BLE001 - one item failing does not stop the others
                     result = ItemResult(item.item_id, item.rule, item.target, "failed",
-                                        reason=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+                                        reason=f"{type(err).__name__}: {first_line(err)}")
                 self._journal(item, result.outcome, {"bytes": result.bytes, "files": result.files,
                                                      "bytes_written": result.bytes_written, "reason": result.reason,
                                                      **result.details})

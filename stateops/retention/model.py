@@ -153,6 +153,11 @@ class ApplyReport:
     def ok(self) -> bool:
         return all(r.outcome == "done" for r in self.results)
 
+    @property
+    def refused(self) -> bool:
+        """Some item was not allowed (outside the roots, not planned now, a held lease): nothing done for it."""
+        return any(r.outcome == "refused" for r in self.results)
+
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "plan_id": self.plan_id, "started_at": self.started_at,
                 "finished_at": self.finished_at, "bytes_freed": self.bytes, "files_removed": self.files,

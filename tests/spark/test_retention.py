@@ -125,7 +125,10 @@ def check_policy(history: Path, copy: Path, policy: dict, scope, plan, report, b
     gone = {rel: size for rel, size in before.items() if rel not in after}
     moved = sum(i.details.get("bytes_moved", 0) for i in plan.items if i.action == ARCHIVE_TREE)
     planned = sum(i.bytes for i in plan.items if i.action in (DELETE_FILES, DELETE_TREE))
-    assert sum(s for r, s in gone.items() if not r.startswith(tables)) == planned + moved
+    covered = {os.path.relpath(os.path.join(i.target, rel), copy) for i in plan.items for rel, _ in i.paths}
+    trees = tuple(os.path.relpath(i.target, copy) + "/" for i in plan.items if i.action in (DELETE_TREE, ARCHIVE_TREE))
+    unplanned = {r: s for r, s in gone.items() if not r.startswith(tables + trees) and r not in covered}
+    assert sum(s for r, s in gone.items() if not r.startswith(tables)) == planned + moved, unplanned
     assert report.bytes - sum(r.bytes for r in report.results if r.target.startswith(str(copy / "ops/tables"))
                               or r.target.startswith(str(copy / "tables"))) == planned
     for item in plan.items:  # every file a plan lists is gone, table files included
@@ -281,7 +284,7 @@ def test_path_escapes_in_a_saved_plan_are_refused(home, tmp_path):
     saved = tmp_path / "plan.json"
     saved.write_text(json.dumps(plan))
     result = _cli("--home", str(home), "retention", "apply", "--yes", "--plan", str(saved), "--json")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     report = json.loads(result.output)
     reasons = {r["item_id"]: _one_line(r["reason"]) for r in report["results"]}
     assert {r["outcome"] for r in report["results"]} == {"refused"}
@@ -291,6 +294,67 @@ def test_path_escapes_in_a_saved_plan_are_refused(home, tmp_path):
     # The planner itself never lists what the symlink leads to.
     fresh = retention.make_plan(scope)
     assert not [i for i in fresh.items for rel, _ in i.paths if "linked" in rel]
+
+
+def test_a_hand_edited_plan_deletes_nothing_the_plan_command_would_not_plan(home, tmp_path):
+    """Issue 20 item 4: an `orphan_checkpoint` `delete_tree` item pointed at `tables/user_activity` deleted the
+    job's output table. A plan file is a request: each item is admitted only as a fresh plan has it. Forged
+    items (a job's sink table, with and without the job's name; an ops table; the landing zone; a row cutoff
+    moved into the future; a needed file added to a real item) are refused, or narrowed, one line each; the
+    real items still apply; the tables, input and needed files are all there after, and the exit code is 2."""
+    config = write_config(tmp_path / "delete-orphans.toml", {**AGGRESSIVE, "orphan_action": "delete"})
+    config_text = open(config).read().replace("[retention.ops_tables]",
+                                              'deadletter_keep = "1 seconds"\n[retention.ops_tables]')
+    open(config, "w").write(config_text)
+    layout = Layout(str(home))
+    scope = retention_scope(Catalog.current(layout, config))
+    plan = retention.make_plan(scope).to_dict()
+    [orphan] = [i for i in plan["items"] if i["rule"] == "orphan_checkpoint" and i["action"] == DELETE_TREE
+                and i["target"].endswith(ORPHAN)]
+    [history_item] = [i for i in plan["items"] if i["rule"] == "checkpoint_history"
+                      and i["target"] == layout.checkpoint("user_activity")]
+    [dead] = [i for i in plan["items"] if i["rule"] == "deadletter_retention" and i["job"] == "user_activity"]
+    sink, progress_table = layout.table("user_activity"), layout.ops_table("progress")
+    commits = home / "checkpoints" / "user_activity" / "commits"
+    latest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    needed = (f"commits/{latest}", (commits / str(latest)).stat().st_size)
+    forged = {
+        "f-sink": {**orphan, "target": sink},
+        "f-sink-as-job": {**orphan, "target": sink, "job": "user_activity"},
+        "f-ops": {**orphan, "target": progress_table},
+        "f-landing": {**orphan, "target": layout.landing("events")},
+        "f-future": {**dead, "details": {**dead["details"], "cutoff": "2999-01-01T00:00:00+00:00"}},
+        "f-needed": {**history_item, "paths": history_item["paths"] + [list(needed)]},
+        "f-orphan": orphan,
+    }
+    plan["items"] = [{**item, "item_id": item_id} for item_id, item in forged.items()]
+    saved = tmp_path / "forged.json"
+    saved.write_text(json.dumps(plan))
+    before_rows = {uri: read_table(uri).num_rows for uri in (sink, progress_table)}
+    dead_rows = read_table(layout.deadletter_table("user_activity")).num_rows
+    landing_before = files_of(home / "landing")
+
+    result = _cli("--home", str(home), "--config", config, "retention", "apply", "--yes", "--plan", str(saved),
+                  "--json")
+    assert result.exit_code == 2, result.output
+    results = {r["item_id"]: r for r in json.loads(result.output)["results"]}
+    outcomes = {item_id: r["outcome"] for item_id, r in results.items()}
+    assert outcomes == {"f-sink": "refused", "f-sink-as-job": "refused", "f-ops": "refused", "f-landing": "refused",
+                        "f-future": "done", "f-needed": "done", "f-orphan": "done"}
+    reasons = {item_id: _one_line(r["reason"]) for item_id, r in results.items() if r["outcome"] == "refused"}
+    assert "which touches user_activity's" in reasons["f-sink"]
+    assert "would not plan orphan_checkpoint/delete_tree" in reasons["f-sink-as-job"]
+    assert "ops_vacuum/vacuum" in reasons["f-ops"] and "not orphan_checkpoint/delete_tree" in reasons["f-ops"]
+    assert "landing zones" in reasons["f-landing"]
+    # The untouched: both tables whole, the input as it was, the latest commit a restart needs.
+    assert {uri: read_table(uri).num_rows for uri in (sink, progress_table)} == before_rows
+    assert files_of(home / "landing") == landing_before
+    assert (commits / str(latest)).is_file()
+    # The real items applied as planned: the orphan is gone, the history item freed what the plan listed,
+    # and only the dead letters before the plan's own cutoff went (none was recorded after it).
+    assert not (home / "checkpoints" / ORPHAN).exists()
+    assert results["f-needed"]["bytes"] == history_item["bytes"]
+    assert results["f-future"]["details"]["rows"] == dead["details"]["rows"] == dead_rows
 
 
 def test_a_second_concurrent_run_is_refused(home):

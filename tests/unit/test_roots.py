@@ -107,3 +107,23 @@ def test_the_catalogs_roots_know_every_job(tmp_path):
         roots.confine(f"{tmp_path}/fast-disk/order_payments/state", job="user_activity")
     with pytest.raises(OutsideRootsError, match="touches user_sessions'"):
         roots.confine(layout.checkpoint("user_sessions"), job="user_activity")
+
+
+def test_sink_tables_dead_letters_and_landing_zones_are_guarded(tmp_path):
+    """Issue 20 item 4: the job areas leave out no output: a step of no job (an orphan's deletion) may not touch
+    a job's sink or dead-letter table, another job's step neither; no step touches the landing zones."""
+    from jobs.catalog import Catalog
+
+    layout = Layout(str(tmp_path / "home"))
+    roots = Catalog.load(layout, None).roots()
+    for job in (None, "user_sessions"):
+        with pytest.raises(OutsideRootsError, match="touches user_activity's"):
+            roots.confine(layout.table("user_activity"), job=job)
+        with pytest.raises(OutsideRootsError, match="touches order_payments'"):
+            roots.confine(f"{layout.deadletter_table('order_payments')}/part-0.parquet", job=job)
+    assert roots.confine(layout.deadletter_table("user_activity"), job="user_activity")  # its own retention
+    for job in (None, "user_activity"):
+        for path in (layout.landing("events"), f"{layout.landing('orders')}/part-0.json", f"{layout.home}/landing"):
+            with pytest.raises(OutsideRootsError, match="landing zones"):
+                roots.confine(path, job=job)
+    assert roots.confine(layout.ops_table("progress"), job=None)  # ops table maintenance is a step of no job
