@@ -42,7 +42,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import ControlSettings, current_lease, overrides, request_stop, wait_released
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings, verify
-from stateops.recovery.executor import observe_reading
+from stateops.recovery.observation import observe_reading
 
 from bench.bench_recovery import DELAY, JOB, step_seconds
 from bench.common import fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up, workdir

@@ -1,0 +1,97 @@
+"""The rollback: what a runbook does when it fails after it stopped the job, to leave the job as it ran.
+
+After the archive is complete: the failed attempt's checkpoint moves into the archive (`failed-attempt/`), the
+archived one is copied back, the archived overrides return with a new sink epoch, the sink is restored to the
+archived version, the job restarts as it ran and is verified. Before the archive nothing was changed: the job
+is only restarted, if the runbook had stopped it. A rollback that fails itself leaves the maintenance lock held.
+
+Apart from executor.py so that undoing a runbook reads apart from carrying it out: the executor decides that a
+rollback is due and journals each step it runs (`run_steps`, so an interrupted rollback resumes too); the
+steps here reuse the forward ones' primitives (steps.py) and the verification (observation.py).
+"""
+from __future__ import annotations
+
+import posixpath
+import time
+from functools import partial
+from typing import Any, Callable
+
+from stateops.control import overrides
+
+from stateops.recovery import archive, observation, sinkstate, steps, verify
+from stateops.recovery.model import ARCHIVE, ROLLBACK_STEPS, STOP
+from stateops.recovery.steps import Attempt, StepFailed
+
+ROLLBACK = "rollback"  # the journal's entry for the rollback as a whole (its steps are model.ROLLBACK_STEPS)
+
+
+def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The rollback's steps by name, each acting on `attempt`."""
+    return dict(zip(ROLLBACK_STEPS, (partial(steps.stop, attempt, "rollback"), partial(_checkpoint, attempt),
+                                     partial(_settings, attempt), partial(_sink, attempt),
+                                     partial(_restart, attempt), partial(_verify, attempt))))
+
+
+def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[str, Any]]:
+    """Roll back the attempt (its journal has `rollback started` with the reason), each step through `step`
+    (the executor's: journaled, skipped when done): ("rolled_back" or "failed", what the report says of it)."""
+    journal = attempt.journal
+    reason = journal.details(ROLLBACK, "started").get("reason")
+    archived = journal.phase(ARCHIVE) == "done"
+    names = ROLLBACK_STEPS if archived else ("rollback_stop", "rollback_restart")
+    if journal.phase(STOP) != "done" and not archived:
+        journal.record(ROLLBACK, "done", {"reason": reason, "note": "nothing was stopped or changed"})
+        return "rolled_back", {"reason": reason, "note": "nothing was stopped or changed"}
+    try:
+        for name in names:
+            if name == "rollback_restart" and journal.details(STOP).get("how") in (
+                    "nothing was running", "no live holder") and not archived:
+                continue
+            step(name)
+    except Exception as err:  # noqa: BLE001
+        attempt.release_lease()
+        journal.record(ROLLBACK, "failed", {"error": steps.error_line(err)})
+        return "failed", {"reason": reason, "error": steps.error_line(err)}
+    journal.record(ROLLBACK, "done", {"reason": reason})
+    return "rolled_back", {"reason": reason, "verification": journal.details("rollback_verify").get("verification")}
+
+
+def _checkpoint(attempt: Attempt) -> dict[str, Any]:
+    attempt.hold_lease()
+    first = posixpath.join(attempt.directory, archive.FAILED)
+    # an interrupted rollback may have moved the failed attempt already: a second one never overwrites it
+    failed = posixpath.join(attempt.directory, f"{archive.FAILED}-{int(time.time())}") if archive.tree_size(
+        first) else first
+    steps.put_back(attempt, attempt.plan.runbook_id, failed_to=failed)
+    return {"failed_attempt": next((p for p in (first, failed) if archive.tree_size(p)), None)}
+
+
+def _settings(attempt: Attempt) -> dict[str, Any]:
+    attempt.hold_lease()
+    kept = attempt.manifest()["overrides"]
+    epoch = sinkstate.next_epoch(attempt.layout, attempt.target.job)
+    wanted = {s: kept.get(s) for s in overrides.SETTINGS}
+    wanted.update({overrides.SINK_EPOCH: str(epoch), overrides.SINK_REPLAY: None})
+    changes = [c for c in (steps.set_override(attempt, s, v) for s, v in wanted.items()) if c]
+    return {"changes": changes, "sink_epoch": epoch}
+
+
+def _sink(attempt: Attempt) -> dict[str, Any]:
+    return steps.align(attempt, attempt.journal.details("rollback_sink", "started").get("target_version"))
+
+
+def _restart(attempt: Attempt) -> dict[str, Any]:
+    if attempt.journal.phase("rollback_restart") == "started" and attempt.plan.restart_mode == "continuous":
+        if attempt.restarted_run() is not None:
+            return {**steps.start_state(attempt), "how": "continuous", "note": "launched before the interruption"}
+    return steps.launch(attempt)
+
+
+def _verify(attempt: Attempt) -> dict[str, Any]:
+    kept = attempt.manifest() or {}
+    details = observation.verification(attempt, "rollback_restart", kept.get("audit_before"),
+                                       observation.audited_partitions(kept.get("audit_before")), None)
+    if not details["verification"]["ok"]:
+        raise StepFailed(f"the query did not run healthily after the rollback either: "
+                         f"{verify.failures(details['verification'])}", details)
+    return details
