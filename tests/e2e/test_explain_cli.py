@@ -14,9 +14,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from stateops.layout import Layout
-
 from stateops_cli.main import main
+from tests.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -27,20 +26,6 @@ STABLE_KEYS = {"job", "key", "batch_id", "watermark", "in_state", "reason", "exp
 def _invoke(args: list[str], home: str):
     """`stateops explain-key ...` through the real command group."""
     return CliRunner().invoke(main, ["explain-key", *args], env={"STATEOPS_HOME": home})
-
-
-def _fake_checkpoint(layout: Layout, job: str, committed: int) -> None:
-    """The files Checkpoint reads (metadata, offsets, commits): enough to validate a batch id, no JVM."""
-    root = layout.checkpoint(job)
-    for folder in ("offsets", "commits"):
-        os.makedirs(os.path.join(root, folder), exist_ok=True)
-    with open(os.path.join(root, "metadata"), "w") as handle:
-        handle.write('{"id":"00000000-0000-0000-0000-000000000000"}\n')
-    for batch in range(committed + 1):
-        with open(os.path.join(root, "offsets", str(batch)), "w") as handle:
-            handle.write('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}\n')
-        with open(os.path.join(root, "commits", str(batch)), "w") as handle:
-            handle.write('v1\n{"nextBatchWatermarkMs":0}\n')
 
 
 @pytest.mark.parametrize("args, message", [
@@ -55,7 +40,7 @@ def test_usage_errors_exit_2_with_one_line(layout, args, message):
 
 
 def test_batch_id_not_committed_exits_2(layout):
-    _fake_checkpoint(layout, "order_payments", committed=2)
+    FakeCheckpoint(layout.checkpoint("order_payments")).batches(range(3))  # committed: 0..2
     result = _invoke(["order_payments", "--key", "o000001", "--batch-id", "7"], layout.home)
     assert result.exit_code == 2, result.output
     assert "batch 7 is not a committed batch" in result.output and "committed: 0..2" in result.output
@@ -65,7 +50,7 @@ def test_batch_id_not_committed_exits_2(layout):
 
 
 def test_no_committed_batch_exits_2(layout):
-    _fake_checkpoint(layout, "order_payments", committed=-1)
+    FakeCheckpoint(layout.checkpoint("order_payments"))  # metadata, empty offsets/ and commits/
     result = _invoke(["order_payments", "--key", "o000001"], layout.home)
     assert result.exit_code == 2 and "no committed batch yet" in result.output, result.output
 

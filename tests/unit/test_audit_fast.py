@@ -1,7 +1,8 @@
 """Fast audit and the history tables on a checkpoint tree laid out as Spark writes it (no JVM).
 
-Spark-built checkpoints are audited fast in tests/spark/test_audit_deep.py; here the tree is written
-by hand so that sizes, versions and progress rows are exact and the no-JVM promise can be checked.
+Spark-built checkpoints are audited fast in tests/spark/test_audit_deep.py; here the tree is written by
+hand (tests/fake_checkpoint.py) so that sizes, versions and progress rows are exact and the no-JVM promise
+can be checked.
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import pytest
 from stateops import progress as progress_table
 from stateops.audit import Thresholds, fast_audit, load_findings, load_history, record
 from stateops.checkpoint import NotACheckpointError
+from tests.fake_checkpoint import ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -36,55 +37,32 @@ def schema_file(key_fields, value_fields) -> bytes:
             + _utf(struct(value_fields)))
 
 
-class Tree:
-    """A checkpoint directory: commit batches, then add state files per operator/store/partition."""
+def _checkpoint(root: Path) -> FakeCheckpoint:
+    """Query q-1 on RocksDB with 4 shuffle partitions, Hadoop checksums next to every file (as Spark writes them)."""
+    return FakeCheckpoint(root, "q-1", provider=ROCKSDB, partitions=4, crc=True)
 
-    def __init__(self, root: Path, query_id: str = "q-1"):
-        self.root = root
-        root.mkdir(parents=True)
-        (root / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
-        (root / "offsets").mkdir()
-        (root / "commits").mkdir()
 
-    def commit(self, batch: int, watermark: dt.datetime | None) -> None:
-        meta = {"batchWatermarkMs": int(watermark.timestamp() * 1000) if watermark else 0,
-                "batchTimestampMs": int(T0.timestamp() * 1000),
-                "conf": {"spark.sql.streaming.stateStore.providerClass": ROCKSDB, "spark.sql.shuffle.partitions": "4"}}
-        (self.root / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{{\"logOffset\":{batch}}}\n")
-        (self.root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+def _commit(cp: FakeCheckpoint, batch: int, watermark: dt.datetime | None) -> None:
+    """offsets/<batch> with the watermark in force (RocksDB, 4 partitions: the checkpoint's conf), commits/<batch>."""
+    cp.batch(batch, watermark_ms=int(watermark.timestamp() * 1000) if watermark else 0,
+             timestamp_ms=int(T0.timestamp() * 1000))
 
-    def operator(self, op: int, name: str, stores=("default",), partitions=4, schema: bytes | None = None):
-        meta = self.root / "state" / str(op) / "_metadata"
-        meta.mkdir(parents=True)
-        info = {"operatorInfo": {"operatorId": op, "operatorName": name},
-                "stateStoreInfo": [{"storeName": s, "numColsPrefixKey": 0, "numPartitions": partitions} for s in stores]}
-        (meta / "metadata").write_text("v1\n" + json.dumps(info))
-        if schema:
-            for store in stores:
-                where = self.root / "state" / str(op) / "0" / ("" if store == "default" else store) / "_metadata"
-                where.mkdir(parents=True, exist_ok=True)
-                (where / "schema").write_bytes(schema)
 
-    def state(self, op: int, partition: int, version: int, size: int, store: str = "default") -> None:
-        folder = self.root / "state" / str(op) / str(partition)
-        if store != "default":
-            folder = folder / store
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{version}.changelog").write_bytes(b"x" * size)
-        (folder / f".{version}.changelog.crc").write_bytes(b"c" * 12)  # ignored
+def _changelog(cp: FakeCheckpoint, op: int, partition: int, version: int, size: int, store: str = "default") -> None:
+    cp.state(op, partition, version, "changelog", size=size, store=store)  # its .crc is written too, and ignored
 
 
 DEDUP_SCHEMA = schema_file([("event_id", "string", {})], [("__dummy__", "string", {})])
 
 
 @pytest.fixture
-def dedup_tree(tmp_path) -> Tree:
-    tree = Tree(tmp_path / "cp")
+def dedup_tree(tmp_path) -> FakeCheckpoint:
+    tree = _checkpoint(tmp_path / "cp")
     tree.operator(0, "dedupe", schema=DEDUP_SCHEMA)
     for batch in range(3):
-        tree.commit(batch, T0 + dt.timedelta(minutes=10 * batch) if batch else None)
+        _commit(tree, batch, T0 + dt.timedelta(minutes=10 * batch) if batch else None)
         for p in range(4):
-            tree.state(0, p, batch + 1, 5000 if p == 0 else 200)
+            _changelog(tree, 0, p, batch + 1, 5000 if p == 0 else 200)
     return tree
 
 
@@ -124,9 +102,9 @@ def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
     audit_id = record(layout, first)
     assert [f.code for f in first.findings] == ["UNBOUNDED_DEDUP"]
     for batch in (3, 4, 5):  # state keeps growing, old versions are never cleaned
-        dedup_tree.commit(batch, T0 + dt.timedelta(minutes=10 * batch))
+        _commit(dedup_tree, batch, T0 + dt.timedelta(minutes=10 * batch))
         for p in range(4):
-            dedup_tree.state(0, p, batch + 1, 9000 if p == 0 else 400)
+            _changelog(dedup_tree, 0, p, batch + 1, 9000 if p == 0 else 400)
     history = load_history(layout, str(dedup_tree.root) + "/")  # same checkpoint, other spelling
     assert [(h["audit_id"], h["bytes_total"], h["kind"]) for h in history] == [(audit_id, 16800, "fast")]
     second = fast_audit(str(dedup_tree.root), thresholds=t, layout=layout, now=T0 + dt.timedelta(hours=1))
@@ -153,13 +131,13 @@ def test_progress_is_read_from_the_ops_table_by_query_id(dedup_tree, layout):
 
 
 def test_join_stores_have_bytes_but_no_row_split(tmp_path):
-    tree = Tree(tmp_path / "join")
+    tree = _checkpoint(tmp_path / "join")
     stores = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
     tree.operator(0, "symmetricHashJoin", stores=stores, partitions=2)
-    tree.commit(0, None)
+    _commit(tree, 0, None)
     for store in stores:
         for p in range(2):
-            tree.state(0, p, 1, 100, store=store)
+            _changelog(tree, 0, p, 1, 100, store=store)
     ops = fast_audit(str(tree.root), progress=[{"batch_id": 0, "input_rows": 10, "state_operators_json": json.dumps(
         [{"operator_name": "symmetricHashJoin", "num_rows_total": 10}])}]).operators
     assert [o.store_name for o in ops] == list(stores)
@@ -175,7 +153,7 @@ def test_not_a_checkpoint(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotACheckpointError, match="is a file"):
         fast_audit(str(tmp_path / "file"))
-    Tree(tmp_path / "fresh")
+    _checkpoint(tmp_path / "fresh")
     with pytest.raises(NotACheckpointError, match="no committed batch"):
         fast_audit(str(tmp_path / "fresh"))
 

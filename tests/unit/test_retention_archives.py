@@ -9,35 +9,31 @@ import pytest
 
 from stateops.retention.archives import archive_checkpoint
 from stateops.retention.planner import orphan_name
+from tests.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 
 
-def _checkpoint(root, files: dict[str, str]) -> str:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return str(root)
-
-
 def test_a_job_and_its_dead_letter_checkpoint_archive_apart(tmp_path):
-    main = _checkpoint(tmp_path / "checkpoints" / "old", {"metadata": "m", "commits/0": "c0", "state/0/0/1.zip": "z"})
-    dead = _checkpoint(tmp_path / "checkpoints" / "_deadletter" / "old", {"metadata": "dm", "commits/0": "dc0"})
-    assert orphan_name(main) == "old" and orphan_name(dead + "/") == "deadletter-old"
-    for source in (dead, main):
+    main = FakeCheckpoint(tmp_path / "checkpoints" / "old", "main-query").batch(0)
+    main.rocksdb_zip(0, 0, 1)  # metadata, offsets/0, commits/0, state/0/0/1.zip
+    dead = FakeCheckpoint(tmp_path / "checkpoints" / "_deadletter" / "old", "dead-letter-query").batch(0)
+    assert orphan_name(main.path) == "old" and orphan_name(dead.path + "/") == "deadletter-old"
+    for source in (dead.path, main.path):
         archive_checkpoint(source, str(tmp_path / "archives" / orphan_name(source)), {"archive_id": "a"})
-    for source, files in ((main, 3), (dead, 2)):
+    for source, files in ((main.path, 4), (dead.path, 3)):
         manifest = json.loads((tmp_path / "archives" / orphan_name(source) / "manifest.json").read_text())
         assert manifest["source"] == source and len(manifest["files"]) == files
-    assert (tmp_path / "archives" / "deadletter-old" / "checkpoint" / "metadata").read_text() == "dm"
+    archived = tmp_path / "archives" / "deadletter-old" / "checkpoint" / "metadata"
+    assert json.loads(archived.read_text()) == {"id": "dead-letter-query"}
 
 
 def test_an_existing_archive_is_never_written_over(tmp_path):
-    source = _checkpoint(tmp_path / "checkpoints" / "old", {"metadata": "new"})
+    source = FakeCheckpoint(tmp_path / "checkpoints" / "old", "new")
     destination = tmp_path / "archives" / "old"
     (destination / "checkpoint").mkdir(parents=True)
     (destination / "checkpoint" / "metadata").write_text("kept")
     with pytest.raises(OSError, match="exists already"):
-        archive_checkpoint(source, str(destination), {"archive_id": "a"})
+        archive_checkpoint(source.path, str(destination), {"archive_id": "a"})
     assert (destination / "checkpoint" / "metadata").read_text() == "kept"
-    assert (tmp_path / "checkpoints" / "old" / "metadata").read_text() == "new"
+    assert json.loads((tmp_path / "checkpoints" / "old" / "metadata").read_text()) == {"id": "new"}
