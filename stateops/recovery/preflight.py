@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.control.settings import ControlSettings
+from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
@@ -229,8 +230,9 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     current = max(partitions.values(), default=None)
     before = _settings_before(layout, target, checkpoint, latest)
     cover = None
-    if request.mode == "adjust" and overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay,
-                                                        target.bounds) == target.watermark_delay:
+    if request.mode == "adjust" and parse_seconds(overrides.validate(
+            target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)) == \
+            parse_seconds(target.watermark_delay):  # "600 seconds" is "10 minutes"
         raise RecoveryRefused(f"{target.job}: the watermark delay is already {target.watermark_delay}; nothing to "
                               "adjust. Fix: pass another --watermark")
     if request.mode == "repartition" and current == request.shuffle_partitions:

@@ -21,11 +21,12 @@ from typing import Any
 
 from stateops.checkpoint import Checkpoint
 from stateops.fs import filesystem
+from stateops.checkpoint_files import restart
+from stateops.checkpoint_files.listing import Tree, read_many
 
 from stateops.recovery.model import RecoveryRefused
 
 _SOURCE_ENTRY = re.compile(r"^(\d+)(\.compact)?$")
-_SNAPSHOTS, _DELTAS = ("zip", "snapshot"), ("changelog", "delta")
 
 
 def _remove(fs, path: str) -> int:
@@ -37,18 +38,6 @@ def _remove(fs, path: str) -> int:
             fs.rm(target)
             removed += 1
     return removed
-
-
-def _loadable(versions: dict[int, set[str]], version: int) -> bool:
-    """Can a state store load `version` from these files (a snapshot, or deltas down to one or to 0)?"""
-    while version > 0:
-        kinds = versions.get(version, set())
-        if kinds & set(_SNAPSHOTS):
-            return True
-        if not kinds & set(_DELTAS):
-            return False
-        version -= 1
-    return True
 
 
 def _source_offsets(checkpoint: Checkpoint, batch_id: int) -> dict[int, int | None]:
@@ -85,19 +74,15 @@ def rewind_problems(checkpoint: Checkpoint, to_batch: int) -> list[str]:
     if missing:
         return [f"{', '.join(missing)} no longer retained (oldest offsets: {offsets[0]}); choose N >= "
                 f"{max(offsets[0] + 1, committed[0])}"]
-    problems = []
-    partitions = checkpoint.shuffle_partitions(to_batch)
-    per_partition: dict[tuple[int, str, int], dict[int, set[str]]] = {}
-    for f in checkpoint.state_files():
-        if f.version is not None:
-            per_partition.setdefault((f.operator_id, f.store_name, f.partition_id), {}).setdefault(
-                f.version, set()).add(f.kind)
-    stores = {(op, store) for op, store, _ in per_partition}
-    for op, store in sorted(stores):
-        for partition in range(partitions or 0):
-            if not _loadable(per_partition.get((op, store, partition), {}), to_batch + 1):
-                problems.append(f"state version {to_batch + 1} of operator {op} store {store} partition "
-                                f"{partition} is no longer retained")
+    # Which state a restart from to_batch loads: stateops.checkpoint_files.restart, as retention sees it. A
+    # snapshot counts only with every SST its metadata names, and every partition's store must be there.
+    files = restart.parse(Tree.list(checkpoint.path), read_many)
+    version = to_batch + 1
+    restart.load_references(files, read_many, lambda store: store.base(version))
+    problems = [f"the state store {folder} is missing" for folder in files.missing_stores(to_batch)]
+    problems += [f"state version {version} of operator {s.operator} store {s.name} partition {s.partition} is no "
+                 "longer retained (or a file its snapshot names is gone)"
+                 for s in files.stores_at(to_batch) if version not in files.loadable_versions(s, version, version)]
     if problems:
         return [f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; choose a "
                 "later batch (Spark keeps spark.sql.streaming.minBatchesToRetain batches of state)"]

@@ -2,7 +2,6 @@
 
     scope        what is looked after (jobs' paths, roots guard, policies, Spark's minBatchesToRetain)
     inventory    everything under the roots, from one listing per root
-    restart      what a restart from a batch needs; which batches are restorable
     planner      inventory + policies + the jobs' control state -> Plan (data)
     executor     applies a Plan under the per-root lock, re-checking and journaling every item
     tables       Delta maintenance of ops and dead-letter tables (vacuum, log, rows, compaction)

@@ -22,8 +22,8 @@ from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.fs import filesystem
 from stateops.recovery.journal import running
-from stateops.retention import restart
-from stateops.retention.listing import Tree, read_many
+from stateops.checkpoint_files import restart
+from stateops.checkpoint_files.listing import Tree, read_many
 from stateops.retention.scope import Scope
 from stateops.timefmt import iso_seconds
 

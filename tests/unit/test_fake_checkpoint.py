@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from stateops.checkpoint import Checkpoint
-from stateops.retention.listing import zip_references
+from stateops.checkpoint_files.listing import zip_references
 from tests.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, hadoop_crc
 
 pytestmark = pytest.mark.unit

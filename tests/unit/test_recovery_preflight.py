@@ -201,8 +201,6 @@ def test_adjust_to_the_delay_in_force_is_refused(layout, checkpoint):
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay=" 10 minutes "))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: preflight.py:232-233 compares the requested delay with the delay in "
-                                       "force as text, so the same interval spelled otherwise is planned")
 def test_adjust_to_the_delay_in_force_spelled_otherwise_is_refused(layout, checkpoint):
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="600 seconds"))
 
@@ -220,8 +218,6 @@ def test_rewind_needs_an_earlier_batch_with_its_logs_and_state_retained(layout, 
     assert _plan(layout, RecoveryRequest(JOB, "rewind", to_batch=3)).request["to_batch"] == 3  # 4.zip: loads
 
 
-@pytest.mark.xfail(strict=True, reason="bug: surgery.py:42-51 (_loadable, used by rewind_problems) takes any "
-                                       "snapshot zip as loadable without the SSTs its metadata names")
 def test_rewind_to_a_batch_whose_snapshot_lost_an_sst_is_refused(layout, checkpoint):
     for p in range(4):
         checkpoint.remove(f"state/0/{p}/SSTs/a.sst")  # 4.zip names it: versions 4..6 cannot load

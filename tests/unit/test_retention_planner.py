@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from stateops.layout import Layout
-from stateops.retention import restart, take_inventory
-from stateops.retention.listing import Tree
+from stateops.checkpoint_files import restart
+from stateops.retention import take_inventory
+from stateops.checkpoint_files.listing import Tree
 from stateops.retention.model import (ARCHIVE_RETENTION, ARCHIVE_TREE, CHECKPOINT_HISTORY, DELETE_FILES, DELETE_TREE,
                                       ORPHAN_CHECKPOINT, TEMP_FILES, UNREFERENCED_FILES, Plan)
 from stateops.retention.planner import JobControl, make_plan, promised_floor

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from stateops.checkpoint import IMMUTABLE_DIRS
-from stateops.retention.listing import Entry, Tree, zip_references
+from stateops.checkpoint_files.listing import Entry, Tree, zip_references
 
 _NUMBER = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(_[0-9a-f-]+)?\.(changelog|zip|delta|snapshot)$")
