@@ -51,7 +51,7 @@ from stateops.recovery.sinkstate import sink_state
 from jobs import transformation
 from jobs.failures import query_failed
 from jobs.plan import stateful_plan
-from jobs.session import DEADLETTER_POOL, STATEFUL_POOL, delta_jars_on_classpath
+from jobs.session import DEADLETTER_POOL, DELTA_WRITER_CONF, STATEFUL_POOL
 from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
 from jobs.sources import invalid_rows, raw_lines, valid_rows
@@ -318,7 +318,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                  max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
                  on_progress: ProgressCallback | None) -> RunResult:
     _ensure_landing(spec, layout)
-    use_jvm = delta_jars_on_classpath(dict(spark.sparkContext.getConf().getAll()))
+    use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
     checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
     sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoint, spec.merge_keys, use_jvm=use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,

@@ -3,10 +3,12 @@
 Environment:
   STATEOPS_SPARK_MASTER   master URL (default local[*]); e.g. spark://host:7077
   STATEOPS_SPARK_CONF     JSON object of extra Spark settings
+  STATEOPS_DELTA_WRITER   who writes the jobs' Delta output: `delta-rs` (default, from the driver) or
+                          `spark` (Delta's own Spark writer, executor-side; needs the delta-spark jars)
 The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
-or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. Delta through the
-JVM is used only when the delta-spark jars are already on the classpath; otherwise Delta is written with
-delta-rs.
+or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. The jars that
+scripts/setup fetched with Maven (jvm/spark/pom.xml -> .jars/spark: Delta's Spark writer, the Kafka
+connector) are passed as `spark.jars`, ahead of any the user lists.
 """
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ STATEFUL_POOL, DEADLETTER_POOL = "stateful", "deadletter"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
 # http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
+PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jars", "spark")
+DELTA_WRITERS = ("delta-rs", "spark")
+DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by jobs.runner
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class SparkSettings:
     app_name: str = "stateops"
     shuffle_partitions: int = 4
     extra_conf: dict = field(default_factory=dict)
+    delta_writer: str = "delta-rs"
+    jars_dir: str = PROJECT_JARS
 
     @classmethod
     def from_env(cls) -> "SparkSettings":
@@ -57,8 +64,19 @@ class SparkSettings:
         if not isinstance(extra, dict):
             raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
                               'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
+        writer = text("STATEOPS_DELTA_WRITER") or "delta-rs"
+        if writer not in DELTA_WRITERS:
+            raise ConfigError("STATEOPS_DELTA_WRITER", f"{writer!r} is not a Delta writer",
+                              f"use one of {', '.join(DELTA_WRITERS)}")
         return cls(master=text("STATEOPS_SPARK_MASTER") or "local[*]",
-                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra)
+                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra, delta_writer=writer)
+
+
+def project_jars(folder: str = PROJECT_JARS) -> list[str]:
+    """The jars scripts/setup copied into `folder` (complete copies only: the stamp is written last)."""
+    if not os.path.isfile(os.path.join(folder, ".pom-sha256")):
+        return []
+    return sorted(glob.glob(os.path.join(folder, "*.jar")))
 
 
 def delta_jars_on_classpath(conf: dict) -> bool:
@@ -93,6 +111,9 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.scheduler.allocation.file": SCHEDULER_POOLS,
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
+    jars = project_jars(settings.jars_dir)
+    if jars:
+        conf["spark.jars"] = ",".join(jars + [j for j in conf.get("spark.jars", "").split(",") if j.strip()])
     if conf.get("spark.jars.packages"):
         raise ConfigError("STATEOPS_SPARK_CONF.spark.jars.packages", "would download jars at session start",
                           "put the jars on the classpath instead (spark.jars or $SPARK_HOME/jars)")
@@ -105,6 +126,11 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     if delta_jars_on_classpath(conf):
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    elif settings.delta_writer == "spark":
+        raise ConfigError("STATEOPS_DELTA_WRITER", "is spark, but the delta-spark jars are not on the classpath",
+                          "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "
+                          "spark.jars / $SPARK_HOME/jars, or use delta-rs")
+    conf[DELTA_WRITER_CONF] = settings.delta_writer
     return conf
 
 

@@ -4,8 +4,9 @@ After a runbook restart the app id carries the sink epoch; right after a rebuild
 floor are dropped and append rows that may repeat rows already in the table are inserted only where their
 idempotent key is absent (stateops.recovery.sinkstate explains both). Normal appends stay plain appends.
 
-The writer is delta-rs (embedded default). When the delta-spark jars are already on the classpath the
-JVM writer is used instead, with Delta's own idempotent-write options; both honour (app_id, batch_id).
+The writer is delta-rs from the driver (the default) or Delta's own Spark writer (`STATEOPS_DELTA_WRITER=spark`,
+jobs.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
+(app_id, batch_id), so a table written by one is skipped alike by the other.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from stateops.checkpoint import Checkpoint
-from stateops.delta import write_batch
+from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
 from stateops.recovery.sinkstate import SinkState, app_id
 
@@ -30,22 +31,40 @@ def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
     return app_id(job, Checkpoint(checkpoint).query_id(), epoch)
 
 
+TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+
+
 def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
                     insert_only: bool = False) -> int:
+    """One Delta commit per batch by Delta's own Spark writer (files written by the executors).
+
+    Appends carry `txnAppId`/`txnVersion`: Delta skips a version it has recorded for that app id. A MERGE is
+    made idempotent only through the session's txn settings (MergeIntoCommand reads no options); they are set
+    for this MERGE and cleared after it, or a second MERGE of the same session and version (another sink of
+    the batch) would be skipped as done. The batch is persisted: counting, then writing, reads it twice.
+    """
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
-    rows = df.count()
-    if not merge_keys or not DeltaTable.isDeltaTable(spark, uri):
-        (df.write.format("delta").mode("append").option("txnAppId", app_id)
-         .option("txnVersion", batch_id).save(uri))
+    df = df.persist()
+    try:
+        rows = df.count()
+        if not merge_keys or not DeltaTable.isDeltaTable(spark, uri):
+            (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+             .option("mergeSchema", "true").save(uri))
+            return rows
+        spark.conf.set(TXN_APP_ID, app_id)
+        spark.conf.set(TXN_VERSION, str(batch_id))
+        try:
+            condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
+            merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
+            (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
+        finally:
+            spark.conf.unset(TXN_APP_ID)
+            spark.conf.unset(TXN_VERSION)
         return rows
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-    condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-    merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
-    (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
-    return rows
+    finally:
+        df.unpersist()
 
 
 def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -96,6 +115,11 @@ class DeltaSink:
                                                                                  F.current_timestamp())
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
+            table = open_table(self.table_uri)  # the skip, as delta-rs would decide it (Delta checks it again)
+            done = table.transaction_version(self.app_id()) if table is not None else None
+            if done is not None and done >= batch_id:
+                self.batches_skipped += 1
+                return
             if self.sink.write_floor_ms is not None and self.time_column:
                 df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
             fault_point("sink.before_commit", **where)

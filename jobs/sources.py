@@ -25,12 +25,15 @@ from jobs.spec import InputSpec, JobSpec
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
     """A stream with `value`, the raw text of each input record, and `arrival_time` (see the module doc)."""
     if spec.source == "kafka":
-        # Needs the spark-sql-kafka connector on the classpath (clusters); not available embedded.
+        # The spark-sql-kafka connector: .jars/spark (scripts/setup) or the cluster's own jars. failOnDataLoss
+        # stays on: offsets that retention deleted before they were read fail the query, never skip data.
         return (
             spark.readStream.format("kafka")
+            .options(**spec.kafka_options)
             .option("kafka.bootstrap.servers", spec.kafka_bootstrap_servers)
             .option("subscribe", inp.name)
             .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", "true")
             .load()
             .select(F.col("value").cast("string").alias("value"), F.col("timestamp").alias("arrival_time"))
         )

@@ -19,6 +19,8 @@ from stateops.joins import JoinBound
 from stateops.layout import Layout
 
 SOURCE_KINDS = ("json", "kafka")
+KAFKA_OWNED_OPTIONS = ("subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "startingoffsets",
+                       "startingoffsetsbytimestamp", "startingtimestamp", "failondataloss", "includeheaders")
 OUTPUT_MODES = ("append", "update")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -97,6 +99,9 @@ class JobSpec:
     max_files_per_trigger: int = 1
     checkpoint: str | None = None
     kafka_bootstrap_servers: str | None = None
+    # Passed to Spark's Kafka source as they are: consumer settings (`kafka.security.protocol`, ...) and source
+    # options (`maxOffsetsPerTrigger`, ...); the topics, brokers and starting offsets are StateOps' own.
+    kafka_options: dict[str, str] = field(default_factory=dict, hash=False)
     future_tolerance: str = "1 day"
     description: str = ""
     join: StreamJoin | None = None
@@ -212,6 +217,11 @@ def validate(spec: JobSpec) -> JobSpec:
     if spec.source == "kafka" and not spec.kafka_bootstrap_servers:
         raise ConfigError(f"{where}.kafka_bootstrap_servers", "is required for the kafka source",
                           "set it to the brokers, e.g. 'broker1:9092,broker2:9092'")
+    owned = sorted(k for k in spec.kafka_options if k.lower() in KAFKA_OWNED_OPTIONS)
+    if owned:
+        raise ConfigError(f"{where}.kafka_options.{owned[0]}", "is set by StateOps",
+                          "remove it: each input reads the topic of its name from kafka_bootstrap_servers, from "
+                          "the earliest offset on a new checkpoint")
     if not spec.inputs:
         raise ConfigError(f"{where}.inputs", "no input stream", "declare at least one input")
     for inp in spec.inputs:

@@ -45,12 +45,36 @@ def test_jar_downloads_are_refused():
 
 def test_delta_jvm_only_when_jars_are_present(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    none = SparkSettings(jars_dir=str(tmp_path / "no-jars"))
     assert not delta_jars_on_classpath({})
-    assert "spark.sql.extensions" not in spark_conf(SparkSettings())
+    assert "spark.sql.extensions" not in spark_conf(none)
+    with pytest.raises(ConfigError) as err:  # Delta's Spark writer asked for, its jars absent
+        spark_conf(SparkSettings(jars_dir=none.jars_dir, delta_writer="spark"))
+    assert err.value.field == "STATEOPS_DELTA_WRITER" and "scripts/setup" in str(err.value)
     (tmp_path / "jars").mkdir()
     (tmp_path / "jars" / "delta-spark_2.13-4.0.0.jar").write_bytes(b"")
     assert delta_jars_on_classpath({})
-    assert spark_conf(SparkSettings())["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert spark_conf(none)["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def test_the_jars_setup_fetched_go_first_in_spark_jars_once_complete(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    folder = tmp_path / "fetched"
+    folder.mkdir()
+    for name in ("delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"):
+        (folder / name).write_bytes(b"")
+    settings = SparkSettings(jars_dir=str(folder), extra_conf={"spark.jars": "/opt/mine.jar"})
+    assert spark_conf(settings)["spark.jars"] == "/opt/mine.jar"  # a copy without its stamp is unfinished
+    (folder / ".pom-sha256").write_text("x")
+    conf = spark_conf(SparkSettings(jars_dir=str(folder), extra_conf={"spark.jars": "/opt/mine.jar"},
+                                    delta_writer="spark"))
+    assert conf["spark.jars"].split(",") == [str(folder / "delta-spark_4.2_2.13-4.4.0.jar"),
+                                             str(folder / "kafka-clients-3.9.2.jar"), "/opt/mine.jar"]
+    assert conf["spark.stateops.deltaWriter"] == "spark"
+    monkeypatch.setenv("STATEOPS_DELTA_WRITER", "jvm")
+    with pytest.raises(ConfigError) as err:
+        SparkSettings.from_env()
+    assert err.value.field == "STATEOPS_DELTA_WRITER" and "delta-rs, spark" in str(err.value)
 
 
 @pytest.mark.parametrize("key,value", [
@@ -71,7 +95,8 @@ def test_urls_that_download_at_session_start_are_refused(key, value):
 
 def test_local_and_cluster_storage_jars_are_accepted():
     jars = "/opt/jars/a.jar,file:/opt/jars/b.jar,local:/opt/jars/c.jar,hdfs://nn/jars/d.jar,s3a://b/e.jar"
-    assert spark_conf(SparkSettings(extra_conf={"spark.jars": jars}))["spark.jars"] == jars
+    conf = spark_conf(SparkSettings(extra_conf={"spark.jars": jars}, jars_dir="/nonexistent"))
+    assert conf["spark.jars"] == jars
 
 
 def test_the_stateful_query_has_a_pool_that_gets_cores_first(monkeypatch):
