@@ -1,19 +1,20 @@
-"""Driver-side Delta sink on a Spark cluster: how far collecting a micro-batch to the driver scales.
+"""The two Delta writers of jobs/sink.py on a Spark cluster: delta-rs on the driver against Delta's own Spark writer.
 
-jobs/sink.py collects each micro-batch's output to the driver (`toArrow()`) and writes it there with
-delta-rs. On a standalone cluster (master + two workers, 1 core and 1 GiB each, on loopback, started
-from the pip package unless `--master` names one) the same rows are produced three ways per size:
+On a standalone cluster (master + two workers, 1 core and 1 GiB each, on loopback, started from the pip
+package unless `--master` names one) the same rows are produced four ways per size:
 
-  noop:     executors compute the rows, Spark's `noop` sink drops them (the baseline: no output at all)
-  parquet:  executors write the rows as Parquet files in parallel (what an executor-side writer would pay)
-  driver:   the sink's path: `toArrow()` to the driver, then one delta-rs commit with (app_id, batch_id)
+  noop:         executors compute the rows, Spark's `noop` sink drops them (the baseline: no output at all)
+  parquet:      executors write the rows as Parquet files in parallel (a bare executor-side write)
+  driver:       STATEOPS_DELTA_WRITER=delta-rs: `toArrow()` to the driver, one delta-rs commit (app_id, batch_id)
+  delta-spark:  STATEOPS_DELTA_WRITER=spark: the sink's JVM path (persist, count, Delta's writer on the
+                executors with txnAppId/txnVersion, one commit)
 
 Rows look like user_activity's output (window start/end, user id, count, sum). Sizes run ascending, each
-side alternating A B C / C B A over `--repeats`; ratio = median / median noop. Memory: the driver
-process's (Python) and its JVM's peak resident size after each size (peaks only grow, so each is the
-peak up to that size).
+side alternating A B C D / D C B A over `--repeats`; ratio = median / median noop. Memory: the driver
+process's (Python) and its JVM's peak resident size during each side's runs of that size (peaks reset
+before each run, the largest of its repeats kept).
 
-  .venv/bin/python -m bench.bench_driver_sink [--quick] [--rows 10000,100000,1000000] [--master spark://...]
+  .venv/bin/python -m bench.bench_driver_sink [--quick] [--rows 20000,200000,2000000] [--master spark://...]
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ from typing import Sequence
 
 from bench.common import Report, fmt_ratio, machine
 
-FULL_ROWS = (10_000, 100_000, 1_000_000, 3_000_000)
-QUICK_ROWS = (10_000, 100_000)
-SIDES = ("noop", "parquet", "driver")
+FULL_ROWS = (20_000, 200_000, 2_000_000)
+QUICK_ROWS = (20_000, 200_000)
+SIDES = ("noop", "parquet", "driver", "delta-spark")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,6 +101,7 @@ def peak_rss_mib() -> tuple[float | None, float | None]:
 
 
 def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
+    from jobs.sink import _write_with_jvm
     from stateops.delta import write_batch
 
     df = batch_frame(spark, rows)
@@ -109,6 +111,11 @@ def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float,
         return time.perf_counter() - started, {}
     if side == "parquet":
         df.write.mode("overwrite").parquet(os.path.join(root, "parquet"))
+        return time.perf_counter() - started, {}
+    if side == "delta-spark":
+        written = _write_with_jvm(df, os.path.join(root, "delta-spark"), "bench/delta_spark", batch, ())
+        if written != rows:
+            raise RuntimeError(f"Delta's Spark writer wrote {written} rows, expected {rows}")
         return time.perf_counter() - started, {}
     data = df.toArrow()
     collected = time.perf_counter() - started
@@ -122,18 +129,24 @@ def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float,
 def measure(spark, args: argparse.Namespace, root: str):
     times = {(rows, side): [] for rows in args.rows for side in SIDES}
     extra: dict[int, list[dict]] = {rows: [] for rows in args.rows}
-    memory, batch = {}, 0
-    run_side(spark, "driver", 1_000, root, batch)  # warm-up: JIT, Arrow, delta-rs
+    memory: dict[tuple[int, str], tuple[float | None, float | None]] = {}
+    batch = 0
+    for side in ("driver", "delta-spark"):  # warm-up: JIT, Arrow, delta-rs, Delta's classes
+        batch += 1
+        run_side(spark, side, 1_000, root, batch)
     for rows in args.rows:
         for k in range(args.repeats):
             for side in SIDES if k % 2 == 0 else SIDES[::-1]:
                 batch += 1
+                reset_peaks()
                 seconds, details = run_side(spark, side, rows, root, batch)
+                peaks = peak_rss_mib()
+                before = memory.get((rows, side), (None, None))
+                memory[rows, side] = tuple(max(filter(None, (a, b)), default=None) for a, b in zip(before, peaks))
                 times[rows, side].append(seconds)
                 if details:
                     extra[rows].append(details)
-                print(f"  {rows:>9,} rows  {side:<7} {seconds:7.2f} s {details}", flush=True)
-        memory[rows] = peak_rss_mib()
+                print(f"  {rows:>9,} rows  {side:<11} {seconds:7.2f} s {details}", flush=True)
     return times, extra, memory
 
 
@@ -146,7 +159,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     if spark is not None:
         raise ValueError("bench_driver_sink starts its own session on a cluster; stop the local one first")
     args = parse_args(argv)
-    report = Report("driver_sink", "driver-side Delta sink on a cluster")
+    report = Report("driver_sink", "the two Delta writers on a cluster: delta-rs on the driver vs Delta's Spark writer")
     print(f"driver sink benchmark: {machine()}", flush=True)
     root = tempfile.mkdtemp(prefix="stateops-bench-driver-")
     saved_env = dict(os.environ)
@@ -157,7 +170,6 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
             else:
                 os.environ.update(stack.enter_context(spark_cluster(os.path.join(root, "cluster"))).env())
             spark = get_session()
-            reset_peaks()
             try:
                 report.note(f"master {spark.sparkContext.master} (2 workers x 1 core, 1 GiB executors unless "
                             f"--master); rows per batch {list(args.rows)}; {args.repeats} run(s) per side and size")
@@ -174,13 +186,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         for side in SIDES:
             med = statistics.median(times[rows, side])
             driver = side == "driver"
-            python, jvm = memory[rows] if driver else (None, None)
+            python, jvm = memory[rows, side]
             table.append([f"{rows:,}", side, f"{med:.2f}",
                           f"{statistics.median(d['collect_s'] for d in extra[rows]):.2f}" if driver else None,
                           f"{extra[rows][0]['arrow_mib']:.1f}" if driver else None,
                           python and f"{python:,.0f}", jvm and f"{jvm:,.0f}",
                           fmt_ratio(med / base) if side != "noop" else ""])
-    report.table("median wall time per micro-batch (s); ratio = side / noop; peak RSS up to that size (MiB)",
+    report.table("median wall time per micro-batch (s); ratio = side / noop; peak RSS of the driver during the "
+                 "side's runs (MiB)",
                  ["rows/batch", "side", "median s", "collect s", "Arrow MiB", "driver Python MiB",
                   "driver JVM MiB", "ratio"], table)
     report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")

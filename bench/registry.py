@@ -20,9 +20,11 @@ class Benchmark:
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("state_store", "State store: project defaults vs a tutorial's configuration", "bench.bench_state_store"),
     Benchmark("throughput", "Throughput: every job against the stateless floor", "bench.bench_throughput"),
+    Benchmark("kafka", "Kafka throughput: `user_activity` on a real broker vs the stateless Kafka floor",
+              "bench.bench_kafka"),
     Benchmark("sink", "Delta sink overhead: delta-rs foreachBatch vs noop", "bench.bench_sink"),
     Benchmark("audit", "State audit: deep audit vs the notebook approach", "bench.bench_audit"),
-    Benchmark("driver_sink", "Driver-side sink on a cluster: collect to the driver vs executors",
+    Benchmark("driver_sink", "The two Delta writers on a cluster: delta-rs on the driver vs Delta's Spark writer",
               "bench.bench_driver_sink", own_session=True),
     Benchmark("recovery", "Recovery: the `adjust` runbook vs a bare stop and restart", "bench.bench_recovery"),
     Benchmark("recovery_live", "Recovery on a live stream: the `adjust` runbook, quiet and busy, vs a bare stop and "

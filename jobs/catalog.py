@@ -31,6 +31,7 @@ from stateops.remediation.policy import Policy
 from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
+from jobs import transformation
 from jobs.spec import (ExplainSpec, InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate,
                        with_overrides)
 
@@ -139,6 +140,8 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
                               'with transformation = "module:function" and its settings (docs/jobs.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
     jobs = {name: validate(spec) for name, spec in specs.items()}
+    for spec in jobs.values():
+        transformation.check(spec)  # the callable imports and binds (after the fields it depends on)
     check_paths(jobs.values(), layout)
     return jobs
 

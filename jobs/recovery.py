@@ -22,6 +22,7 @@ from stateops.layout import Layout
 from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, RecoverySettings, Terminate
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
+from stateops.kafka_offsets import KafkaSource
 from stateops.recovery.model import RecoveryPlan
 from stateops.sparkstate import ensure_state_coordinator
 
@@ -42,7 +43,8 @@ def job_target(spec: JobSpec, catalog: Catalog) -> JobTarget:
         watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
         shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
         landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
-        inputs=len(spec.inputs), roots=catalog.roots())
+        inputs=len(spec.inputs), roots=catalog.roots(),
+        kafka=KafkaSource(spec.kafka_bootstrap_servers, dict(spec.kafka_options)) if spec.source == "kafka" else None)
 
 
 def process_launcher(catalog: Catalog, job: str) -> Launcher:

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stateops import kafka_lag
 from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
@@ -50,6 +51,8 @@ SCHEMA = pa.schema([
     ("rows_dropped_by_watermark", pa.int64()),
     ("state_operators_json", pa.string()),
     ("sources_json", pa.string()),
+    ("kafka_lag", pa.int64()),        # records behind the latest offset over every Kafka partition (stateops.kafka_lag)
+    ("kafka_lag_json", pa.string()),  # the same per topic/partition; both null for other sources
 ])
 
 
@@ -92,6 +95,7 @@ def source_offsets(progress: dict[str, Any]) -> list[dict[str, Any]]:
 def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> dict[str, Any]:
     ops = operator_metrics(progress)
     durations = progress.get("durationMs", {})
+    lag = kafka_lag.partition_lag(progress)
     return {
         "job": job,
         "query_name": progress.get("name"),
@@ -111,6 +115,8 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "rows_dropped_by_watermark": sum(op["num_rows_dropped_by_watermark"] for op in ops),
         "state_operators_json": json.dumps(ops, sort_keys=True),
         "sources_json": json.dumps(source_offsets(progress), sort_keys=True),
+        "kafka_lag": sum(lag.values()) if lag else None,
+        "kafka_lag_json": json.dumps(lag, sort_keys=True) if lag else None,
     }
 
 
@@ -124,6 +130,20 @@ def read(layout: Layout, job: str | None = None) -> pa.Table:
     filters = [("job", "=", job)] if job else None
     table = read_table(layout.ops_table(TABLE), filters=filters)
     return table if table is not None else SCHEMA.empty_table()
+
+
+def kafka_lags(layout: Layout) -> dict[str, dict[str, Any]]:
+    """Job -> the Kafka lag of its stateful query's newest batch that has one (stateops.kafka_lag.latest), from
+    one read of the progress table for every job; jobs without a Kafka source are absent."""
+    table = open_table(layout.ops_table(TABLE))
+    if table is None or "kafka_lag" not in table.schema().to_arrow().names:
+        return {}
+    data = table.to_pyarrow_table(columns=["job", "query_name", "batch_id", "kafka_lag", "kafka_lag_json"])
+    data = data.filter(pc.and_(pc.is_valid(data["kafka_lag"]), pc.equal(data["job"], data["query_name"])))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in data.to_pylist():
+        rows.setdefault(row["job"], []).append(row)
+    return {job: kafka_lag.latest(found) for job, found in rows.items()}
 
 
 def query_batches(uri: str, query_id: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import click
 
-from stateops import control
+from stateops import control, progress
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
 from stateops.control.settings import ControlSettings
@@ -161,6 +161,12 @@ def render_status(status: dict) -> str:
         "  overrides: " + ("; ".join(f"{name} = {o['value']} ({o['actor']}, {o['changed_at']}: {o['reason']})"
                                      for name, o in status["overrides"].items()) or "none"),
     ]
+    if "kafka_lag" in status:
+        lag = status["kafka_lag"]
+        lines.append("  kafka lag: " + (f"{lag['total']:,} records behind the latest offsets after batch "
+                                        f"{lag['batch_id']} (" + ", ".join(f"{p} {n:,}" for p, n in
+                                                                           sorted(lag["partitions"].items())) + ")"
+                                        if lag else "no batch recorded yet"))
     return "\n".join(lines)
 
 
@@ -173,6 +179,11 @@ def status_command(obj: CliContext, name: str | None, as_json: bool) -> None:
     layout: Layout = obj.layout
     specs = [obj.catalog.job(name)] if name else list(obj.catalog.jobs.values())
     states = [job_status(layout, spec.name, spec.checkpoint_path(layout)) for spec in specs]
+    if any(spec.source == "kafka" for spec in specs):
+        lags = progress.kafka_lags(layout)
+        for spec, state in zip(specs, states):
+            if spec.source == "kafka":  # records behind the latest offsets, per topic/partition
+                state["kafka_lag"] = lags.get(spec.name)
     if as_json:
         click.echo(json.dumps(states[0] if name else states, indent=2))
     else:

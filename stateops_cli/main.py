@@ -64,13 +64,30 @@ def _generator_options(command):
 
 @main.command("generate")
 @_generator_options
+@click.option("--kafka", "bootstrap", metavar="HOST:PORT", default=None,
+              help="Also produce every generated line, in file order, to the topic named after its input "
+                   "(events, orders, payments; created with LogAppendTime when missing).")
 @click.pass_obj
-def generate_command(obj: CliContext, **knobs) -> None:
+def generate_command(obj: CliContext, bootstrap: str | None, **knobs) -> None:
     """Write deterministic event files (and orders/payments) into the landing zone."""
     generated = generate(obj.layout, GeneratorConfig(**knobs))
     for source, count in generated.lines.items():
         click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
                    f"{obj.layout.landing(source)}")
+    if bootstrap:
+        from jobs import kafka_input
+        from stateops.fs import filesystem
+
+        kafka_input.wait_for_broker(bootstrap)
+        kafka_input.create_topics(bootstrap, generated.files)
+        for source, paths in generated.files.items():
+            lines = []
+            for path in paths:
+                fs, local = filesystem(path)
+                with fs.open(local, "rb") as handle:
+                    lines += [line for line in handle.read().splitlines() if line.strip()]
+            click.echo(f"{source}: {kafka_input.produce(bootstrap, source, lines)} records to topic {source} "
+                       f"on {bootstrap}")
 
 
 @main.command("demo")

@@ -1,5 +1,5 @@
 """The oracle of the example user job (examples/engagement.py), in plain Python: what its Delta table and
-its state must hold after it has read the landing files.
+its state must hold after it has read the landing files (or given batches: Kafka records as batches read them).
 
 Replays the files one batch each, as tests/oracle.py does: an event is dropped when it is late (its time
 at or behind the watermark of the batch before) or when its event_id is still in the dedup state (kept
@@ -15,9 +15,12 @@ from tests import oracle
 DELAY_MS = 10 * 60_000
 
 
-def kept_events(landing_dir: str, delay_ms: int = DELAY_MS) -> list[dict]:
+Input = str | list[list[dict]]  # a landing folder (one file per batch), or the typed rows of each batch
+
+
+def kept_events(source: Input, delay_ms: int = DELAY_MS) -> list[dict]:
     """The events that pass the watermark and the deduplication, in batch order."""
-    batches = oracle.typed_batches(landing_dir, "events")
+    batches = oracle.typed_batches(source, "events") if isinstance(source, str) else source
     marks = oracle._watermarks(batches, delay_ms)
     seen: dict[str, int] = {}  # event_id -> time + delay; evicted once the watermark passes it
     kept = []
@@ -31,10 +34,10 @@ def kept_events(landing_dir: str, delay_ms: int = DELAY_MS) -> list[dict]:
     return kept
 
 
-def engagement(landing_dir: str, delay_ms: int = DELAY_MS) -> dict[str, tuple]:
+def engagement(source: Input, delay_ms: int = DELAY_MS) -> dict[str, tuple]:
     """user_id -> (events, value_sum rounded to 6 places, first ms, last ms, top action, its events)."""
     by_user: dict[str, list[dict]] = defaultdict(list)
-    for row in kept_events(landing_dir, delay_ms):
+    for row in kept_events(source, delay_ms):
         by_user[row["user_id"]].append(row)
     result = {}
     for user, rows in by_user.items():
@@ -45,8 +48,8 @@ def engagement(landing_dir: str, delay_ms: int = DELAY_MS) -> dict[str, tuple]:
     return result
 
 
-def state_rows(landing_dir: str, delay_ms: int = DELAY_MS) -> dict[str, int]:
+def state_rows(source: Input, delay_ms: int = DELAY_MS) -> dict[str, int]:
     """Rows each state variable holds: `summary` one per user, `actions` one per user and action."""
-    kept = kept_events(landing_dir, delay_ms)
+    kept = kept_events(source, delay_ms)
     return {"summary": len({r["user_id"] for r in kept}),
             "actions": len({(r["user_id"], r["action"]) for r in kept})}

@@ -12,10 +12,13 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import pytest
+
+from jobs.kafka_input import create_topics, produce  # noqa: F401 - the tests' producer is the CLI's
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JARS = os.path.join(ROOT, ".jars", "kafka-broker", ".pom-sha256")
@@ -40,58 +43,32 @@ def require_jars() -> None:
 @contextlib.contextmanager
 def kafka_broker(timeout: float = 90.0) -> Iterator[str]:
     """Start `scripts/kafka` on free ports; yield its bootstrap address; SIGTERM it at the end."""
-    from confluent_kafka.admin import AdminClient
+    from jobs.kafka_input import wait_for_broker
 
     port, controller = _free_port(), _free_port()
     env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller)}
-    process = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "kafka")], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        while True:
-            try:
-                admin.list_topics(timeout=2)
-                break
-            except Exception:  # noqa: BLE001 - KafkaException until the broker answers
-                if process.poll() is not None or time.monotonic() > deadline:
-                    err = process.stderr.read().decode(errors="replace")[-2000:] if process.poll() is not None else ""
-                    raise RuntimeError(f"the Kafka broker did not start on {bootstrap}: {err}")
-                time.sleep(0.5)
-        yield bootstrap
-    finally:
-        process.send_signal(signal.SIGTERM)
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe nobody drains: the broker never blocks on it
+        process = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "kafka")], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        bootstrap = f"127.0.0.1:{port}"
         try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 2) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
-                                            config={"message.timestamp.type": "LogAppendTime"}) for name in names])
-    for future in futures.values():
-        future.result(30)
-
-
-def produce(bootstrap: str, topic: str, values: Iterable[bytes], keys: Iterable[bytes | None] | None = None) -> int:
-    """Send `values` (raw bytes, one record each) and wait until the broker has them all; returns the count."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    count = 0
-    for value, key in zip(values, keys if keys is not None else iter(lambda: None, 0)):
-        producer.produce(topic, value=value, key=key)
-        count += 1
-        if count % 10_000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0, "records were left unsent"
-    return count
+            try:
+                wait_for_broker(bootstrap, timeout)
+            except Exception:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                log.seek(0)
+                raise RuntimeError(f"the Kafka broker did not start on {bootstrap}: "
+                                   f"{log.read().decode(errors='replace')[-2000:]}") from None
+            yield bootstrap
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
 
 
 def records(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes]]:

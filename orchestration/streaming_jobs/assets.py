@@ -23,7 +23,7 @@ from pydantic import Field
 from jobs.runner import RunResult, run_job
 from jobs.spec import JobSpec
 from jobs.transformation import code_version
-from stateops import control
+from stateops import control, kafka_lag
 from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
@@ -71,6 +71,7 @@ def table_metadata(table_path: str) -> dict[str, object]:
 def progress_metadata(progress: dict) -> dict[str, object]:
     """One micro-batch, as a progress observation's metadata."""
     operators = progress_table.operator_metrics(progress)
+    lag = kafka_lag.partition_lag(progress)
     return {
         "batch": progress.get("batchId"),
         "input_rows": progress.get("numInputRows", 0),
@@ -79,6 +80,7 @@ def progress_metadata(progress: dict) -> dict[str, object]:
         "watermark": progress.get("eventTime", {}).get("watermark"),
         "batch_time": progress.get("timestamp"),
         "batch_ms": progress.get("batchDuration"),
+        **({"kafka_lag": sum(lag.values()), **{f"kafka_lag/{p}": n for p, n in sorted(lag.items())}} if lag else {}),
     }
 
 

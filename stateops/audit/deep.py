@@ -29,6 +29,7 @@ from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
 from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
+from stateops import kafka_lag
 from stateops.errors import OperationFailed, first_line
 from stateops.sparkstate import ensure_state_coordinator, readable_units
 from stateops.joins import SIDES, JoinBound
@@ -332,6 +333,8 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
         if op.operator_id in per_op:
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
     report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
-                       for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows)
+                       for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows,
+                                                              kafka_lag.totals(ctx.progress))
+    report.kafka_lag = kafka_lag.latest(ctx.progress)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

@@ -18,6 +18,7 @@ from stateops.audit.inventory import files_by_store, operator_meta, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
 from stateops.audit.profile import profile
 from stateops.audit.thresholds import Thresholds
+from stateops import kafka_lag
 from stateops.layout import Layout
 
 
@@ -66,6 +67,7 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
                          operators=operators, kind="fast", job=job, query_id=ctx.query_id,
                          audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,
                          provider=ctx.provider)
-    report.findings = evaluate(report, t, ctx.history, input_rows)
+    report.kafka_lag = kafka_lag.latest(ctx.progress)
+    report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress))
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
+from stateops import kafka_lag
 from stateops.timefmt import compact_duration, human_duration, iso_seconds
 
 EVICTING_KINDS = ("aggregation", "dedup", "dedup_within_watermark", "session", "join")
@@ -404,6 +405,21 @@ def late_drop_findings(report: AuditReport, input_rows: int, t: Thresholds) -> l
 
 # --- everything ------------------------------------------------------------------------------------------
 
+def kafka_lag_finding(lags: Sequence[int], t: Thresholds) -> Finding | None:
+    """KAFKA_LAG: the query fell further behind its Kafka topics over kafka_lag_batches batches in a row."""
+    if not kafka_lag.growing(lags, t.kafka_lag_batches, t.kafka_lag_min_offsets):
+        return None
+    level = "error" if lags[-1] >= t.kafka_lag_error_offsets else "warn"
+    recent = lags[-(t.kafka_lag_batches + 1):]
+    message = (f"the query is {lags[-1]:,} records behind the latest Kafka offsets, more after each of the last "
+               f"{t.kafka_lag_batches} batches ({' -> '.join(f'{n:,}' for n in recent)}; threshold "
+               f"{t.kafka_lag_min_offsets:,})")
+    fix = ("Records arrive faster than the query reads them: raise maxOffsetsPerTrigger (kafka_options) if batches "
+           "are small, give the job more cores or shuffle partitions (the repartition runbook) if they are slow, "
+           "and check `stateops jobs status` for a stalled query (the health sensor restarts one).")
+    return _finding("KAFKA_LAG", level, None, message, fix, {"lag": lags[-1], "recent": list(recent)})
+
+
 def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: str | None, cause: str) -> Finding:
     """A store Spark cannot load at the audited batch (a truncated or bit-flipped state file, a lost
     version): the query fails on it too, so this is an error, and the fix is an archived copy."""
@@ -418,10 +434,14 @@ def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: st
 
 
 def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, Any]] = (),
-             input_rows: int = 0) -> list[Finding]:
-    """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first)."""
+             input_rows: int = 0, kafka_lags: Sequence[int] = ()) -> list[Finding]:
+    """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first);
+    `kafka_lags`: the total Kafka lag of the query's recent batches, oldest first (stateops.kafka_lag)."""
     earlier = [r for r in history if r.get("audited_at") is None or r["audited_at"] < report.audited_at]
     findings: list[Finding] = []
+    behind = kafka_lag_finding(kafka_lags, t)
+    if behind:
+        findings.append(behind)
     lag = watermark_lag_finding(report.watermark, report.measured_at, t, report.measured_against)
     if lag:
         findings.append(lag)

@@ -17,7 +17,7 @@ from stateops.timefmt import iso_utc
 SEVERITIES = ("info", "warn", "error")
 
 CODES = ("STATE_SKEW", "STATE_GROWTH", "EVICTION_STALLED", "UNBOUNDED_DEDUP", "NO_WATERMARK",
-         "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK", "STATE_UNREADABLE")
+         "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK", "STATE_UNREADABLE", "KAFKA_LAG")
 
 
 def audit_json(value):
@@ -135,6 +135,7 @@ class AuditReport:
     provider: str | None = None
     duration_seconds: float | None = None
     pinned_batch: bool = False  # the caller chose the batch (--batch-id) instead of the latest
+    kafka_lag: dict[str, Any] | None = None  # Kafka sources: {total, partitions, batch_id} of the newest progress row
 
     @property
     def measured_at(self) -> _dt.datetime:
@@ -176,4 +177,5 @@ class AuditReport:
             "watermark": audit_json(self.watermark),
             "operators": [op.contract() for op in self.operators],
             "findings": [f.contract() for f in self.findings],
+            **({"kafka_lag": self.kafka_lag} if self.kafka_lag is not None else {}),
         }

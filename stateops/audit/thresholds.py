@@ -72,6 +72,11 @@ class Thresholds(Section):
     # when more than that plus the slack are retained and minBatchId did not move since the last audit.
     min_batches_to_retain: Count = 100
     cleanup_slack_batches: Count = 50
+    # KAFKA_LAG: the records a Kafka query is behind the latest offsets (stateops.kafka_lag) grew over this many
+    # consecutive batches and reached the warn / error size.
+    kafka_lag_batches: Count = 3
+    kafka_lag_min_offsets: Count = 10_000
+    kafka_lag_error_offsets: Count = 1_000_000
     # Report details.
     top_keys: Count = 5
     # Versions of the state kept per key (0 = by provider: HDFS keeps 2 in memory, RocksDB 1).

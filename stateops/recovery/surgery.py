@@ -24,7 +24,6 @@ from stateops.fs import filesystem
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
 
-from stateops.recovery.model import RecoveryRefused
 
 _SOURCE_ENTRY = re.compile(r"^(\d+)(\.compact)?$")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stateops.control.overrides import WatermarkBounds
+from stateops.kafka_offsets import KafkaSource
 from stateops.roots import Roots
 
 
@@ -23,3 +24,4 @@ class JobTarget:
     landing: tuple[str, ...]         # the input folders (file sources), in input order; () for Kafka
     inputs: int                      # input streams (each with its own watermark)
     roots: Roots
+    kafka: KafkaSource | None = None  # Kafka jobs: the brokers a replay's records must still be on

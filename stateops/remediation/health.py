@@ -7,12 +7,17 @@ that failed; each gets a restart.
               restart; verify), dry run or not by the policy's mode
     stale     the lease's holder died: an ordinary run of the job takes the stale lease over
     failed    the job's last run failed and nothing holds the lease: an ordinary run (restart_failed)
+    behind    (Kafka) a running query fell further behind its topics over kafka_lag_batches batches in a row
+              (the KAFKA_LAG finding's rule, stateops.kafka_lag): an alert. For a Kafka source a lag above 0
+              is the input that waits: with no batch for progress_timeout_seconds, the query is stalled.
 """
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from stateops import kafka_lag
+from stateops.audit.thresholds import Thresholds
 from stateops.timefmt import human_duration
 from stateops.remediation.model import Decision, age, runbook_config, when
 from stateops.remediation.policy import Policy
@@ -20,10 +25,13 @@ from stateops.remediation.policy import Policy
 
 def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str, Any] | None,
                   last_run: Mapping[str, Any] | None, newest_input: _dt.datetime | None, policy: Policy, *,
-                  watermark_delay: str, listed: bool, now: _dt.datetime) -> Decision:
+                  watermark_delay: str, listed: bool, now: _dt.datetime, kafka_lags: Sequence[int] = (),
+                  thresholds: Thresholds | None = None) -> Decision:
     """`status`: stateops.control.job_status; `latest_batch`: the job's newest progress row; `last_run`: the
     job's last finished Dagster run ({run_id, status, ended_at}); `listed`: whether `newest_input` comes from
-    a file listing (JSON sources) or is unknown (Kafka)."""
+    a file listing (JSON sources) or is unknown (Kafka); `kafka_lags`: the total lag of the stateful query's
+    newest batches, oldest first (Kafka sources)."""
+    t = thresholds or Thresholds()
     lease = status.get("lease")
     batch_at = latest_batch["timestamp"] if latest_batch else None
     batch = (f"last batch {latest_batch['batch_id']} at {when(batch_at)}" if latest_batch else "no batch recorded")
@@ -35,8 +43,10 @@ def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str
         started = _dt.datetime.fromisoformat(lease["started"])
         quiet = age(max(filter(None, (batch_at, started))), now)
         waiting = newest_input is not None and (batch_at is None or newest_input > batch_at)
-        if quiet > policy.progress_timeout_seconds and (waiting or not listed):
-            pending = f"input waiting since {when(newest_input)}" if waiting else "input unknown (no listing)"
+        behind = bool(kafka_lags) and kafka_lags[-1] > 0  # Kafka: records wait after the last batch read
+        if quiet > policy.progress_timeout_seconds and (waiting or behind or (not listed and not kafka_lags)):
+            pending = (f"input waiting since {when(newest_input)}" if waiting else
+                       f"{kafka_lags[-1]:,} Kafka records waiting" if behind else "input unknown (no listing)")
             reason = (f"sensor query_health_sensor, rule health.stalled -> adjust (restart, same settings): run "
                       f"{lease['run_id']} holds the lease, {batch}, {pending}")
             return Decision(job, "remediate", f"run {lease['run_id']} holds the lease but made no progress for "
@@ -45,6 +55,13 @@ def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str
                             rule="health.stalled -> adjust (restart, same settings)",
                             runbook=runbook_config(job, "adjust", reason=reason, dry_run=policy.mode == "plan",
                                                    watermark_delay=watermark_delay))
+        if kafka_lag.growing(kafka_lags, t.kafka_lag_batches, t.kafka_lag_min_offsets):
+            recent = " -> ".join(f"{n:,}" for n in kafka_lags[-(t.kafka_lag_batches + 1):])
+            return Decision(job, "alert", f"KAFKA_LAG: run {lease['run_id']} is {kafka_lags[-1]:,} records behind "
+                            f"its Kafka topics, more after each of its last {t.kafka_lag_batches} batches ({recent}); "
+                            f"{batch}: raise maxOffsetsPerTrigger or add cores (stateops jobs status {job})",
+                            key=f"kafka_lag:{lease['lease_id']}:{latest_batch and latest_batch['batch_id']}",
+                            rule="health.kafka_lag -> alert")
         return Decision(job, "skip", f"{job}: running (run {lease['run_id']}), {batch}")
     if last_run and last_run["status"] == "FAILURE":
         if not policy.restart_failed:

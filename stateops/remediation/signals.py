@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from stateops import progress
+from stateops import kafka_lag, progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
 from stateops.errors import OperationFailed, first_line
 from stateops.fs import filesystem
@@ -49,8 +49,10 @@ def _kind(dtype: pa.DataType) -> str:
     return str(dtype)
 
 
-def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Expression | None = None) -> pa.Table | None:
+def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Expression | None = None,
+             added: Sequence[str] = ()) -> pa.Table | None:
     """`columns` of ops table `name` (the `rows` matching an expression); None when the table does not exist.
+    `added`: columns newer than some tables (the first write of a newer StateOps adds them): read as nulls there.
 
     delta-rs gives the table's files and schema; one pyarrow scan of those files reads them with the
     expression pushed down to their statistics (delta-rs' own scan builds an expression per file, which on
@@ -69,6 +71,8 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
     for column in columns:
         want = _kind(expected.field(column).type)
         if column not in actual.names:
+            if column in added:
+                continue
             raise OpsTableError(f"{where} has no column {column!r} (schema drift: columns are "
                                 f"{', '.join(actual.names)}). {_FIX}")
         got = _kind(actual.field(column).type)
@@ -207,6 +211,19 @@ def latest_batches(layout: Layout) -> dict[str, dict[str, Any]] | None:
         if row["job"] not in out or row["batch_id"] > out[row["job"]]["batch_id"]:
             out[row["job"]] = row
     return out
+
+
+def recent_kafka_lags(layout: Layout, batches: int) -> dict[str, list[int]]:
+    """Job -> the total Kafka lag of its stateful query's newest `batches` batches, oldest first (one read of
+    the progress table for all jobs; jobs without a Kafka source are absent)."""
+    table = read_ops(layout, progress.TABLE, ("job", "query_name", "batch_id", "kafka_lag"), added=("kafka_lag",))
+    if table is None or not table.num_rows:
+        return {}
+    table = table.filter(pc.and_(pc.is_valid(table["kafka_lag"]), pc.equal(table["job"], table["query_name"])))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        rows.setdefault(row["job"], []).append(row)
+    return {job: kafka_lag.totals(found)[-batches:] for job, found in rows.items()}
 
 
 def newest_file(folders: Iterable[str]) -> _dt.datetime | None:

@@ -20,7 +20,7 @@ from stateops.remediation.health import decide_health
 from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
 from stateops.remediation.signals import (Query, Span, Trail, deep_trails, latest_batches, newest_file,
-                                          progress_ends)
+                                          progress_ends, recent_kafka_lags)
 from stateops.remediation.skew import decide_skew
 
 
@@ -95,11 +95,14 @@ def growth_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.dateti
 def health_decisions(layout: Layout, watched: Iterable[Watched], statuses: Mapping[str, Mapping[str, Any]],
                      last_runs: Mapping[str, Mapping[str, Any] | None], now: _dt.datetime) -> dict[str, Decision]:
     """`statuses`: job -> stateops.control.job_status; `last_runs`: job -> its last finished Dagster run."""
+    watched = list(watched)
     batches = latest_batches(layout) or {}
+    window = max((w.thresholds.kafka_lag_batches for w in watched), default=0) + 1
+    lags = recent_kafka_lags(layout, window) if any(not w.landing for w in watched) else {}
     decisions = {}
     for w in watched:
         decisions[w.job] = decide_health(
             w.job, statuses[w.job], batches.get(w.job), last_runs.get(w.job),
             newest_file(w.landing) if w.landing else None, w.policy, watermark_delay=w.watermark_delay,
-            listed=bool(w.landing), now=now)
+            listed=bool(w.landing), now=now, kafka_lags=lags.get(w.job, ()), thresholds=w.thresholds)
     return decisions

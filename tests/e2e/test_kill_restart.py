@@ -81,7 +81,8 @@ def _assert_table_equals_oracle(layout, job: str) -> None:
 
 
 @pytest.mark.parametrize("job", ["order_payments", "user_activity"])
-def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout, job):
+def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout, job, delta_writer):
+    """On both Delta writers (tests/conftest.py delta_writer): the killed process and the restart alike."""
     crashed = 3
     generate(layout, FAULT_INPUT)
     table = layout.table(job)

@@ -130,7 +130,7 @@ def dagster_ui(layout, tmp_path):
 
 
 def test_state_recovery_through_graphql_terminates_the_holding_run(layout, dagster_ui):
-    client, env = dagster_ui["client"], dagster_ui["env"]
+    client = dagster_ui["client"]
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
     _burst(layout, 0, 4)

@@ -9,8 +9,6 @@ import json
 import os
 import threading
 import time
-from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from click.testing import CliRunner

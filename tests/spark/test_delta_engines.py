@@ -6,14 +6,13 @@ The JVM side is Delta 4.4.0 from .jars/spark (scripts/setup); the test skips, sa
 """
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from jobs.sink import TXN_APP_ID, TXN_VERSION, _write_with_jvm
 from stateops.delta import write_batch
+from tests.conftest import delta_writer_in_force
 
 pytestmark = pytest.mark.spark
 
@@ -22,11 +21,8 @@ ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "value": pa.array(["a", "b"
 
 @pytest.fixture
 def delta_spark(spark):
-    from jobs.session import project_jars
-
-    if not any("delta-spark" in os.path.basename(j) for j in project_jars()):
-        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
-    return spark
+    with delta_writer_in_force(spark, "spark"):  # skips, saying why, without Delta's jars
+        yield spark
 
 
 def _rows(spark, uri: str) -> list[tuple]:

@@ -30,8 +30,9 @@ LATER_MS = round((datetime.fromisoformat(INPUT.start) + timedelta(minutes=3 * IN
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Layout:
-    layout = Layout(str(tmp_path_factory.mktemp("oracle") / "stateops"))
+def home(tmp_path_factory, delta_writer) -> Layout:
+    """A home per Delta writer (tests/conftest.py delta_writer: every test here runs on both)."""
+    layout = Layout(str(tmp_path_factory.mktemp(f"oracle-{delta_writer}") / "stateops"))
     generate(layout, INPUT)
     for source in ("events", "orders", "payments"):
         assert oracle.future_lines(layout.landing(source), source)[0] in oracle.landing_batches(

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import fields
 
 import pytest
 from deltalake import DeltaTable
 
+from click.testing import CliRunner
+
 from jobs.catalog import load_jobs
-from jobs.generator import GeneratorConfig, generate
+from jobs.generator import GeneratorConfig
 from jobs.runner import run_job
+from stateops import progress
+from stateops_cli.main import main
 from stateops.layout import Layout
 from tests import oracle
+from tests.conftest import delta_writer_in_force
 from tests.delta_rows import table_rows
-from tests.kafka_server import create_topics, kafka_broker, produce, records, require_jars
+from tests.kafka_server import kafka_broker, produce, records, require_jars
 
 pytestmark = pytest.mark.spark
 
@@ -36,13 +42,16 @@ PER_TRIGGER = "350"
 def broker(tmp_path_factory) -> str:
     """A broker with the generator's lines produced file by file, each input to the topic of its name."""
     require_jars()
-    scratch = Layout(str(tmp_path_factory.mktemp("kafka-input") / "stateops"))
-    generate(scratch, INPUT)
-    with kafka_broker() as bootstrap:
-        create_topics(bootstrap, TOPICS)
+    scratch = tmp_path_factory.mktemp("kafka-input") / "stateops"
+    knobs = [f"--{f.name.replace('_', '-')}={getattr(INPUT, f.name)}" for f in fields(INPUT)]
+    with kafka_broker() as bootstrap:  # `stateops generate --kafka`: the files' lines, in order, to the topics
+        done = CliRunner().invoke(main, ["--home", str(scratch), "generate", *knobs, "--kafka", bootstrap])
+        assert done.exit_code == 0, done.output
         for topic in TOPICS:
-            lines = [line.encode() for _, batch in oracle.landing_batches(scratch.landing(topic)) for line in batch]
-            produce(bootstrap, topic, lines + ([BAD_BYTES] if topic == "events" else []))
+            lines = [line for _, batch in oracle.landing_batches(Layout(str(scratch)).landing(topic)) for line in batch]
+            assert f"{topic}: {len(lines)} records to topic {topic}" in done.output
+            assert sorted(v.decode() for *_, v in records(bootstrap, topic)) == sorted(lines)
+        produce(bootstrap, "events", [BAD_BYTES])
         yield bootstrap
 
 
@@ -53,8 +62,8 @@ def _config(tmp_path, bootstrap: str, job: str) -> str:
     return str(path)
 
 
-def _batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes]]) -> list[list[dict]]:
-    """The typed rows each batch read: records between the previous batch's offsets and its own."""
+def _ends(checkpoint: str, topic: str) -> list[dict[int, int]]:
+    """Per batch, partition -> the next offset to read after it (offsets/N)."""
     folder = os.path.join(checkpoint, "offsets")
     ends = []
     for batch in sorted(int(n) for n in os.listdir(folder) if n.isdigit()):
@@ -62,8 +71,13 @@ def _batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes
             sources = [json.loads(line) for line in handle.read().splitlines()[2:] if line.startswith("{")]
         [offsets] = [s[topic] for s in sources if topic in s]
         ends.append({int(p): o for p, o in offsets.items()})
+    return ends
+
+
+def _batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes]]) -> list[list[dict]]:
+    """The typed rows each batch read: records between the previous batch's offsets and its own."""
     out, start = [], {}
-    for end in ends:
+    for end in _ends(checkpoint, topic):
         rows = [oracle.parse_line(topic, value.decode("utf-8", "replace"), stamp)
                 for partition, offset, stamp, value in every if start.get(partition, 0) <= offset < end.get(partition, 0)]
         out.append([r for r in rows if r is not None])
@@ -90,13 +104,9 @@ def _run(spark, tmp_path, broker: str, job: str):
 
 @pytest.fixture(params=["delta-rs", "spark"])
 def writer(request, spark):
-    """The Delta writer of the runs (jobs.session DELTA_WRITER_CONF): the MERGE job runs on both."""
-    from jobs.session import DELTA_WRITER_CONF
-
-    before = spark.conf.get(DELTA_WRITER_CONF, "delta-rs")
-    spark.conf.set(DELTA_WRITER_CONF, request.param)
-    yield request.param
-    spark.conf.set(DELTA_WRITER_CONF, before)
+    """The MERGE job runs on both Delta writers (the other jobs on the default)."""
+    with delta_writer_in_force(spark, request.param) as name:
+        yield name
 
 
 def test_user_activity_on_kafka_matches_the_oracle(spark, broker, writer, tmp_path):
@@ -113,6 +123,21 @@ def test_user_activity_on_kafka_matches_the_oracle(spark, broker, writer, tmp_pa
     dead = table_rows(layout.deadletter_table("user_activity"), ["raw", "raw_bytes", "error"])
     assert any(bytes(b) == BAD_BYTES and "\ufffd" in raw for raw, b, _ in dead)
     assert any("future_tolerance" in error for *_, error in dead), "poison timestamps are dead letters"
+    # Lag: every record was in the topic when the run began, so after batch N the query is the topic's size
+    # minus what batches 0..N read behind (the last batch: 0), per partition in the progress rows.
+    every = records(broker, "events")
+    size = {p: 1 + max(o for q, o, *_ in every if q == p) for p in {q for q, *_ in every}}
+    rows = sorted((r for r in progress.read(layout, "user_activity").to_pylist() if r["query_name"] == "user_activity"),
+                  key=lambda r: r["batch_id"])
+    ends = _ends(spec.checkpoint_path(layout), "events")
+    assert [json.loads(r["kafka_lag_json"]) for r in rows] == [
+        {f"events/{p}": size[p] - end.get(p, 0) for p in size} for end in ends]
+    assert [r["kafka_lag"] for r in rows][-1] == 0 and rows[0]["kafka_lag"] > 0
+    status = CliRunner().invoke(main, ["--home", layout.home, "--config", str(tmp_path / "kafka.toml"), "jobs",
+                                       "status", "user_activity", "--json"])
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.output)["kafka_lag"] == {"total": 0, "partitions": {f"events/{p}": 0 for p in size},
+                                                      "batch_id": rows[-1]["batch_id"]}
 
 
 def test_user_sessions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
@@ -136,3 +161,70 @@ def test_user_actions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
                      ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"])
     expected = oracle.user_actions(batches["events"], spec.watermark_seconds * 1000)
     assert expected and sorted(got) == sorted(expected)
+
+
+def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, monkeypatch):
+    """examples/engagement.py (dedup, then transformWithStateInPandas), registered by examples/engagement.toml
+    from outside the package, reading the topic `events`: its table equals tests/engagement_oracle.py over the
+    records each batch read, and its state (Spark's state reader) holds the rows the oracle says."""
+    import shutil
+    import sys
+
+    from tests import engagement_oracle
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    folder = tmp_path / "user_code"
+    folder.mkdir()
+    shutil.copy(os.path.join(root, "examples", "engagement.py"), folder / "engagement.py")
+    monkeypatch.syspath_prepend(str(folder))
+    config = tmp_path / "engagement-kafka.toml"
+    with open(os.path.join(root, "examples", "engagement.toml")) as handle:
+        text = handle.read()
+    config.write_text(text.replace("[[jobs.user_engagement.inputs]]",
+                                   f'source = "kafka"\nkafka_bootstrap_servers = "{broker}"\n'
+                                   f'kafka_options = {{ maxOffsetsPerTrigger = "{PER_TRIGGER}" }}\n\n'
+                                   "[[jobs.user_engagement.inputs]]", 1))
+    layout = Layout(str(tmp_path / "stateops"))
+    try:
+        spec = load_jobs(str(config), layout)["user_engagement"]
+        assert spec.source == "kafka"
+        result = run_job(spark, spec, layout)
+    finally:
+        sys.modules.pop("engagement", None)
+    assert result.batches >= 3
+    batches = _batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
+    rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
+    got = {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
+                          int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
+           for r in rows}
+    assert got and got == engagement_oracle.engagement(batches)
+
+def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, broker, tmp_path):
+    """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:
+    the plan refuses, naming partitions and offsets, instead of letting the restart skip them; a later batch
+    whose offsets Kafka still holds plans. Runs last in this module: it deletes records of `events`."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from jobs.recovery import plan
+    from stateops.recovery import RecoveryRequest
+    from stateops.recovery.model import RecoveryRefused
+
+    spec, layout, result, _ = _run(spark, tmp_path, broker, "user_activity")
+    ends = _ends(spec.checkpoint_path(layout), "events")
+    assert result.batches >= 4
+    cut = {p: ends[2][p] for p in ends[2]}  # everything batches 0..2 read is gone: batch 1's replay needs batch 2's
+    admin = AdminClient({"bootstrap.servers": broker})  # kept: a collected client never completes its futures
+    futures = admin.delete_records([TopicPartition("events", p, offset) for p, offset in cut.items()])
+    for future in futures.values():
+        future.result(30)
+    config = str(tmp_path / "kafka.toml")
+    with pytest.raises(RecoveryRefused) as refused:
+        plan(layout, RecoveryRequest("user_activity", "rewind", to_batch=1), config_path=config)
+    message = str(refused.value)
+    for p in cut:
+        if cut[p] > ends[1][p]:
+            assert f"events/{p}: offsets {ends[1][p]}..{cut[p] - 1} (the log now starts at {cut[p]})" in message
+    assert "would be skipped" in message and "\n" not in message
+    later = plan(layout, RecoveryRequest("user_activity", "rewind", to_batch=2), config_path=config)
+    assert later.mode == "rewind"

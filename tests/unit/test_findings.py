@@ -330,7 +330,7 @@ def test_contract_names_are_exact():
     assert doc["operators"][0]["top_keys"][0]["key"] == {"t": "2026-01-01T12:00:00+00:00"}
     with pytest.raises(ValueError):
         Finding("NOT_A_CODE", "warn", None, None, "m", "r")
-    assert len(CODES) == 10 and CODES[-1] == "STATE_UNREADABLE"
+    assert len(CODES) == 11 and CODES[-2:] == ("STATE_UNREADABLE", "KAFKA_LAG")  # KAFKA_LAG: issue 21
 
 
 def test_thresholds_from_config_defaults_global_and_per_job():

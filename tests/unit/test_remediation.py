@@ -190,11 +190,11 @@ def _status(state, **lease):
     return {"state": state, "lease": {**base, **lease} if state != "idle" else None}
 
 
-def _health(status, batch_ago=None, last_run=None, newest_ago=None, listed=True, policy=Policy()):
+def _health(status, batch_ago=None, last_run=None, newest_ago=None, listed=True, policy=Policy(), lags=()):
     batch = {"batch_id": 7, "timestamp": _at(batch_ago)} if batch_ago is not None else None
     newest = _at(newest_ago) if newest_ago is not None else None
     return decide_health(JOB, status, batch, last_run, newest, policy, watermark_delay="10 minutes", listed=listed,
-                         now=NOW)
+                         now=NOW, kafka_lags=lags)
 
 
 def test_health_stalled_stale_failed_and_healthy():
@@ -214,6 +214,22 @@ def test_health_stalled_stale_failed_and_healthy():
     assert off.action == "skip" and "restart_failed is off" in off.reason
     ok = _health(_status("idle"), batch_ago=3, last_run={"run_id": "r8", "status": "SUCCESS", "ended_at": _at(3)})
     assert ok.action == "skip" and "last run r8 success" in ok.reason
+
+
+def test_health_on_kafka_lag_growing_alerts_stalled_restarts_caught_up_rests():
+    """Kafka: a lag grown over kafka_lag_batches (3) batches to at least 10,000 records alerts once per batch;
+    records waiting with no batch for the timeout is a stall; a lag of 0 on a quiet topic is health."""
+    quick = Policy(progress_timeout_seconds=600)
+    growing = _health(_status("running"), batch_ago=1, listed=False, policy=quick, lags=[5_000, 9_000, 12_000, 15_000])
+    assert growing.action == "alert" and growing.rule == "health.kafka_lag -> alert"
+    assert "15,000 records behind" in growing.reason and "9,000 -> 12,000 -> 15,000" in growing.reason
+    assert growing.key == "kafka_lag:L1:7"
+    for lags in ([5_000, 9_000, 12_000, 11_000], [1, 2, 3, 4], [9_000, 12_000, 15_000]):  # fell, small, too few
+        assert _health(_status("running"), batch_ago=1, listed=False, policy=quick, lags=lags).action == "skip"
+    stalled = _health(_status("running"), batch_ago=30, listed=False, policy=quick, lags=[0, 40])
+    assert stalled.action == "remediate" and "40 Kafka records waiting" in stalled.reason
+    quiet = _health(_status("running"), batch_ago=30, listed=False, policy=quick, lags=[12, 0])
+    assert quiet.action == "skip"
 
 
 # --- guards --------------------------------------------------------------------------------------------------
