@@ -199,6 +199,32 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, mo
            for r in rows}
     assert got and got == engagement_oracle.engagement(batches)
 
+def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, broker, tmp_path, monkeypatch):
+    """`recover --mode adjust` on a Kafka job: stop (nothing runs), archive, the new delay, restart on the same
+    checkpoint, which reads the records produced since from the offsets it recorded, verified; the table
+    equals the oracle with the delay switching at the restart. (Adds records to `events`: the tests after this
+    one compute their oracles from whatever the topic holds.)"""
+    from jobs.recovery import recover
+    from stateops.recovery import RecoveryRequest
+
+    monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+    spec, layout, first, _ = _run(spark, tmp_path, broker, "user_activity")
+    checkpoint = spec.checkpoint_path(layout)
+    before = len(_ends(checkpoint, "events"))
+    more = tmp_path / "more"
+    done = CliRunner().invoke(main, ["--home", str(more), "generate", "--events=400", "--files=2", "--users=40",
+                                     "--start=2026-01-01T02:00:00+00:00", "--seed=5", "--kafka", broker])
+    assert done.exit_code == 0, done.output
+    report = recover(layout, RecoveryRequest("user_activity", "adjust", watermark_delay="20 minutes",
+                                             reason="late data", confirm="user_activity", dry_run=False),
+                     config_path=str(tmp_path / "kafka.toml"), spark=spark)
+    assert report.outcome == "succeeded", report.error
+    batches = _batches(checkpoint, "events", records(broker, "events"))
+    assert len(batches) > before, "the restart read the new records"
+    delays = oracle.delays_switching(len(batches), 10 * 60_000, 20 * 60_000, before)
+    got = table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id", "events", "value_sum"])
+    assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, delays)
+
 def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, broker, tmp_path):
     """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:
     the plan refuses, naming partitions and offsets, instead of letting the restart skip them; a later batch
