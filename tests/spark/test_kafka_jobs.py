@@ -225,6 +225,31 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, brok
     got = table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id", "events", "value_sum"])
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, delays)
 
+def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothing(spark, broker, tmp_path,
+                                                                                    monkeypatch):
+    """`recover --mode repartition` on a Kafka job: the state is repartitioned offline (4 -> 3), the query
+    restarts on it and reads the records produced since; the table equals the oracle, the state has 3
+    partitions. (Adds records to `events`, like the adjust test.)"""
+    from jobs.recovery import recover
+    from stateops.checkpoint import Checkpoint
+    from stateops.recovery import RecoveryRequest
+
+    monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity")
+    checkpoint = spec.checkpoint_path(layout)
+    done = CliRunner().invoke(main, ["--home", str(tmp_path / "more"), "generate", "--events=300", "--files=2",
+                                     "--users=40", "--start=2026-01-01T03:00:00+00:00", "--seed=6", "--kafka", broker])
+    assert done.exit_code == 0, done.output
+    report = recover(layout, RecoveryRequest("user_activity", "repartition", shuffle_partitions=3, reason="skew",
+                                             confirm="user_activity", dry_run=False),
+                     config_path=str(tmp_path / "kafka.toml"), spark=spark)
+    assert report.outcome == "succeeded", report.error
+    latest = Checkpoint(checkpoint).latest_committed_batch()
+    assert Checkpoint(checkpoint).shuffle_partitions(latest) == 3
+    batches = _batches(checkpoint, "events", records(broker, "events"))
+    got = table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id", "events", "value_sum"])
+    assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
+
 def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, broker, tmp_path):
     """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:
     the plan refuses, naming partitions and offsets, instead of letting the restart skip them; a later batch
