@@ -41,11 +41,7 @@ def _fill(root: str, bootstrap: str, topic: str, size: int, files: int, users: i
                           malformed_share=0.001, seed=42)
     generated = generate(source, cfg)
     kafka_input.create_topics(bootstrap, [topic])
-    lines = []
-    for path in generated.files["events"]:
-        with open(path, "rb") as handle:
-            lines += [line for line in handle.read().splitlines() if line.strip()]
-    return kafka_input.produce(bootstrap, topic, lines)
+    return kafka_input.produce_files(bootstrap, topic, generated.files["events"])
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:

@@ -62,3 +62,15 @@ def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> int:
     if producer.flush(60) != 0:
         raise StateOpsError(f"{topic}: records were left unsent to {bootstrap} after 60 s")
     return count
+
+
+def produce_files(bootstrap: str, topic: str, paths: Iterable[str]) -> int:
+    """Every non-blank line of `paths`, in order, as one record each (the generator's files to their topic)."""
+    from stateops.fs import filesystem
+
+    lines: list[bytes] = []
+    for path in paths:
+        fs, local = filesystem(path)
+        with fs.open(local, "rb") as handle:
+            lines += [line for line in handle.read().splitlines() if line.strip()]
+    return produce(bootstrap, topic, lines)

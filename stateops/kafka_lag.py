@@ -44,6 +44,18 @@ def partition_lag(progress: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def stateful_rows_by_job(table) -> dict[str, list[dict[str, Any]]]:
+    """Job -> its stateful query's progress rows that carry a lag, from an Arrow table with `job`,
+    `query_name` and `kafka_lag` (the dead-letter query reads the same topics: its lag is not the job's)."""
+    import pyarrow.compute as pc
+
+    table = table.filter(pc.and_(pc.is_valid(table["kafka_lag"]), pc.equal(table["job"], table["query_name"])))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row["job"], []).append(row)
+    return out
+
+
 def totals(rows: Iterable[Mapping[str, Any]]) -> list[int]:
     """The recorded total lag of progress rows with one, oldest batch first."""
     ordered = sorted((r for r in rows if r.get("kafka_lag") is not None and r.get("batch_id") is not None),

@@ -139,11 +139,7 @@ def kafka_lags(layout: Layout) -> dict[str, dict[str, Any]]:
     if table is None or "kafka_lag" not in table.schema().to_arrow().names:
         return {}
     data = table.to_pyarrow_table(columns=["job", "query_name", "batch_id", "kafka_lag", "kafka_lag_json"])
-    data = data.filter(pc.and_(pc.is_valid(data["kafka_lag"]), pc.equal(data["job"], data["query_name"])))
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for row in data.to_pylist():
-        rows.setdefault(row["job"], []).append(row)
-    return {job: kafka_lag.latest(found) for job, found in rows.items()}
+    return {job: kafka_lag.latest(rows) for job, rows in kafka_lag.stateful_rows_by_job(data).items()}
 
 
 def query_batches(uri: str, query_id: str) -> list[dict[str, Any]]:

@@ -76,17 +76,11 @@ def generate_command(obj: CliContext, bootstrap: str | None, **knobs) -> None:
                    f"{obj.layout.landing(source)}")
     if bootstrap:
         from jobs import kafka_input
-        from stateops.fs import filesystem
 
         kafka_input.wait_for_broker(bootstrap)
         kafka_input.create_topics(bootstrap, generated.files)
         for source, paths in generated.files.items():
-            lines = []
-            for path in paths:
-                fs, local = filesystem(path)
-                with fs.open(local, "rb") as handle:
-                    lines += [line for line in handle.read().splitlines() if line.strip()]
-            click.echo(f"{source}: {kafka_input.produce(bootstrap, source, lines)} records to topic {source} "
+            click.echo(f"{source}: {kafka_input.produce_files(bootstrap, source, paths)} records to topic {source} "
                        f"on {bootstrap}")
 
 

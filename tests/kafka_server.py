@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,16 +18,11 @@ from typing import Iterator
 import pytest
 
 from jobs.kafka_input import create_topics, produce  # noqa: F401 - the tests' producer is the CLI's
+from tests.s3_server import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JARS = os.path.join(ROOT, ".jars", "kafka-broker", ".pom-sha256")
 CONNECTOR = os.path.join(ROOT, ".jars", "spark", ".pom-sha256")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def require_jars() -> None:
@@ -45,7 +39,7 @@ def kafka_broker(timeout: float = 90.0) -> Iterator[str]:
     """Start `scripts/kafka` on free ports; yield its bootstrap address; SIGTERM it at the end."""
     from jobs.kafka_input import wait_for_broker
 
-    port, controller = _free_port(), _free_port()
+    port, controller = free_port(), free_port()
     env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller)}
     with tempfile.TemporaryFile() as log:  # a file, not a pipe nobody drains: the broker never blocks on it
         process = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "kafka")], env=env, stdout=log,

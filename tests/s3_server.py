@@ -17,7 +17,8 @@ from typing import Iterator
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nobody listens on now (the servers of the tests start on one)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -26,7 +27,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def moto_s3(timeout: float = 60.0) -> Iterator[dict[str, str]]:
     """Start the server; yield the AWS_* environment that points fsspec/s3fs and delta-rs at it."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

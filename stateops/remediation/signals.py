@@ -219,11 +219,7 @@ def recent_kafka_lags(layout: Layout, batches: int) -> dict[str, list[int]]:
     table = read_ops(layout, progress.TABLE, ("job", "query_name", "batch_id", "kafka_lag"), added=("kafka_lag",))
     if table is None or not table.num_rows:
         return {}
-    table = table.filter(pc.and_(pc.is_valid(table["kafka_lag"]), pc.equal(table["job"], table["query_name"])))
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for row in table.to_pylist():
-        rows.setdefault(row["job"], []).append(row)
-    return {job: kafka_lag.totals(found)[-batches:] for job, found in rows.items()}
+    return {job: kafka_lag.totals(rows)[-batches:] for job, rows in kafka_lag.stateful_rows_by_job(table).items()}
 
 
 def newest_file(folders: Iterable[str]) -> _dt.datetime | None:
