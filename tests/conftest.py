@@ -54,6 +54,18 @@ def delta_writer(request, spark):
         yield writer
 
 
+@pytest.fixture(autouse=True)
+def no_leaked_dagster_instance():
+    """Fails the test that leaves a Dagster instance entered: Dagster's definition loads resolve the process's
+    definitions-state storage through the newest entered instance, so a leaked one (e.g. a schedule context
+    built without `with`, whose `.instance` enters one) breaks a later test's load once it is collected."""
+    from dagster._core.storage.defs_state.base import DefsStateStorage
+
+    before = DefsStateStorage.get()
+    yield
+    assert DefsStateStorage.get() is before, "a Dagster instance was left entered: use build_*_context in `with`"
+
+
 @pytest.fixture
 def dagster_instance():
     """A real ephemeral Dagster instance, disposed after the test: a live instance registers itself as the

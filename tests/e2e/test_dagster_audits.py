@@ -145,9 +145,9 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     checkpoint = spec.checkpoint_path(hot)
     defs = _defs()
     with instance_for_test() as instance:  # a committed batch now: the schedules launch runs
-        context = build_schedule_context(instance=instance, resources=default_resources())
-        assert isinstance(defs.get_repository_def().get_schedule_def(f"{JOB}_deep_audit_hourly")(context),
-                          RunRequest)
+        with build_schedule_context(instance=instance, resources=default_resources()) as context:
+            assert isinstance(defs.get_repository_def().get_schedule_def(f"{JOB}_deep_audit_hourly")(context),
+                              RunRequest)
 
     result = _run_deep(defs, dagster_instance)
     meta = _materialization(result, f"{JOB}_state_audit")
@@ -243,8 +243,8 @@ def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatc
 
     repo = defs.get_repository_def()
     with instance_for_test() as instance:
-        context = build_schedule_context(instance=instance, resources=default_resources())
-        tick = repo.get_schedule_def(f"{JOB}_deep_audit_hourly")(context)
+        with build_schedule_context(instance=instance, resources=default_resources()) as context:
+            tick = repo.get_schedule_def(f"{JOB}_deep_audit_hourly")(context)
         assert isinstance(tick, SkipReason) and "no checkpoint yet" in tick.skip_message
 
 

@@ -46,9 +46,9 @@ def test_one_asset_and_one_stopped_schedule_per_job():
 def test_schedule_skips_while_the_jobs_previous_run_is_active(layout):
     schedule = defs.get_repository_def().get_schedule_def("user_activity_every_15_minutes")
     with instance_for_test() as instance:
-        context = build_schedule_context(instance=instance, resources=default_resources())
-        assert isinstance(schedule(context), RunRequest)
+        with build_schedule_context(instance=instance, resources=default_resources()) as context:
+            assert isinstance(schedule(context), RunRequest)
         instance.add_run(DagsterRun(job_name=schedule.job_name, run_id=str(uuid.uuid4()),
                                     status=DagsterRunStatus.STARTED))
-        assert isinstance(schedule(build_schedule_context(instance=instance, resources=default_resources())),
-                          SkipReason)
+        with build_schedule_context(instance=instance, resources=default_resources()) as context:
+            assert isinstance(schedule(context), SkipReason)
