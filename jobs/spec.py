@@ -10,8 +10,9 @@ import json
 import os
 import posixpath
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterable, Mapping, get_type_hints
+from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
@@ -359,10 +360,6 @@ def _inside(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
-def _overlap(a: str, b: str) -> bool:
-    return _inside(a, b) or _inside(b, a)
-
-
 def _is_root(path: str) -> bool:
     """A filesystem root or a bucket (`/`, `s3://bucket`): no job's folder, and the roots guard would admit
     everything under it."""
@@ -380,35 +377,75 @@ def _check_own_folder(spec: JobSpec, key: str, path: str, layout: Layout) -> Non
                           f"give the job a {key} folder of its own, outside the home or under it")
 
 
+class _Folders:
+    """Named folders, each normalized once, that answer "which of you overlaps this path?" without comparing
+    every pair: a path lies inside a folder whose key (normalized, trailing '/' stripped) is the path itself
+    or the path up to one of its '/'s (one lookup per level), and the folders inside a path are one run of the
+    sorted keys (those starting with the path and a '/'). The same answers as `_inside` both ways against each folder,
+    at O(depth + log n) a path instead of O(n): a catalog of 1,000 jobs made check_paths half a million pairs."""
+
+    def __init__(self, named: Iterable[tuple[str, str]]):
+        self.names: list[str] = []
+        self._by_key: dict[str, list[int]] = {}
+        keyed: list[tuple[str, int]] = []
+        for i, (what, path) in enumerate(named):
+            key = _norm(path).rstrip("/")
+            self.names.append(what)
+            self._by_key.setdefault(key, []).append(i)
+            keyed.append((key, i))
+        keyed.sort()
+        self._keys = [key for key, _ in keyed]
+        self._order = [i for _, i in keyed]
+
+    def overlapping(self, path: str) -> set[int]:
+        """Positions of the folders `path` overlaps (is one of, lies inside, or holds)."""
+        norm = _norm(path)
+        outer = {norm.rstrip("/")} | {norm[:i] for i, ch in enumerate(norm) if ch == "/"}
+        found = {i for key in outer for i in self._by_key.get(key, ())}
+        prefix = norm.rstrip("/") + "/"
+        at = bisect_left(self._keys, prefix)
+        while at < len(self._keys) and self._keys[at].startswith(prefix):
+            found.add(self._order[at])
+            at += 1
+        return found
+
+    def first(self, path: str, admit: Callable[[int], bool] = lambda i: True) -> str | None:
+        """The name of the first folder (in the order given) that `path` overlaps and `admit` admits."""
+        found = [i for i in self.overlapping(path) if admit(i)]
+        return self.names[min(found)] if found else None
+
+
 def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
     """A checkpoint belongs to one query: never shared, never a filesystem root, never around the home, never
     inside (or around) inputs, tables or ops. A configured archive folder likewise stays clear of every job's
-    checkpoints and of everything but its own job's ops folder."""
+    checkpoints and of everything but its own job's ops folder. Each refusal names the first clash in the
+    order of the specs (areas first, then checkpoints); the folders are indexed (_Folders), so the check
+    grows with the number of jobs, not with its square."""
     specs = list(specs)
-    others: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
+    named: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
     for spec in specs:
-        others += [(f"the landing zone of {i.name}", layout.landing(i.name)) for i in spec.inputs]
-        others += [(f"the table {spec.sink_table}", layout.table(spec.sink_table)),
-                   (f"the dead letters of {spec.name}", layout.deadletter_table(spec.name)),
-                   (f"the dead-letter checkpoint of {spec.name}", layout.deadletter_checkpoint(spec.name)),
-                   (f"the ops folder of {spec.name}", layout.ops_dir(spec.name))]
+        named += [(f"the landing zone of {i.name}", layout.landing(i.name)) for i in spec.inputs]
+        named += [(f"the table {spec.sink_table}", layout.table(spec.sink_table)),
+                  (f"the dead letters of {spec.name}", layout.deadletter_table(spec.name)),
+                  (f"the dead-letter checkpoint of {spec.name}", layout.deadletter_checkpoint(spec.name)),
+                  (f"the ops folder of {spec.name}", layout.ops_dir(spec.name))]
+    others = _Folders(named)
+    checkpoints = _Folders((f"the checkpoint of {spec.name}", spec.checkpoint_path(layout)) for spec in specs)
     for spec in specs:
         if spec.archive_dir is not None:
             _check_own_folder(spec, "archive_dir", spec.archive_dir, layout)
-            clashes = [what for what, other in others if what != f"the ops folder of {spec.name}"
-                       and _overlap(spec.archive_dir, other)]
-            clashes += [f"the checkpoint of {o.name}" for o in specs if _overlap(spec.archive_dir,
-                                                                                 o.checkpoint_path(layout))]
-            if clashes:
-                raise ConfigError(f"jobs.{spec.name}.archive_dir", f"{spec.archive_dir!r} overlaps {clashes[0]}",
+            own = f"the ops folder of {spec.name}"
+            clash = others.first(spec.archive_dir, lambda i: others.names[i] != own) or checkpoints.first(
+                spec.archive_dir)
+            if clash:
+                raise ConfigError(f"jobs.{spec.name}.archive_dir", f"{spec.archive_dir!r} overlaps {clash}",
                                   "give the job's archives a folder of their own (default: "
                                   "$STATEOPS_HOME/ops/<job>/archives)")
     for i, spec in enumerate(specs):
         path = spec.checkpoint_path(layout)
-        clashes = [what for what, other in others if _overlap(path, other)]
-        clashes += [f"the checkpoint of {o.name}" for o in specs[i + 1:] if _overlap(path, o.checkpoint_path(layout))]
-        if clashes:
-            raise ConfigError(f"jobs.{spec.name}.checkpoint", f"{path!r} overlaps {clashes[0]}",
+        clash = others.first(path) or checkpoints.first(path, lambda j: j > i)
+        if clash:
+            raise ConfigError(f"jobs.{spec.name}.checkpoint", f"{path!r} overlaps {clash}",
                               "give every job a checkpoint directory of its own, outside landing/, tables/ "
                               "and ops/ (default: $STATEOPS_HOME/checkpoints/<job>)")
         _check_own_folder(spec, "checkpoint", path, layout)
