@@ -192,25 +192,37 @@ def user_activity(batches: list[list[dict]], delay_ms: Delay) -> set[tuple]:
 
 
 def user_sessions(batches: list[list[dict]], delay_ms: int) -> set[tuple]:
-    """(session_start, session_end, user_id, events, first, last) for sessions closed by the watermark."""
+    """(session_start, session_end, user_id, events, first, last) for sessions closed by the watermark.
+
+    Replayed batch by batch, as Spark's session state does: a row is late when its session would already have
+    ended (t + gap <= the previous batch's watermark); the rest merge with the user's open sessions and each
+    other; at the end of each batch the sessions that ended by the batch's watermark are emitted and leave the
+    state, so a row arriving later within the gap of an emitted session starts a session of its own."""
     marks = _watermarks(batches, delay_ms)
-    by_user: dict[str, list[int]] = defaultdict(list)
-    for batch, late in zip(batches, _late_marks(marks)):
+    open_sessions: dict[str, list[list[int]]] = defaultdict(list)  # user -> sessions, each its sorted times
+    sessions = set()
+
+    def close(mark: int) -> None:
+        for user, held in open_sessions.items():
+            for times in [t for t in held if t[-1] + SESSION_GAP_MS <= mark]:
+                held.remove(times)
+                sessions.add((times[0], times[-1] + SESSION_GAP_MS, user, len(times), times[0], times[-1]))
+
+    for batch, late, mark in zip(batches, _late_marks(marks), marks):
         for row in batch:
             if row["t"] + SESSION_GAP_MS > late:
-                by_user[row["user_id"]].append(row["t"])
-    sessions = set()
-    for user, times in by_user.items():
-        times.sort()
-        group = [times[0]]
-        for t in times[1:]:
-            if t < group[-1] + SESSION_GAP_MS:
-                group.append(t)
-            else:
-                sessions.add((group[0], group[-1] + SESSION_GAP_MS, user, len(group), group[0], group[-1]))
-                group = [t]
-        sessions.add((group[0], group[-1] + SESSION_GAP_MS, user, len(group), group[0], group[-1]))
-    return {s for s in sessions if s[1] <= marks[-1]}
+                open_sessions[row["user_id"]].append([row["t"]])
+        for user, held in open_sessions.items():
+            merged: list[list[int]] = []
+            for times in sorted(held):
+                if merged and times[0] < merged[-1][-1] + SESSION_GAP_MS:
+                    merged[-1] = sorted(merged[-1] + times)
+                else:
+                    merged.append(times)
+            open_sessions[user] = merged
+        close(mark)
+    close(marks[-1])
+    return sessions
 
 
 def join_watermarks(orders: list[list[dict]], payments: list[list[dict]], delay_ms: int) -> list[int]:
