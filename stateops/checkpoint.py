@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.fs import filesystem, find_files
 
 _BATCH_FILE = re.compile(r"^\d+$")
 # RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.
@@ -154,12 +154,12 @@ class Checkpoint:
         return sorted(int(posixpath.basename(d)) for d in fs.ls(p, detail=False)
                       if posixpath.basename(d).isdigit())
 
-    def state_partitions(self, batch_id: int) -> dict[tuple[int, str], int]:
+    def state_partitions(self, batch_id: int, files: list[StateFile] | None = None) -> dict[tuple[int, str], int]:
         """(operator, store) -> partitions that wrote state version `batch_id + 1` (the version batch_id
         committed), counted from the state files themselves: `state-metadata` keeps the count the operator
-        was created with, also after an offline repartition."""
+        was created with, also after an offline repartition. `files`: state_files() when the caller has them."""
         written: dict[tuple[int, str], set[int]] = {}
-        for f in self.state_files():
+        for f in self.state_files() if files is None else files:
             if f.version == batch_id + 1:
                 written.setdefault((f.operator_id, f.store_name), set()).add(f.partition_id)
         return {store: len(partitions) for store, partitions in written.items()}
@@ -170,7 +170,7 @@ class Checkpoint:
         if not fs.exists(root):
             return []
         files = []
-        for path, info in fs.find(root, detail=True).items():
+        for path, info in find_files(fs, root).items():
             rel = posixpath.relpath(path, root).split("/")
             name = rel[-1]
             if (name.startswith(".") or len(rel) < 3 or not rel[0].isdigit() or not rel[1].isdigit()

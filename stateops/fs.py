@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from stateops.environment import text
 from stateops.errors import ConfigError
@@ -29,6 +31,32 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
 def exists(path: str) -> bool:
     fs, p = filesystem(path)
     return fs.exists(p)
+
+
+def find_files(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, dict[str, Any]]:
+    """Every file under `base` (as `filesystem` names it) with its info (`size`, `mtime`, `type`), as
+    `fs.find(base, detail=True, withdirs=False)` gives it. On local disk: one scandir walk that reads each
+    entry's stat once, where fsspec's local `find` calls `info()` (two stats and path handling) per entry,
+    about 5x slower; a sensor tick lists the state of every job's checkpoint."""
+    if not isinstance(fs, LocalFileSystem):
+        return fs.find(base, detail=True, withdirs=False)
+    found: dict[str, dict[str, Any]] = {}
+    pending = [base.rstrip("/") or "/"]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_dir():
+                pending.append(entry.path)
+                continue
+            try:
+                stat = entry.stat()
+            except FileNotFoundError:  # removed while listed (a temp file renamed): as if listed before
+                continue
+            found[entry.path] = {"name": entry.path, "size": stat.st_size, "type": "file", "mtime": stat.st_mtime}
+    return found
 
 
 def scheme(uri: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from stateops.audit.history import load_history
 from stateops.audit.thresholds import Thresholds
@@ -41,11 +41,26 @@ class AuditContext:
 
 def recent_progress(layout: Layout, query_id: str, limit: int) -> list[dict[str, Any]]:
     """The query's latest `limit` progress rows (any job name: matched on the checkpoint's query id)."""
-    table = read_table(layout.ops_table(PROGRESS_TABLE), filters=[("query_id", "=", query_id)])
-    if table is None:
-        return []
-    rows = sorted(table.to_pylist(), key=lambda r: (r["batch_id"], r["timestamp"]))
-    return rows[-max(limit, 1):]
+    return recent_progress_by_query(layout, [query_id], limit).get(query_id, [])
+
+
+def recent_progress_by_query(layout: Layout, query_ids: Iterable[str], limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Query id -> its latest `limit` progress rows, oldest first, from one read of the progress table for all
+    of `query_ids`; only the rows kept become Python objects (a query may have months of batches)."""
+    wanted = sorted(set(query_ids))
+    table = read_table(layout.ops_table(PROGRESS_TABLE), filters=[("query_id", "in", wanted)]) if wanted else None
+    if table is None or not table.num_rows:
+        return {}
+    table = table.sort_by([("query_id", "ascending"), ("batch_id", "ascending"), ("timestamp", "ascending")])
+    ids, keep, out = table["query_id"].to_pylist(), max(limit, 1), {}
+    end = len(ids)
+    while end:
+        start = end
+        while start and ids[start - 1] == ids[end - 1]:
+            start -= 1
+        out[ids[end - 1]] = table.slice(max(start, end - keep), min(keep, end - start)).to_pylist()
+        end = start
+    return out
 
 
 def build_context(checkpoint_path: str, batch_id: int | None, t: Thresholds, *, layout: Layout | None = None,

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any
+from typing import Any, Mapping
 
-from stateops.audit.context import build_context
+from stateops.audit.context import build_context, recent_progress_by_query
 from stateops.audit.findings import evaluate, operator_progress
+from stateops.audit.history import history_by_checkpoint, normalize
 from stateops.audit.inventory import files_by_store, operator_meta, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
 from stateops.audit.profile import profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
+from stateops.checkpoint import Checkpoint
+from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
 
@@ -29,8 +32,9 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
     t = thresholds or Thresholds()
     started = time.monotonic()
     ctx = build_context(checkpoint_path, None, t, layout=layout, history=history, progress=progress)
-    files = files_by_store(ctx.checkpoint)
-    counted = ctx.checkpoint.state_partitions(ctx.batch_id)  # not the operator metadata's creation-time count
+    listed = ctx.checkpoint.state_files()  # one listing for both: a tick audits every job's checkpoint
+    files = files_by_store(ctx.checkpoint, listed)
+    counted = ctx.checkpoint.state_partitions(ctx.batch_id, listed)  # not the operator metadata's creation-time count
     operators: list[OperatorAudit] = []
     for op_id in ctx.checkpoint.operator_ids():
         meta = operator_meta(ctx.checkpoint, op_id)
@@ -71,3 +75,33 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
     report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress))
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def fast_audits(layout: Layout, targets: Mapping[str, tuple[str, Thresholds | None]],
+                now: _dt.datetime | None = None) -> dict[str, AuditReport | StateOpsError]:
+    """The fast audit of many jobs (`targets`: job -> (checkpoint, thresholds)), each as `fast_audit` with
+    `layout` computes it, reading the `audits` and `progress` ops tables once for all of them instead of
+    once per job (per job, each read scans the whole table: n jobs cost n^2). A job that cannot be audited
+    (no checkpoint, no committed batch) gets its error instead of a report."""
+    query_ids: dict[str, str | None] = {}
+    for job, (checkpoint, _t) in targets.items():
+        try:
+            query_ids[job] = Checkpoint.open(checkpoint).query_id()
+        except (StateOpsError, OSError, ValueError, KeyError):
+            query_ids[job] = None
+    wanted = {q for q in query_ids.values() if q}
+    history = history_by_checkpoint(layout, [c for c, _t in targets.values()])
+    progress = recent_progress_by_query(layout, wanted, max((t or Thresholds()).late_drop_window_batches
+                                                             for _c, t in targets.values()) if targets else 1)
+    out: dict[str, AuditReport | StateOpsError] = {}
+    for job, (checkpoint, t) in targets.items():
+        t, query_id = t or Thresholds(), query_ids[job]
+        rows = history.get(normalize(checkpoint), [])
+        mine = [r for r in rows if r["query_id"] == query_id] if query_id else rows
+        recent = progress.get(query_id, [])[-max(t.late_drop_window_batches, 1):] if query_id else []
+        try:
+            out[job] = fast_audit(checkpoint, thresholds=t, layout=layout, job=job, history=mine, progress=recent,
+                                  now=now)
+        except StateOpsError as err:
+            out[job] = err
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -90,6 +90,10 @@ def record(layout: Layout, report: AuditReport) -> str:
     return audit_id
 
 
+def _oldest_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["audited_at"], r["operator_id"], r["store_name"]))
+
+
 def load_history(layout: Layout, checkpoint: str, query_id: str | None = None) -> list[dict[str, Any]]:
     """Earlier audit rows of this checkpoint (and query id, when given), oldest first."""
     filters = [("checkpoint", "=", normalize(checkpoint))]
@@ -98,7 +102,18 @@ def load_history(layout: Layout, checkpoint: str, query_id: str | None = None) -
     table = read_table(layout.ops_table(AUDITS), filters=filters)
     if table is None:
         return []
-    return sorted(table.to_pylist(), key=lambda r: (r["audited_at"], r["operator_id"], r["store_name"]))
+    return _oldest_first(table.to_pylist())
+
+
+def history_by_checkpoint(layout: Layout, checkpoints: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Normalized checkpoint -> its audit rows (every query), oldest first, from one read of `audits` for all
+    of `checkpoints` (load_history per checkpoint would scan the table once each)."""
+    wanted = sorted({normalize(c) for c in checkpoints})
+    table = read_table(layout.ops_table(AUDITS), filters=[("checkpoint", "in", wanted)]) if wanted else None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in [] if table is None else table.to_pylist():
+        out.setdefault(row["checkpoint"], []).append(row)
+    return {checkpoint: _oldest_first(rows) for checkpoint, rows in out.items()}
 
 
 def load_findings(layout: Layout, checkpoint: str | None = None) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from stateops.audit.profile import parse_schema_file
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoint import Checkpoint, StateFile
 from stateops.fs import filesystem
 
 
@@ -43,10 +43,11 @@ class OperatorMeta:
     properties: dict | None = None  # transformWithState: state variables
 
 
-def files_by_store(checkpoint: Checkpoint) -> dict[tuple[int, str], StoreFiles]:
-    """(operator id, store name) -> bytes per partition and the range of versions on disk."""
+def files_by_store(checkpoint: Checkpoint, files: list[StateFile] | None = None) -> dict[tuple[int, str], StoreFiles]:
+    """(operator id, store name) -> bytes per partition and the range of versions on disk (`files`: the
+    checkpoint's state_files() when the caller has them)."""
     stores: dict[tuple[int, str], StoreFiles] = defaultdict(StoreFiles)
-    for f in checkpoint.state_files():
+    for f in checkpoint.state_files() if files is None else files:
         stores[(f.operator_id, f.store_name)].add(f.partition_id, f.size, f.version)
     return dict(stores)
 

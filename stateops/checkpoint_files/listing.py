@@ -1,6 +1,6 @@
 """One recursive listing per root, and the small reads retention needs, through fsspec.
 
-A root is listed once (`fs.find(detail=True)`: one walk on local disk, paged LIST calls on an object
+A root is listed once (`stateops.fs.find_files`: one scandir walk on local disk, paged LIST calls on an object
 store) and everything else (checkpoints, archives, tables under it) is cut out of that listing, so the
 cost of an inventory stays close to the cost of a bare listing of the tree (bench/bench_retention.py).
 Paths are kept as the filesystem names them, with the URL scheme put back for object stores.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from stateops.fs import filesystem
+from stateops.fs import filesystem, find_files
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Tree:
         base = base.rstrip("/")
         if not fs.exists(base):
             return cls(root, {})
-        found = fs.find(base, detail=True, withdirs=False)
+        found = find_files(fs, base)
         files, prefix = {}, base.split("://", 1)[-1] + "/"
         for path, info in found.items():
             path = path.split("://", 1)[-1]
