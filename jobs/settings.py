@@ -7,7 +7,7 @@ after it was set) stops the start with one line: it is neither applied nor silen
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
@@ -31,10 +31,12 @@ def _typed(setting: str, value: str) -> Any:
     return int(value) if setting == SHUFFLE_PARTITIONS else value
 
 
-def effective_spec(spec: JobSpec, layout: Layout) -> JobSpec:
-    """`spec` with the overrides in force applied, each re-checked against the job's current bounds."""
+def effective_spec(spec: JobSpec, layout: Layout, forced: Mapping[str, overrides.Override] | None = None) -> JobSpec:
+    """`spec` with the overrides in force applied, each re-checked against the job's current bounds.
+    `forced`: the job's overrides in force, when the caller read them for every job at once
+    (overrides.in_force_by_job); read here otherwise."""
     values = {}
-    for setting, change in overrides.in_force(layout, spec.name).items():
+    for setting, change in (overrides.in_force(layout, spec.name) if forced is None else forced).items():
         if setting not in overrides.SETTINGS:
             continue  # the runbook's sink settings: read by the runner itself (stateops.recovery.sinkstate)
         try:

@@ -7,7 +7,7 @@ import datetime as _dt
 from dagster import (DefaultSensorStatus, RunFailureSensorContext, SensorDefinition, SensorEvaluationContext,
                      run_failure_sensor, sensor)
 
-from stateops.control import job_status
+from stateops.control import job_status, overrides
 from stateops.layout import Layout
 from stateops.remediation.alerts import Alert
 from stateops.remediation.model import TAG
@@ -27,8 +27,10 @@ def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDe
             default_status=DefaultSensorStatus.STOPPED)
     def _sensor(context: SensorEvaluationContext, paths: Paths):
         def decide(layout: Layout, watched: list[Watched], now: _dt.datetime):
-            statuses = {w.job: job_status(layout, w.job, w.checkpoint) for w in watched}
-            last = {w.job: runs.last_finished(context.instance, targets.job_run(w.job)) for w in watched}
+            forced = overrides.in_force_by_job(layout)  # one read of each table and of the runs for all jobs
+            statuses = {w.job: job_status(layout, w.job, w.checkpoint, forced=forced.get(w.job, {})) for w in watched}
+            finished = runs.last_finished_by_job(context.instance, [targets.job_run(w.job) for w in watched])
+            last = {w.job: finished[targets.job_run(w.job)] for w in watched}
             return health_decisions(layout, watched, statuses, last, now)
 
         return evaluate(context, "query_health_sensor", paths.layout, decide, targets)

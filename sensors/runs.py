@@ -5,9 +5,10 @@ this module, never the other way round)."""
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Sequence
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.dagster_run import JobBucket
 
 from stateops.remediation.guards import DAY, Launched
 from stateops.remediation.model import TAG
@@ -41,13 +42,24 @@ def deep_audits(instance: DagsterInstance, audit_job: str) -> list[Launched]:
 
 def last_finished(instance: DagsterInstance, job_name: str) -> dict[str, Any] | None:
     """{run_id, status, ended_at} of the job's newest finished run, or None."""
-    records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=FINISHED), limit=1)
-    if not records:
-        return None
-    record = records[0]
-    ended = record.end_time or record.update_timestamp.timestamp()
-    return {"run_id": record.dagster_run.run_id, "status": record.dagster_run.status.value,
-            "ended_at": _dt.datetime.fromtimestamp(ended, tz=_dt.timezone.utc)}
+    return last_finished_by_job(instance, [job_name])[job_name]
+
+
+def last_finished_by_job(instance: DagsterInstance, job_names: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+    """Job name -> last_finished, from one query of the run storage for all of them (a bucket of one run per
+    job name): a tick over 1,000 jobs made 1,000 queries."""
+    found: dict[str, dict[str, Any] | None] = {name: None for name in job_names}
+    if not found:
+        return found
+    records = instance.get_run_records(RunsFilter(statuses=FINISHED),
+                                       bucket_by=JobBucket(job_names=list(found), bucket_limit=1))
+    for record in records:
+        run = record.dagster_run
+        if run.job_name in found and found[run.job_name] is None:
+            ended = record.end_time or record.update_timestamp.timestamp()
+            found[run.job_name] = {"run_id": run.run_id, "status": run.status.value,
+                                   "ended_at": _dt.datetime.fromtimestamp(ended, tz=_dt.timezone.utc)}
+    return found
 
 
 def still_running(instance: DagsterInstance, job_name: str) -> str | None:

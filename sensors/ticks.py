@@ -17,7 +17,7 @@ from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataV
 from jobs.catalog import Catalog
 from jobs.settings import effective_spec
 from jobs.spec import JobSpec
-from stateops.control import maintenance
+from stateops.control import maintenance, overrides
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 from stateops.remediation.alerts import Alert, sender_from_env
@@ -47,8 +47,9 @@ class Targets:
 def watched(catalog: Catalog) -> tuple[Mapping[str, JobSpec], list[Watched]]:
     """Every configured job with its policy, thresholds and settings in force (ConfigError when invalid)."""
     layout, out = catalog.layout, []
+    forced = overrides.in_force_by_job(layout)  # one read of the overrides table for every job
     for spec in catalog.jobs.values():
-        effective = effective_spec(spec, layout)
+        effective = effective_spec(spec, layout, forced.get(spec.name, {}))
         out.append(Watched(spec.name, spec.checkpoint_path(layout), catalog.policy(spec.name),
                            catalog.thresholds(spec.name), effective.watermark_delay, spec.watermark_min,
                            tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else ()))

@@ -178,7 +178,12 @@ def status_command(obj: CliContext, name: str | None, as_json: bool) -> None:
     """Lease (holder, heartbeat, live or stale), latest batch and watermark, pending stop, lock, overrides."""
     layout: Layout = obj.layout
     specs = [obj.catalog.job(name)] if name else list(obj.catalog.jobs.values())
-    states = [job_status(layout, spec.name, spec.checkpoint_path(layout)) for spec in specs]
+    # The first job's status refuses a control home the control plane cannot use, before any table is read;
+    # the others share one read of the overrides table (once per job, each read scanned the whole table).
+    states = [job_status(layout, specs[0].name, specs[0].checkpoint_path(layout))]
+    forced = overrides.in_force_by_job(layout) if len(specs) > 1 else {}
+    states += [job_status(layout, spec.name, spec.checkpoint_path(layout), forced=forced.get(spec.name, {}))
+               for spec in specs[1:]]
     if any(spec.source == "kafka" for spec in specs):
         lags = progress.kafka_lags(layout)
         for spec, state in zip(specs, states):

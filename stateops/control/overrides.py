@@ -108,12 +108,26 @@ def history(layout: Layout, job: str | None = None) -> list[Override]:
     return [Override(**row) for row in sorted(rows, key=lambda r: r["changed_at"])]
 
 
-def in_force(layout: Layout, job: str) -> dict[str, Override]:
-    """Setting -> the override in force (the latest change, unless it cleared the setting)."""
+def _in_force(changes: list[Override]) -> dict[str, Override]:
+    """Setting -> the latest of `changes` (oldest first), unless it cleared the setting."""
     latest: dict[str, Override] = {}
-    for change in history(layout, job):
+    for change in changes:
         latest[change.setting] = change
     return {setting: change for setting, change in latest.items() if change.value is not None}
+
+
+def in_force(layout: Layout, job: str) -> dict[str, Override]:
+    """Setting -> the override in force (the latest change, unless it cleared the setting)."""
+    return _in_force(history(layout, job))
+
+
+def in_force_by_job(layout: Layout) -> dict[str, dict[str, Override]]:
+    """Job -> in_force for every job with an override, from one read of the table: a sensor tick or `jobs
+    status` over every job reads it once, not once per job (each read scans the whole table)."""
+    by_job: dict[str, list[Override]] = {}
+    for change in history(layout):
+        by_job.setdefault(change.job, []).append(change)
+    return {job: forced for job, changes in by_job.items() if (forced := _in_force(changes))}
 
 
 def _change(layout: Layout, job: str, setting: str, value: str | None, *, reason: str, actor: str,

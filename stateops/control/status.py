@@ -3,7 +3,7 @@ its watermark (from the checkpoint), pending stop request, maintenance lock, ove
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Mapping
 
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
@@ -28,8 +28,11 @@ def checkpoint_summary(path: str) -> dict[str, Any]:
     return summary
 
 
-def job_status(layout: Layout, job: str, checkpoint: str, settings: ControlSettings | None = None) -> dict[str, Any]:
-    """state: running (live lease), stale (a lease nobody renews: the next run takes it over), idle."""
+def job_status(layout: Layout, job: str, checkpoint: str, settings: ControlSettings | None = None,
+               forced: Mapping[str, overrides.Override] | None = None) -> dict[str, Any]:
+    """state: running (live lease), stale (a lease nobody renews: the next run takes it over), idle.
+    `forced`: the job's overrides in force, when the caller read them for every job at once
+    (overrides.in_force_by_job); read here otherwise."""
     settings = settings or ControlSettings.from_env()
     store = ControlStore(layout, job)
     holder = leases.read(store)
@@ -49,5 +52,6 @@ def job_status(layout: Layout, job: str, checkpoint: str, settings: ControlSetti
         "checkpoint": checkpoint_summary(checkpoint),
         "stop_request": asdict(request) if request else None,
         "maintenance_lock": asdict(lock) if lock else None,
-        "overrides": {name: change.contract() for name, change in overrides.in_force(layout, job).items()},
+        "overrides": {name: change.contract() for name, change in
+                      (overrides.in_force(layout, job) if forced is None else forced).items()},
     }
