@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
@@ -34,11 +35,25 @@ def _mtime(info: Mapping) -> float:
 
 
 class Tree:
-    """Files under one directory: relative path -> Entry (directories are implied by their files)."""
+    """Files under one directory: relative path -> Entry (directories are implied by their files).
 
-    def __init__(self, root: str, files: Mapping[str, Entry]):
+    A folder's files are one run of the sorted relative paths, found by bisection: the inventory cuts every
+    job's checkpoint, tables and archives out of the home's listing, and a scan of all files per cut made
+    it grow with jobs x files."""
+
+    def __init__(self, root: str, files: Mapping[str, Entry], _sorted: list[str] | None = None):
         self.root = root.rstrip("/")
         self.files = dict(files)
+        self._keys = _sorted  # the sorted relative paths, when known (built on first use)
+
+    def _under(self, prefix: str) -> list[str]:
+        """The relative paths that start with `prefix`, in order."""
+        if self._keys is None:
+            self._keys = sorted(self.files)
+        start = end = bisect_left(self._keys, prefix)
+        while end < len(self._keys) and self._keys[end].startswith(prefix):
+            end += 1
+        return self._keys[start:end]
 
     @classmethod
     def list(cls, root: str) -> "Tree":
@@ -61,13 +76,13 @@ class Tree:
     def sub(self, rel_dir: str) -> "Tree":
         """The files under `rel_dir` (relative to this tree), as a tree of their own."""
         prefix = rel_dir.strip("/") + "/"
-        return Tree(self.path(rel_dir.strip("/")),
-                    {rel[len(prefix):]: e for rel, e in self.files.items() if rel.startswith(prefix)})
+        inside = [rel[len(prefix):] for rel in self._under(prefix)]  # still sorted: one prefix cut off
+        return Tree(self.path(rel_dir.strip("/")), {rel: self.files[prefix + rel] for rel in inside}, inside)
 
     def children(self, rel_dir: str = "") -> set[str]:
         """Names of the directories and files directly under `rel_dir`."""
         prefix = rel_dir.strip("/") + "/" if rel_dir.strip("/") else ""
-        return {rel[len(prefix):].split("/", 1)[0] for rel in self.files if rel.startswith(prefix)}
+        return {rel[len(prefix):].split("/", 1)[0] for rel in (self._under(prefix) if prefix else self.files)}
 
     def bytes(self) -> int:
         return sum(e.size for e in self.files.values())
