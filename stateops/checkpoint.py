@@ -39,6 +39,17 @@ class StateFile:
     version: int | None
 
 
+def watermark_of(batch_metadata: dict) -> datetime | None:
+    """The watermark in a batch's metadata (Checkpoint.batch_metadata); None before the first watermark."""
+    millis = batch_metadata.get("batchWatermarkMs", 0)
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc) if millis else None
+
+
+def provider_of(batch_metadata: dict) -> str | None:
+    """The state store provider a batch's metadata records."""
+    return batch_metadata.get("conf", {}).get("spark.sql.streaming.stateStore.providerClass")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     path: str
@@ -137,15 +148,14 @@ class Checkpoint:
 
     def watermark(self, batch_id: int) -> datetime | None:
         """The event-time watermark in force during `batch_id` (None before the first watermark)."""
-        millis = self.batch_metadata(batch_id).get("batchWatermarkMs", 0)
-        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc) if millis else None
+        return watermark_of(self.batch_metadata(batch_id))
 
     def shuffle_partitions(self, batch_id: int) -> int | None:
         value = self.batch_metadata(batch_id).get("conf", {}).get("spark.sql.shuffle.partitions")
         return int(value) if value else None
 
     def state_provider(self, batch_id: int) -> str | None:
-        return self.batch_metadata(batch_id).get("conf", {}).get("spark.sql.streaming.stateStore.providerClass")
+        return provider_of(self.batch_metadata(batch_id))
 
     def operator_ids(self) -> list[int]:
         fs, p = filesystem(self._join("state"))
@@ -169,9 +179,9 @@ class Checkpoint:
         fs, root = filesystem(self._join("state"))
         if not fs.exists(root):
             return []
-        files = []
+        files, prefix = [], root.rstrip("/") + "/"
         for path, info in find_files(fs, root).items():
-            rel = posixpath.relpath(path, root).split("/")
+            rel = (path[len(prefix):] if path.startswith(prefix) else posixpath.relpath(path, root)).split("/")
             name = rel[-1]
             if (name.startswith(".") or len(rel) < 3 or not rel[0].isdigit() or not rel[1].isdigit()
                     or any(part.startswith("_") for part in rel)):

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from stateops.audit.history import load_history
 from stateops.audit.thresholds import Thresholds
-from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.checkpoint import Checkpoint, NotACheckpointError, provider_of, watermark_of
 from stateops.delta import read_table
 from stateops.layout import Layout
 from stateops.progress import TABLE as PROGRESS_TABLE
@@ -86,6 +86,6 @@ def build_context(checkpoint_path: str, batch_id: int | None, t: Thresholds, *, 
     if progress is None:
         progress = recent_progress(layout, query_id, t.late_drop_window_batches) if layout and query_id else []
     return AuditContext(
-        checkpoint=checkpoint, batch_id=batch_id, watermark=checkpoint.watermark(batch_id),
+        checkpoint=checkpoint, batch_id=batch_id, watermark=watermark_of(meta),  # one read of the offsets file
         batch_timestamp=_dt.datetime.fromtimestamp(ts / 1000, tz=_dt.timezone.utc) if ts else None,
-        provider=checkpoint.state_provider(batch_id), query_id=query_id, history=history, progress=progress)
+        provider=provider_of(meta), query_id=query_id, history=history, progress=progress)
