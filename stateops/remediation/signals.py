@@ -130,14 +130,21 @@ class Span:
 
 
 def recent_audits(audits: pa.Table, span: Span) -> pa.Table:
-    """The rows of the audits `span` keeps, per query (months of hourly audits stay in Arrow, not Python)."""
-    ids = audits.group_by(["query_id", "audit_id"]).aggregate([("audited_at", "max")])
+    """The rows of the audits `span` keeps, per query (months of hourly audits stay in Arrow, not Python).
+    One sort for every query: a filter of the table per query made a tick over n jobs cost n scans."""
+    ids = audits.group_by(["query_id", "audit_id"]).aggregate([("audited_at", "max")]).sort_by(
+        [("query_id", "ascending"), ("audited_at_max", "descending")])
+    queries, audit_ids, times = (ids[c].to_pylist() for c in ("query_id", "audit_id", "audited_at_max"))
     keep: list[str] = []
-    for query_id in pc.unique(ids["query_id"]).to_pylist():
-        mine = ids.filter(pc.field("query_id") == query_id).sort_by([("audited_at_max", "descending")])
-        since = mine["audited_at_max"][0].as_py() - _dt.timedelta(seconds=span.seconds)
-        within = pc.sum(pc.greater_equal(mine["audited_at_max"], pa.scalar(since, mine["audited_at_max"].type)))
-        keep += mine["audit_id"].slice(0, max(within.as_py() or 0, min(span.audits, mine.num_rows))).to_pylist()
+    start = 0
+    while start < len(queries):
+        end = start
+        while end < len(queries) and queries[end] == queries[start]:
+            end += 1
+        since = times[start] - _dt.timedelta(seconds=span.seconds)  # the query's newest audit, minus the span
+        within = sum(1 for t in times[start:end] if t >= since)
+        keep += audit_ids[start:start + max(within, min(span.audits, end - start))]
+        start = end
     return audits.filter(pc.field("audit_id").isin(pa.array(keep, type=audits.schema.field("audit_id").type)))
 
 
@@ -188,11 +195,22 @@ def progress_ends(layout: Layout, windows: Mapping[str, _dt.datetime]) -> dict[s
     if table is None:
         return None
     out: dict[str, list[dict[str, Any]]] = {q: [] for q in windows}
-    for query_id, start in windows.items():
-        rows = table.filter((pc.field("query_id") == query_id) & (pc.field("timestamp") >= pa.scalar(start, STAMP)))
-        if rows.num_rows:
-            rows = rows.sort_by([("timestamp", "ascending"), ("batch_id", "ascending")])
-            out[query_id] = rows.take([0, rows.num_rows - 1] if rows.num_rows > 1 else [0]).to_pylist()
+    if not windows or not table.num_rows:
+        return out
+    starts = pa.table({"query_id": pa.array(list(windows), type=table.schema.field("query_id").type),
+                       "window_start": pa.array(list(windows.values()), type=STAMP)})
+    # Each row against its own query's window, then one sort: a filter per query scanned the table n times.
+    rows = table.join(starts, keys="query_id").filter(pc.field("timestamp") >= pc.field("window_start"))
+    rows = rows.drop_columns(["window_start"]).sort_by(
+        [("query_id", "ascending"), ("timestamp", "ascending"), ("batch_id", "ascending")])
+    queries, ends = rows["query_id"].to_pylist(), []
+    for i, query_id in enumerate(queries):
+        first = i == 0 or queries[i - 1] != query_id
+        last = i == len(queries) - 1 or queries[i + 1] != query_id
+        if first or last:  # a query's first and last row (one row: once)
+            ends.append(i)
+    for row in rows.take(ends).to_pylist():
+        out[row["query_id"]].append(row)
     return out
 
 
