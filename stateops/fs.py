@@ -23,8 +23,15 @@ S3_SCHEMES = ("s3", "s3a")
 _AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 
 
+_LOCAL = LocalFileSystem()  # fsspec caches instances: url_to_fs hands out this same one for local paths
+
+
 def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem that serves `path` and the path as that filesystem names it."""
+    """The filesystem that serves `path` and the path as that filesystem names it. A plain local path takes
+    the answer url_to_fs would give without parsing it as a URL chain (a sensor tick resolves tens of paths
+    per job: at 1,000 jobs the parsing was a third of a tick)."""
+    if "://" not in path and "::" not in path:
+        return _LOCAL, _LOCAL._strip_protocol(path)
     return url_to_fs(path)
 
 
