@@ -22,7 +22,6 @@ from stateops.layout import Layout
 from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, RecoverySettings, Terminate
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
-from stateops.kafka_offsets import KafkaSource
 from stateops.recovery.model import RecoveryPlan
 from stateops.sparkstate import ensure_state_coordinator
 
@@ -30,6 +29,7 @@ from jobs.catalog import Catalog
 from jobs.runner import run_job
 from jobs.settings import effective_spec, watermark_bounds
 from jobs.spec import JobSpec
+from jobs.targets import kafka_source
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
@@ -44,7 +44,7 @@ def job_target(spec: JobSpec, catalog: Catalog) -> JobTarget:
         shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
         landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
         inputs=len(spec.inputs), roots=catalog.roots(),
-        kafka=KafkaSource(spec.kafka_bootstrap_servers, dict(spec.kafka_options)) if spec.source == "kafka" else None)
+        kafka=kafka_source(spec))
 
 
 def process_launcher(catalog: Catalog, job: str) -> Launcher:

@@ -109,6 +109,8 @@ class JobSpec:
     explain: ExplainSpec = field(default_factory=ExplainSpec)
     owners: tuple[str, ...] = ()  # e-mail addresses or "team:<name>" (Dagster asset owners)
     tags: dict[str, str] = field(default_factory=dict, hash=False)  # Dagster asset tags
+    # The Dagster asset group of the job's assets (default: its first team owner's name, else streaming_jobs).
+    group: str | None = None
 
     @property
     def watermark_seconds(self) -> int:
@@ -323,10 +325,23 @@ def _check_explain(spec: JobSpec, where: str) -> None:
 _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}$")
 _TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+_GROUP = re.compile(r"^[A-Za-z0-9_]{1,63}$")
+DEFAULT_GROUP = "streaming_jobs"
+
+
+def asset_group(spec: JobSpec) -> str:
+    """The Dagster asset group of the job: `group` when set, else the name of its first team owner
+    ("team:data-platform" -> data_platform), else streaming_jobs. A thousand jobs in one group are a list
+    nobody reads; grouped by team, a person finds their team's jobs. Jobs without either (the built-ins)
+    stay in streaming_jobs."""
+    if spec.group:
+        return spec.group
+    team = next((o[len("team:"):] for o in spec.owners if o.startswith("team:")), None)
+    return re.sub(r"[^A-Za-z0-9_]", "_", team)[:63] if team else DEFAULT_GROUP
 
 
 def _check_labels(spec: JobSpec, where: str) -> None:
-    """Owners and tags as Dagster accepts them on an asset, refused here with the field's name."""
+    """Owners, tags and group as Dagster accepts them on an asset, refused here with the field's name."""
     for owner in spec.owners:
         if not (_EMAIL.match(owner) or (owner.startswith("team:") and len(owner) > 5)):
             raise ConfigError(f"{where}.owners", f"{owner!r} is neither an e-mail address nor a team",
@@ -335,6 +350,9 @@ def _check_labels(spec: JobSpec, where: str) -> None:
         if not _TAG_KEY.match(key) or not _TAG_VALUE.match(value):
             raise ConfigError(f"{where}.tags", f"{key!r} = {value!r} is not a valid tag",
                               "use letters, digits, '_', '.', '-' (at most 63 each; a key may have one 'prefix/')")
+    if spec.group is not None and not _GROUP.match(spec.group):
+        raise ConfigError(f"{where}.group", f"{spec.group!r} is not a valid asset group name",
+                          'use letters, digits and underscores (at most 63), e.g. group = "payments"')
 
 
 def check_output_columns(spec: JobSpec, columns: Iterable[str]) -> None:

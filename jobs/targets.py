@@ -19,6 +19,7 @@ from stateops.errors import first_line
 from stateops.explain import ExplainError, ExplainTarget, InputSource, JoinSpec
 from stateops.fs import exists
 from stateops.joins import JoinBound
+from stateops.kafka_offsets import KafkaSource
 from stateops.layout import Layout
 
 from jobs.catalog import Catalog
@@ -91,6 +92,11 @@ def state_kind(spec: JobSpec, checkpoint: Checkpoint) -> str:
     return kind
 
 
+def kafka_source(spec: JobSpec) -> KafkaSource | None:
+    """The brokers and consumer options of a Kafka job (None for a file job), for reads outside its query."""
+    return KafkaSource(spec.kafka_bootstrap_servers, dict(spec.kafka_options)) if spec.source == "kafka" else None
+
+
 def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
     """Everything explain_key needs to know about a job: checkpoint, kind of state, inputs and the columns
     that carry the key, output table, join condition."""
@@ -102,9 +108,10 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
     except (OSError, ValueError, KeyError) as err:  # the output is looked up "as of a batch" by this id
         raise ExplainError(f"{checkpoint}/metadata: cannot read the query id ({first_line(err)}); the checkpoint "
                            f"is damaged: audit it (stateops audit {spec.name}) before explaining keys") from None
-    inputs = tuple(InputSource(inp.name, layout.landing(inp.name), inp.schema, inp.time_column,
-                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds)
-                   for inp in spec.inputs) if spec.source == "json" else ()
+    kafka = kafka_source(spec)
+    inputs = tuple(InputSource(inp.name, None if kafka else layout.landing(inp.name), inp.schema, inp.time_column,
+                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds, kafka)
+                   for inp in spec.inputs)
     join = spec.join and JoinSpec(left=spec.join.left, right=spec.join.right,
                                   left_time=spec.input(spec.join.left).time_column,
                                   right_time=spec.input(spec.join.right).time_column, bound=spec.join.bound)

@@ -8,10 +8,13 @@ partitions and offsets. Brokers that cannot be asked refuse the plan too: an unv
 """
 from __future__ import annotations
 
+import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from stateops.errors import StateOpsError
+from stateops.fs import filesystem
 
 # Consumer settings of Spark's Kafka source (`kafka.*` options) that librdkafka does not take (JVM-only).
 _JVM_ONLY = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
@@ -83,3 +86,26 @@ def deleted(needed: Mapping[str, Mapping[str, int]], starts: Mapping[str, Mappin
             if start is not None and start > offset:
                 gone.append(f"{topic}/{partition}: offsets {offset}..{start - 1} (the log now starts at {start})")
     return gone
+
+
+def initial(checkpoint: str) -> dict[str, dict[str, int]]:
+    """{topic: {partition: offset}} where the checkpoint's Kafka sources started: Spark's Kafka source writes the
+    offsets it resolved `startingOffsets` to into `sources/<i>/0` (a NUL byte, `v1`, then the JSON) before the
+    first batch, and never changes them. Empty for a checkpoint without a Kafka source."""
+    fs, root = filesystem(posixpath.join(checkpoint.rstrip("/"), "sources"))
+    out: dict[str, dict[str, int]] = {}
+    if not fs.exists(root):
+        return out
+    for folder in fs.ls(root, detail=False):
+        first = posixpath.join(folder, "0")
+        if not posixpath.basename(folder.rstrip("/")).isdigit() or not fs.exists(first):
+            continue
+        with fs.open(first, "rb") as handle:
+            lines = handle.read().lstrip(b"\x00").decode("utf-8", "replace").splitlines()
+        try:
+            entry = json.loads(lines[-1]) if len(lines) > 1 and lines[0] == "v1" else None
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "path" not in entry:  # a file source's log lines name paths
+            out.update(recorded([entry]))
+    return out

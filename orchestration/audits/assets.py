@@ -1,4 +1,5 @@
-"""State audits as assets, two per streaming job, in group `state_audits`:
+"""State audits as assets, two per streaming job, in group `state_audits` (`<group>_audits` for a job in a group
+of its own: audit_group):
 
     <job>_state_audit       deep audit (Spark's state reader), hourly: exact rows per partition, eviction
     <job>_state_audit_fast  fast audit (state files + progress rows), on demand (the sensors compute it in
@@ -17,7 +18,7 @@ from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definiti
                      MetadataValue, asset)
 
 from jobs.targets import AuditTarget, resolve_audit
-from jobs.spec import JobSpec
+from jobs.spec import DEFAULT_GROUP, JobSpec, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
@@ -28,6 +29,13 @@ from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
+
+
+def audit_group(spec: JobSpec) -> str:
+    """The audits of a job in its own group (jobs.spec.asset_group) go to `<group>_audits`, the others to
+    state_audits: next to their team's jobs, not in one list of every job's audits."""
+    group = asset_group(spec)
+    return GROUP if group == DEFAULT_GROUP else f"{group}_audits"
 
 
 def deep_audit_key(spec: JobSpec) -> AssetKey:
@@ -92,7 +100,7 @@ def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, layout, run
 def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     key = deep_audit_key(spec)
 
-    @asset(key=key, group_name=GROUP, deps=[AssetKey(spec.sink_table)], kinds={"spark"},
+    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.sink_table)], kinds={"spark"},
            description=f"Deep state audit of {spec.name} (Spark's state reader): exact rows per partition, "
                        "skew, growth, eviction; recorded in the audits/findings ops tables.")
     def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
@@ -108,7 +116,7 @@ def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
 def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
     key = fast_audit_key(spec)
 
-    @asset(key=key, group_name=GROUP, deps=[AssetKey(spec.sink_table)], kinds={"python"},
+    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.sink_table)], kinds={"python"},
            description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
                        "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
     def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:

@@ -1,8 +1,9 @@
 """One asset per streaming job: its Delta table, materialized by one run of the job's query.
 
 Built by a factory from the job catalog, so every registered job (the examples, entry points, the config
-file's own jobs) becomes an asset without code here, with the spec's owners and tags and a code version
-(jobs.transformation.code_version). The run's numbers become the materialization's metadata, the first
+file's own jobs) becomes an asset without code here, with the spec's owners and tags, a code version
+(jobs.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
+`streaming_jobs` (jobs.spec.asset_group), so that a code location of a thousand jobs lists them by team. The run's numbers become the materialization's metadata, the first
 thing an operator looks at, with the standard entries Dagster shows natively (`dagster/row_count`,
 `dagster/column_schema`, `dagster/uri`); each new micro-batch is reported while the run goes on, as an
 AssetObservation (batch, input rows, state rows, watermark, batch time) in the run's event log.
@@ -21,7 +22,7 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
 from pydantic import Field
 
 from jobs.runner import RunResult, run_job
-from jobs.spec import JobSpec
+from jobs.spec import DEFAULT_GROUP, JobSpec, asset_group
 from jobs.transformation import code_version
 from stateops import control, kafka_lag
 from stateops import progress as progress_table
@@ -32,7 +33,7 @@ from orchestration.catalog import SPECS
 from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
-GROUP = "streaming_jobs"
+GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (jobs.spec.asset_group)
 
 
 class StreamingRunConfig(Config):
@@ -113,7 +114,7 @@ def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
 def build_job_asset(spec: JobSpec) -> AssetsDefinition:
     """The asset of one job: key = its sink table; materializing it runs the job once."""
 
-    @asset(name=spec.sink_table, group_name=GROUP, description=spec.description, kinds={"spark", "delta"},
+    @asset(name=spec.sink_table, group_name=asset_group(spec), description=spec.description, kinds={"spark", "delta"},
            pool=pool_name(spec), owners=list(spec.owners), tags=dict(spec.tags), code_version=code_version(spec))
     def _materialize(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource,
                      paths: PathsResource) -> MaterializeResult:
@@ -121,11 +122,11 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
             raise ConfigError("max_seconds", "only applies to mode 'continuous'",
                               "remove max_seconds, or set mode: continuous")
         layout = paths.layout
-        reported: set[int] = set()
+        reported: list = [None]  # the last batch observed (not every one: a continuous run lasts days)
 
         def observe(progress: dict) -> None:  # idle reports repeat the last batch id: once per batch
-            if progress.get("batchId") not in reported:
-                reported.add(progress.get("batchId"))
+            if progress.get("batchId") != reported[0]:
+                reported[0] = progress.get("batchId")
                 context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(progress)))
 
         try:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
-from stateops import progress
 from stateops.checkpoint import Checkpoint
 from stateops.explain.times import to_ms
 
@@ -123,8 +122,6 @@ def progress_records(rows: Iterable[dict[str, Any]]) -> list[BatchRecord]:
     return records
 
 
-def load(checkpoint: Checkpoint, progress_table: str | None) -> BatchLog:
-    recorded: list[BatchRecord] = []
-    if progress_table:
-        recorded = progress_records(progress.query_batches(progress_table, checkpoint.query_id()))
-    return BatchLog(offset_records(checkpoint), recorded)
+def load(checkpoint: Checkpoint, progress_rows: Iterable[dict[str, Any]]) -> BatchLog:
+    """The batch log from the retained offsets and the query's progress rows (progress.query_batches)."""
+    return BatchLog(offset_records(checkpoint), progress_records(progress_rows))

@@ -8,6 +8,7 @@
   checkpointing (the project default) or the HDFS provider;
 - the input rows of the key that the query read: the file source's log (`sources/<i>/`) names every file
   with its source batch, and the batch log (`batches.py`) says which micro-batch read it and the watermarks;
+  a Kafka source's records are read by offset range (`kafka_input.py`);
 - the output Delta table (delta-rs), as of the Delta version written by batch N when the writer's
   transaction app id is known.
 """
@@ -21,6 +22,7 @@ from urllib.parse import unquote
 
 from stateops.checkpoint import Checkpoint
 from stateops.errors import first_line
+from stateops.explain import kafka_input
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
@@ -170,7 +172,7 @@ def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: Inp
 
 def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bool:
     """What the job's dead-letter query takes (jobs/sources.py): a field missing or unparsable, or a time
-    more than the future tolerance ahead of the file's arrival."""
+    more than the future tolerance ahead of the record's arrival (file modification or Kafka timestamp)."""
     if any(v is None for v in values.values()):
         return True
     moment = values.get(inp.time_column)
@@ -178,41 +180,66 @@ def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bo
                 and moment > arrival + timedelta(seconds=inp.future_tolerance_seconds))
 
 
-def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, inputs: Iterable[InputSource], key: str,
-                batch_id: int) -> tuple[list[dict], int]:
-    """Rows of the key that the stateful query saw in its file inputs, up to micro-batch `batch_id`, and
-    the number of the key's lines that went to the dead-letter table instead."""
+def _file_records(spark, checkpoint: Checkpoint, log: BatchLog, inp: InputSource, key: str, batch_id: int
+                  ) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """(parsed row, arrival, where the query read it) for the key's lines in the files read up to `batch_id`."""
     from pyspark.sql import functions as F
 
-    found, dead, logs = [], 0, checkpoint.source_files()
+    files = _input_files(checkpoint.source_files(), log, inp, batch_id)
+    if not files:
+        return []
+    by_path = {_norm_path(p): where for p, where in files.items()}
+    try:
+        rows = (spark.read.text(sorted(files)).select(
+            F.col("_metadata.file_path").alias("file"),
+            F.col("_metadata.file_modification_time").alias("arrival"),
+            F.from_json("value", inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
+            .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
+            .collect())
+    except Exception:  # noqa: BLE001 - input files may be gone (retention); state evidence remains
+        return []
+    out = []
+    for row in rows:
+        where = by_path.get(_norm_path(row["file"]))
+        if where is not None:
+            _, source_batch, micro = where
+            out.append((row["row"], row["arrival"], {"batch_id": micro, "source_batch_id": source_batch}))
+    return out
+
+
+def _kafka_records(spark, kafka: kafka_input.KafkaBatches, inp: InputSource, key: str, batch_id: int
+                   ) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """(parsed row, arrival, where the query read it) for the key's records of the topic up to `batch_id`."""
+    return [(r["row"], r["arrival"], {"batch_id": kafka.micro_batch_of(inp.name, r["partition"], r["offset"]),
+                                      "source_batch_id": None, "partition": int(r["partition"]),
+                                      "offset": r["offset"]})
+            for r in kafka_input.read_records(spark, inp, kafka, key, batch_id)]
+
+
+def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, progress_rows: list[dict[str, Any]],
+                inputs: Iterable[InputSource], key: str, batch_id: int) -> tuple[list[dict], int]:
+    """Rows of the key that the stateful query saw in its inputs (files or Kafka topics), up to micro-batch
+    `batch_id`, and the number of the key's records that went to the dead-letter table instead."""
+    found, dead, kafka = [], 0, None
     for inp in inputs:
         if not inp.key_column:
             continue
-        files = _input_files(logs, log, inp, batch_id)
-        if not files:
-            continue
-        by_path = {_norm_path(p): where for p, where in files.items()}
-        try:
-            rows = (spark.read.text(sorted(files)).select(
-                F.col("_metadata.file_path").alias("file"),
-                F.col("_metadata.file_modification_time").alias("arrival"),
-                F.from_json("value", inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
-                .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
-                .collect())
-        except Exception:  # noqa: BLE001 - input files may be gone (retention); state evidence remains
-            continue
-        for row in rows:
-            where = by_path.get(_norm_path(row["file"]))
-            if where is None or row["row"] is None:
+        if inp.kafka is not None:
+            kafka = kafka or kafka_input.load(checkpoint, progress_rows)
+            read = _kafka_records(spark, kafka, inp, key, batch_id)
+        else:
+            read = _file_records(spark, checkpoint, log, inp, key, batch_id)
+        for parsed, arrival, where in read:
+            if parsed is None:
                 continue
-            values = row["row"].asDict()
-            if _dead_letter(values, inp, row["arrival"]):
+            values = parsed.asDict()
+            if _dead_letter(values, inp, arrival):
                 dead += 1
                 continue
-            _, source_batch, micro = where
-            found.append({"input": inp.name, "batch_id": micro, "source_batch_id": source_batch,
-                          "event_time": jsonable(values.get(inp.time_column)), "row": jsonable(values)})
-    found.sort(key=lambda r: (r["batch_id"] is None, r["batch_id"] or 0, r["source_batch_id"], r["input"]))
+            found.append({"input": inp.name, **where, "event_time": jsonable(values.get(inp.time_column)),
+                          "row": jsonable(values)})
+    found.sort(key=lambda r: (r["batch_id"] is None, r["batch_id"] or 0, r["source_batch_id"] or 0,
+                              r.get("partition", 0), r.get("offset", 0), r["input"]))
     return found, dead
 
 

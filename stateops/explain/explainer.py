@@ -1,6 +1,7 @@
 """explain_key: gather the evidence about a key at a batch (Spark), then judge it (pure rules)."""
 from __future__ import annotations
 
+from stateops import progress
 from stateops.checkpoint import Checkpoint
 from stateops.explain import batches, evidence
 from stateops.explain.model import Evidence, ExplainError, ExplainTarget, KeyExplanation
@@ -42,9 +43,11 @@ def gather(spark, target: ExplainTarget, checkpoint: Checkpoint, key: str, batch
     start = max(0, min(s.min_batch_id for s in stores))
     history, feed = evidence.read_changes(spark, target.checkpoint, readable, key, start, batch)
     output = evidence.output_rows(target, key, batch, checkpoint.latest_committed_batch())
-    log = batches.load(checkpoint, target.progress_table)
+    recorded = progress.query_batches(target.progress_table, checkpoint.query_id()) if target.progress_table else []
+    log = batches.load(checkpoint, recorded)
     inputs_read = not output and any(inp.key_column for inp in target.inputs)
-    inputs, dead = evidence.read_inputs(spark, checkpoint, log, target.inputs, key, batch) if inputs_read else ([], 0)
+    inputs, dead = (evidence.read_inputs(spark, checkpoint, log, recorded, target.inputs, key, batch) if inputs_read
+                    else ([], 0))
     return Evidence(kind=target.kind, key=key, batch_id=batch, watermarks=log.watermarks, in_state=in_state,
                     history=history, inputs=inputs, output=output, feed=feed, join=target.join,
                     output_table=target.output_table, late_margin_seconds=target.late_margin_seconds,

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from stateops.errors import StateOpsError
 from stateops.joins import JoinBound
+from stateops.kafka_offsets import KafkaSource
 
 # Stable reason names (README and the --json contract name them); one line each.
 REASONS: dict[str, str] = {
@@ -48,14 +49,16 @@ class JoinSpec:
 
 @dataclass(frozen=True)
 class InputSource:
-    """One input of the job (file source): where it lands, how to parse it, which column holds the key."""
+    """One input of the job: where it lands (a file source) or the brokers of its topic (a Kafka source, the
+    topic named after the input), how to parse it, which column holds the key."""
 
     name: str
-    path: str
+    path: str | None
     schema: str
     time_column: str
     key_column: str | None = None
-    future_tolerance_seconds: int | None = None  # a time further ahead of its file's arrival is a dead letter
+    future_tolerance_seconds: int | None = None  # a time further ahead of its arrival is a dead letter
+    kafka: KafkaSource | None = None
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,8 @@ class Evidence:
     """Everything known about one key at one batch; the verdict is a pure function of this.
 
     inputs: rows of the key the query read, each {"input", "batch_id" (micro-batch, None when no longer
-    known), "source_batch_id", "event_time", "row"}. watermarks: micro-batch -> batchWatermarkMs, for every
-    batch the checkpoint or the progress table still knows. history: change-feed events of the key.
+    known), "source_batch_id" (file sources), "partition" and "offset" (Kafka sources), "event_time", "row"}.
+    watermarks: micro-batch -> batchWatermarkMs, for every batch the checkpoint or the progress table still knows. history: change-feed events of the key.
     output: the key's rows in the output table, None when that cannot be determined.
     """
 

@@ -299,8 +299,9 @@ def undetermined(ev: Evidence) -> str | None:
     if not unknown:
         return None
     a = unknown[0]
-    where = (f"source batch {a.row.get('source_batch_id')} of input {a.row.get('input')}" if a.batch is None
-             else f"batch {a.batch}, whose previous watermark is unknown")
+    read = (f"offset {a.row['offset']} of {a.row.get('input')}/{a.row.get('partition')}" if "offset" in a.row
+            else f"source batch {a.row.get('source_batch_id')} of input {a.row.get('input')}")
+    where = read if a.batch is None else f"batch {a.batch}, whose previous watermark is unknown"
     return (f"{ev.key} was read ({len(unknown)} row(s), first in {where}) but is neither in state, nor in the "
             f"retained change feed (from batch {_feed_start(ev)}), nor in the output. Spark keeps offsets/ for "
             f"its last 100 batches only, and the progress table has no row telling which batch read it or the "

@@ -12,6 +12,12 @@ a missing file has an event time at or below max(event time seen) <= watermark +
 that read it; so rows whose span starts before that bound (the write floor, with the largest delay the
 job ran with: its setting now and every watermark override in its history) are not written. With several
 inputs the global watermark is their minimum and bounds none of them: such a rebuild is refused.
+
+A Kafka job's fresh checkpoint reads each partition from the earliest offset the brokers hold, which is where
+the old checkpoint started (`sources/<i>/0`) as long as Kafka's retention deleted nothing since (log starts
+only move forward; StateOps always starts from the earliest offset). Deleted records cannot be replayed and
+no file list tells which event times they held, so such a rebuild is refused, naming partitions and offsets,
+like a rewind whose offsets are gone; brokers that cannot be asked refuse it too.
 """
 from __future__ import annotations
 
@@ -20,9 +26,11 @@ import posixpath
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from stateops import kafka_offsets
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.durations import parse_seconds
+from stateops.errors import StateOpsError
 from stateops.fs import filesystem
 from stateops.layout import Layout
 
@@ -36,8 +44,12 @@ class Coverage:
     read_before: int
     missing: int
     write_floor_ms: int | None
+    kafka_records: int | None = None  # a Kafka job: the records the rebuild replays (all still on the brokers)
 
     def describe(self) -> str:
+        if self.kafka_records is not None:
+            return (f"rebuild replays the {self.kafka_records} records the old checkpoint read, from the offsets it "
+                    "started at (Kafka still holds every one), so the state is rebuilt exactly")
         text = (f"rebuild replays all {self.retained_files} retained input files from a fresh checkpoint (about one "
                 "batch per file)")
         if self.write_floor_ms is None:
@@ -82,10 +94,38 @@ def largest_delay_ms(layout: Layout, target: JobTarget) -> int:
     return max(parse_seconds(v) for v in values) * 1000
 
 
+def kafka_replay(target: JobTarget, needed: dict[str, dict[str, int]], action: str, fix: str) -> None:
+    """Refuses `action` unless the brokers still hold every record from `needed` ({topic: {partition: offset}})
+    on (stateops.kafka_offsets): Spark would fail on deleted ones at restart (failOnDataLoss), after the
+    checkpoint was already changed."""
+    if not needed:
+        return
+    try:
+        starts = kafka_offsets.log_starts(target.kafka, sorted(needed))
+    except StateOpsError as err:
+        raise RecoveryRefused(f"{target.job}: cannot {action}: the records it would replay cannot be checked: "
+                              f"{err}") from None
+    gone = kafka_offsets.deleted(needed, starts)
+    if gone:
+        raise RecoveryRefused(f"{target.job}: cannot {action}: Kafka's retention already deleted records the replay "
+                              f"needs, which would be skipped: {'; '.join(gone)}. Fix: {fix}")
+
+
+def _kafka(checkpoint: Checkpoint, target: JobTarget) -> Coverage:
+    """A rebuild of a Kafka job: every record from where the checkpoint started (a partition added later: from
+    offset 0) up to the offsets of its latest batch, all of them still on the brokers."""
+    started = kafka_offsets.initial(checkpoint.path)
+    read = kafka_offsets.recorded(checkpoint.source_offsets(checkpoint.latest_committed_batch()))
+    needed = {topic: {p: started.get(topic, {}).get(p, 0) for p in parts} for topic, parts in read.items()}
+    kafka_replay(target, needed, "rebuild", "use rewind to a batch whose offsets Kafka still holds, or restore an "
+                 f"archive (stateops archives list {target.job})")
+    records = sum(max(0, end - needed[topic][p]) for topic, parts in read.items() for p, end in parts.items())
+    return Coverage(retained_files=0, read_before=0, missing=0, write_floor_ms=None, kafka_records=records)
+
+
 def assess(layout: Layout, checkpoint: Checkpoint, target: JobTarget) -> Coverage:
-    if not target.landing:
-        raise RecoveryRefused(f"{target.job}: a rebuild replays the retained input of the file landing zone; this "
-                              "job reads Kafka, whose retention the runbook cannot see. Fix: use rewind or restore")
+    if target.kafka is not None:
+        return _kafka(checkpoint, target)
     read = checkpoint.source_files()
     retained = set().union(*(landing_files(folder) for folder in target.landing))
     gone = {index: [(path, batch) for path, batch in files if plain(path) not in retained]

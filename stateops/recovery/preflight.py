@@ -19,7 +19,7 @@ from stateops.control import current_lease, default_actor, maintenance, override
 from stateops.control.settings import ControlSettings
 from stateops.durations import parse_seconds
 from stateops import kafka_offsets
-from stateops.errors import ConfigError, StateOpsError
+from stateops.errors import ConfigError
 from stateops.layout import Layout
 
 from stateops.recovery import archive, coverage, journal, sinkstate, surgery
@@ -212,25 +212,6 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
     return tuple(notes)
 
 
-def _check_kafka_replay(target: JobTarget, checkpoint: Checkpoint, to_batch: int) -> None:
-    """A rewind to batch N replays each Kafka partition from the offset offsets/N recorded: every record from
-    there on must still be on the brokers (stateops.kafka_offsets)."""
-    needed = kafka_offsets.recorded(checkpoint.source_offsets(to_batch))
-    if not needed:
-        return
-    try:
-        starts = kafka_offsets.log_starts(target.kafka, sorted(needed))
-    except StateOpsError as err:
-        raise RecoveryRefused(f"{target.job}: cannot rewind to batch {to_batch}: the records it would replay "
-                              f"cannot be checked: {err}") from None
-    gone = kafka_offsets.deleted(needed, starts)
-    if gone:
-        raise RecoveryRefused(f"{target.job}: cannot rewind to batch {to_batch}: Kafka's retention already deleted "
-                              f"records the replay needs, which would be skipped: {'; '.join(gone)}. Fix: choose a "
-                              "later batch whose offsets Kafka still holds, or restore an archive "
-                              f"(stateops archives list {target.job})")
-
-
 def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, runbook_id: str | None = None,
                settings: RecoverySettings | None = None, now: datetime | None = None) -> RecoveryPlan:
     """The plan for `request`, or a one-line refusal. Writes nothing."""
@@ -262,8 +243,11 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         problems = surgery.rewind_problems(checkpoint, request.to_batch)
         if problems:
             raise RecoveryRefused(f"{target.job}: cannot rewind to batch {request.to_batch}: {problems[0]}")
-        if target.kafka is not None:
-            _check_kafka_replay(target, checkpoint, request.to_batch)
+        if target.kafka is not None:  # the restart reads each partition from the offset offsets/N recorded
+            coverage.kafka_replay(target, kafka_offsets.recorded(checkpoint.source_offsets(request.to_batch)),
+                                  f"rewind to batch {request.to_batch}",
+                                  "choose a later batch whose offsets Kafka still holds, or restore an archive "
+                                  f"(stateops archives list {target.job})")
     if request.mode == "rebuild":
         if target.output_mode == "append" and not target.row_key:
             raise RecoveryRefused(f"{target.job}: a rebuild replays input into an append sink without an idempotent "
