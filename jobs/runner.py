@@ -29,6 +29,7 @@ import statistics
 import threading
 import time
 import uuid
+from array import array
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any, Callable
@@ -93,18 +94,39 @@ class RunResult:
 ProgressCallback = Callable[[dict[str, Any]], None]  # gets each progress event (Spark's JSON) of the stateful query
 
 
+class RunTotals:
+    """What the run result needs of the stateful query's progress events, kept as they arrive instead of
+    the events themselves (a continuous run reports a batch every trigger for days: its events grew the
+    driver's memory with every batch): input rows, the batch time of each batch with input (8 bytes a
+    batch: the median and the maximum need all of them) and the latest event."""
+
+    def __init__(self) -> None:
+        self.input_rows = 0
+        self.durations_ms = array("q")  # batches with input rows, in order
+        self.last: dict[str, Any] = {}
+
+    def add(self, progress: dict[str, Any]) -> None:
+        rows = progress.get("numInputRows", 0)
+        self.input_rows += rows
+        if rows > 0:
+            self.durations_ms.append(progress.get("batchDuration", 0))
+        self.last = progress
+
+
 class ProgressRecorder(StreamingQueryListener):
     """Records every progress event of this run's queries in the `progress` ops table, in small groups
-    (stateops.progress.ProgressBuffer; `close()` writes what is left), and keeps the stateful query's
-    events until the run's own thread takes them (`take_new`) for its progress callback. An idle query
-    reports no progress: its idle events are recorded at once in the job's idle record
-    (stateops.progress.record_idle), the first of each idle spell with the batch it followed, so that a
-    runbook knows the query it restarted has looked at its source and found nothing new."""
+    (stateops.progress.ProgressBuffer; `close()` writes what is left), keeps the stateful query's totals
+    (`totals`: RunTotals) and its new events until the run's own thread takes them (`take_new`) for its
+    progress callback, and the newest batch reported per query (`wait_for`): nothing that grows with the
+    number of batches. An idle query reports no progress: its idle events are recorded at once in the job's
+    idle record (stateops.progress.record_idle), the first of each idle spell with the batch it followed, so
+    that a runbook knows the query it restarted has looked at its source and found nothing new."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
                  flush: progress_table.FlushSettings | None = None):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
-        self.events: list[dict[str, Any]] = []
+        self.totals = RunTotals()
+        self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
         self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
         self._lock = threading.Lock()
         self._new: list[dict[str, Any]] = []
@@ -130,9 +152,11 @@ class ProgressRecorder(StreamingQueryListener):
             self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
         finally:
             with self._lock:
-                self.events.append(progress)
-                self._batches[progress["name"]] = progress.get("batchId")
+                batch = progress.get("batchId")
+                self._reported[progress["id"]] = max(batch, self._reported.get(progress["id"], batch))
+                self._batches[progress["name"]] = batch
                 if progress.get("name") == self.job:
+                    self.totals.add(progress)
                     self._new.append(progress)
 
     def onQueryIdle(self, event) -> None:
@@ -175,7 +199,7 @@ class ProgressRecorder(StreamingQueryListener):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if any(e["id"] == last["id"] and e["batchId"] >= last["batchId"] for e in self.events):
+                if self._reported.get(last["id"], -1) >= last["batchId"]:
                     return
             time.sleep(0.05)
 
@@ -405,23 +429,22 @@ def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tupl
 
 def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,
             sink: DeltaSink, dl_sink: DeltaSink) -> RunResult:
-    events = [e for e in recorder.events if e.get("name") == spec.name]
-    with_data = [e for e in events if e.get("numInputRows", 0) > 0]
-    last = events[-1] if events else {}
+    totals = recorder.totals
+    last = totals.last
     dl_table = open_table(layout.deadletter_table(spec.name))
     out_table = open_table(layout.table(spec.sink_table))
     return RunResult(
         job=spec.name,
         run_id=run_id,
         query_id=str(main.id),
-        batches=len(with_data),
-        input_rows=sum(e.get("numInputRows", 0) for e in events),
+        batches=len(totals.durations_ms),
+        input_rows=totals.input_rows,
         output_rows=sink.rows_written,
         deadletter_rows=dl_sink.rows_written,
         deadletter_total=dl_table.count() if dl_table is not None else 0,
         watermark=last.get("eventTime", {}).get("watermark"),
         state_operators=progress_table.operator_metrics(last),
-        batch_durations_ms=[e.get("batchDuration", 0) for e in with_data],
+        batch_durations_ms=list(totals.durations_ms),
         delta_version=out_table.version() if out_table is not None else None,
         batches_skipped=sink.batches_skipped,
         progress_write_failures=recorder.write_failures,
