@@ -230,8 +230,9 @@ def test_rebuild_of_an_append_sink_needs_an_idempotent_key(layout, checkpoint):
     assert plan.mode == "rebuild"
 
 
-def test_rebuild_needs_a_file_landing_zone_and_with_several_inputs_all_the_input_read(layout, checkpoint):
-    _refused(layout, RecoveryRequest(JOB, "rebuild"), target=_target(layout, landing=()))  # Kafka
+def test_rebuild_with_several_inputs_needs_all_the_input_read(layout, checkpoint):
+    """(A Kafka job's rebuild needs every record from where its checkpoint started: tests/spark/test_kafka_jobs.py,
+    on a broker whose records were deleted.)"""
     two = _target(layout, landing=(layout.landing("events"), layout.landing("other")), inputs=2)
     assert _plan(layout, RecoveryRequest(JOB, "rebuild"), two).mode == "rebuild"  # every file read is there
     os.remove(f"{layout.landing('events')}/2.json")
