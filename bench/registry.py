@@ -14,7 +14,8 @@ class Benchmark:
     key: str                   # the Report's name and the template's section key
     title: str                 # the section heading in BENCHMARKS.md
     module: str                # imported by `python -m bench`; has main(argv, spark) -> Report
-    own_session: bool = False  # starts its own Spark session: runs after the local-session ones
+    own_session: bool = False  # starts its own Spark session, or needs none: runs after the local-session ones,
+    # with no session open (spark=None)
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
@@ -32,4 +33,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("retention", "Retention: plan vs a bare listing, and the progress table before/after compaction",
               "bench.bench_retention"),
     Benchmark("sensors", "Sensor tick: ops tables and file listings vs a Spark session", "bench.bench_sensors"),
+    Benchmark("scale", "Scale: 4 to 1,000 jobs in one code location (load, sensor ticks, status, retention, fast "
+              "audits, memory)", "bench.bench_scale", own_session=True),
 )
