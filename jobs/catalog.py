@@ -14,13 +14,16 @@ A `[jobs.<name>]` table naming a job defined elsewhere overrides its settings in
 
 Every job is validated at load, its transformation included (it imports, its parameters fit), and so is
 every other section of the config file (stateops.config). `Catalog.load` does all of it once per entry point
-(a CLI invocation, the Dagster code location or a run, a sensor tick), and the result is passed down.
+(a CLI invocation, the Dagster code location or a run, a sensor tick), and the result is passed down; a
+sensor tick reuses the last tick's validation while the file is unchanged (`reusing_unchanged`).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from stateops.audit.thresholds import Thresholds
 from stateops.config import ConfigFile
@@ -146,6 +149,34 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
     return jobs
 
 
+_REUSE: ContextVar[bool] = ContextVar("stateops_catalog_reuse", default=False)
+_kept: dict[tuple[Layout, str | None], tuple[bytes, "Catalog"]] = {}
+
+
+@contextmanager
+def reusing_unchanged() -> Iterator[None]:
+    """Inside the block, `Catalog.load` hands back the catalog it validated last in this process for the same
+    home and config file when the file's bytes are unchanged (it still reads the file: an edit applies at the
+    next load). For an entry point that runs again and again in one process, a sensor tick: at 1,000 jobs,
+    parsing and validating an unchanged file took 0.6 s of every tick. Everywhere else (a CLI command, a run,
+    the code location) a load validates afresh. A file that fails to load is never kept."""
+    token = _REUSE.set(True)
+    try:
+        yield
+    finally:
+        _REUSE.reset(token)
+
+
+def _file_bytes(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class Catalog:
     """One entry point's configuration: the config file, every job it defines or overrides (validated, paths
@@ -159,12 +190,19 @@ class Catalog:
 
     @classmethod
     def load(cls, layout: Layout, config_path: str | None) -> "Catalog":
+        content = _file_bytes(config_path) if _REUSE.get() else None
+        kept = _kept.get((layout, config_path)) if content is not None else None
+        if kept is not None and kept[0] == content:
+            return kept[1]
         config = ConfigFile.load(config_path)
         jobs = _load_jobs(config, layout)
         config.check_job_names(jobs)
         for name in jobs:
             Thresholds.from_config(config, name), Policy.from_config(config, name)
-        return cls(layout, config, jobs, load_policies(config, list(jobs)))
+        catalog = cls(layout, config, jobs, load_policies(config, list(jobs)))
+        if content is not None:
+            _kept[(layout, config_path)] = (content, catalog)
+        return catalog
 
     @classmethod
     def current(cls, layout: Layout | None = None, config_path: str | None = None) -> "Catalog":

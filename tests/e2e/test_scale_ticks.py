@@ -1,8 +1,8 @@
 """A sensor tick over many jobs reads each ops table once for all of them, and the Dagster run storage a
 fixed number of times (issue 23): counted, not timed, on homes of SMALL and LARGE generated jobs, each with a
 checkpoint, progress rows and audits (bench/bench_scale.py builds them; no Spark). Reading a table once per
-job made a tick's cost grow with jobs x rows: 10 s a tick at 1,000 jobs. The config file is validated once
-on the first tick and again only when it changed."""
+job made a tick's cost grow with jobs x rows: 10 s a tick at 1,000 jobs. The config file is validated on the
+first tick and again only when it changed."""
 from __future__ import annotations
 
 from collections import Counter
@@ -31,8 +31,8 @@ def _sensors():
 
 
 def _reads(tmp_path, monkeypatch, jobs: int) -> dict[str, Counter]:
-    """Per sensor: ops tables opened (by name), run-storage queries and catalog loads, in its second tick
-    (the first one loads the config file)."""
+    """Per sensor: ops tables opened (by name), run-storage queries and catalog validations, in its second
+    tick (the first one validates the config file)."""
     home, config = tmp_path / f"home-{jobs}", tmp_path / f"jobs-{jobs}.toml"
     config.write_text(config_text(jobs))
     counts = build_home(str(home), str(config), batches=5, audits=2)
@@ -46,15 +46,15 @@ def _reads(tmp_path, monkeypatch, jobs: int) -> dict[str, Counter]:
             seen[f"table {str(uri).rstrip('/').rsplit('/', 1)[-1]}"] += 1
             super().__init__(uri, *args, **kwargs)
 
-    load = catalog_module.Catalog.load.__func__
+    validate = catalog_module._load_jobs
 
-    def counted_load(cls, *args, **kwargs):
-        seen["catalog loads"] += 1
-        return load(cls, *args, **kwargs)
+    def counted_validation(*args, **kwargs):
+        seen["catalog validations"] += 1
+        return validate(*args, **kwargs)
 
     monkeypatch.setattr(signals_module, "DeltaTable", Counted)
     monkeypatch.setattr(delta_module, "DeltaTable", Counted)
-    monkeypatch.setattr(catalog_module.Catalog, "load", classmethod(counted_load))
+    monkeypatch.setattr(catalog_module, "_load_jobs", counted_validation)
     out = {}
     with instance_for_test() as instance:
         get_run_records = instance.get_run_records
@@ -81,7 +81,7 @@ def test_a_ticks_reads_do_not_grow_with_the_number_of_jobs(tmp_path, monkeypatch
     small, large = _reads(tmp_path, monkeypatch, SMALL), _reads(tmp_path, monkeypatch, LARGE)
     for name in SENSORS:
         assert large[name] == small[name], f"{name}: {dict(small[name])} at {SMALL} jobs, {dict(large[name])} at {LARGE}"
-        assert large[name]["catalog loads"] == 0, f"{name}: the unchanged config file was loaded again"
+        assert large[name]["catalog validations"] == 0, f"{name}: the unchanged config file was validated again"
         assert all(n <= 2 for key, n in large[name].items() if key.startswith("table ")), f"{name}: {dict(large[name])}"
     assert large["state_growth_sensor"]["table progress"] == 1 and large["state_skew_sensor"]["table audits"] == 1
     assert large["query_health_sensor"]["run queries"] == 1, dict(large["query_health_sensor"])
