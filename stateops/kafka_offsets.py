@@ -50,8 +50,10 @@ def recorded(offsets: list[Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def log_starts(source: KafkaSource, topics: list[str], timeout: float = 20.0) -> dict[str, dict[str, int]]:
-    """{topic: {partition: the oldest offset the brokers still hold}}; StateOpsError when they cannot say."""
+def _watermark_offsets(source: KafkaSource, topics: list[str], timeout: float
+                       ) -> dict[str, dict[str, tuple[int, int]]]:
+    """{topic: {partition: (oldest offset held, next offset to be written)}}; StateOpsError when the brokers
+    cannot say."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     try:
@@ -61,20 +63,45 @@ def log_starts(source: KafkaSource, topics: list[str], timeout: float = 20.0) ->
         raise StateOpsError(f"cannot ask the Kafka brokers {source.bootstrap_servers} ({err}). Fix: check "
                             "kafka_bootstrap_servers and kafka_options") from None
     try:
-        out: dict[str, dict[str, int]] = {}
+        out: dict[str, dict[str, tuple[int, int]]] = {}
         for topic in topics:
             meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
             if meta is None or meta.error is not None:
                 raise StateOpsError(f"topic {topic} is not on {source.bootstrap_servers}"
                                     f"{f' ({meta.error})' if meta is not None else ''}")
-            out[topic] = {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0]
+            out[topic] = {str(p): tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout))
                           for p in meta.partitions}
         return out
     except KafkaException as err:
         raise StateOpsError(f"the Kafka brokers {source.bootstrap_servers} did not answer ({err}). Fix: check "
-                            "that they are reachable; a replay cannot be verified without them") from None
+                            "that they are reachable; what a replay needs or a query has left to read cannot be "
+                            "checked without them") from None
     finally:
         consumer.close()
+
+
+def log_starts(source: KafkaSource, topics: list[str], timeout: float = 20.0) -> dict[str, dict[str, int]]:
+    """{topic: {partition: the oldest offset the brokers still hold}}; StateOpsError when they cannot say."""
+    return {t: {p: low for p, (low, _) in parts.items()}
+            for t, parts in _watermark_offsets(source, topics, timeout).items()}
+
+
+def log_ends(source: KafkaSource, topics: list[str], timeout: float = 20.0) -> dict[str, dict[str, int]]:
+    """{topic: {partition: the offset the next record will get}}: what is available to read."""
+    return {t: {p: high for p, (_, high) in parts.items()}
+            for t, parts in _watermark_offsets(source, topics, timeout).items()}
+
+
+def unread(read: Mapping[str, Mapping[str, int]], ends: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """`topic/partition: offsets A..B` for every partition holding records past what `read` recorded (a
+    partition `read` does not name yet: from offset 0)."""
+    behind = []
+    for topic, parts in sorted(ends.items()):
+        for partition, end in sorted(parts.items(), key=lambda p: int(p[0])):
+            start = read.get(topic, {}).get(partition, 0)
+            if end > start:
+                behind.append(f"{topic}/{partition}: offsets {start}..{end - 1}")
+    return behind
 
 
 def deleted(needed: Mapping[str, Mapping[str, int]], starts: Mapping[str, Mapping[str, int]]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from stateops import kafka_offsets
 from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
@@ -145,8 +146,16 @@ def observe_reading(layout: Layout, target: JobTarget, run_id: str, running: boo
 
 def _unread(target: JobTarget, checkpoint: Checkpoint | None) -> tuple[str, ...] | None:
     """The available input `checkpoint` has not read: file sources, the landed files its source logs do not
-    name. None for a source that cannot tell (Kafka: its progress rows' sources[].latestOffset against
-    endOffset would plug in here)."""
+    name; Kafka, the partitions whose brokers hold records past the offsets of its latest committed batch.
+    None when that cannot be told (no batch yet, brokers not answering)."""
+    if target.kafka is not None:
+        committed = checkpoint.committed_batches() if checkpoint else []
+        read = kafka_offsets.recorded(checkpoint.source_offsets(committed[-1])) if committed else {}
+        try:
+            return tuple(kafka_offsets.unread(read, kafka_offsets.log_ends(target.kafka, sorted(read), 5.0))) if read \
+                else None
+        except StateOpsError:
+            return None
     if not target.landing:
         return None
     read = {coverage.plain(p) for files in (checkpoint.source_files() if checkpoint else {}).values()

@@ -42,8 +42,8 @@ class Reading:
     planned: int | None             # its latest planned batch (offsets/) now
     idle_at: str | None             # the restarted query's latest idle report (None: none since the restart)
     idle_after: int | None          # the batch it had completed then (None: none since the restart)
-    # Available input the checkpoint has not read (file sources: landed files not in its source logs);
-    # None: this source cannot say (Kafka, until its progress rows' latestOffset vs endOffset is compared).
+    # Available input the checkpoint has not read (file sources: landed files not in its source logs; Kafka:
+    # partitions with records past its latest batch's offsets); None: cannot say (no batch yet, no broker).
     unread: tuple[str, ...] | None
 
 

@@ -226,17 +226,27 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, brok
     checkpoint, which reads the records produced since from the offsets it recorded, verified; the table
     equals the oracle with the delay switching at the restart. (Adds records to `events`: the tests after this
     one compute their oracles from whatever the topic holds.)"""
-    from jobs.recovery import recover
+    from jobs.catalog import Catalog
+    from jobs.recovery import job_target, recover
     from stateops.recovery import RecoveryRequest
+    from stateops.recovery.observation import observe_reading
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
     spec, layout, first, _ = _run(spark, tmp_path, broker, "user_activity")
     checkpoint = spec.checkpoint_path(layout)
-    before = len(_ends(checkpoint, "events"))
+    ends = _ends(checkpoint, "events")
+    target = job_target(spec, Catalog.load(layout, str(tmp_path / "kafka.toml")))
+    assert observe_reading(layout, target, "r", False, None).unread == ()  # the verifier's "read everything"
     more = tmp_path / "more"
     done = CliRunner().invoke(main, ["--home", str(more), "generate", "--events=400", "--files=2", "--users=40",
                                      "--start=2026-01-01T02:00:00+00:00", "--seed=5", "--kafka", broker])
     assert done.exit_code == 0, done.output
+    now = {}
+    for p, o, *_ in records(broker, "events"):
+        now[p] = max(now.get(p, 0), o + 1)
+    assert observe_reading(layout, target, "r", False, None).unread == tuple(
+        f"events/{p}: offsets {ends[-1].get(p, 0)}..{now[p] - 1}" for p in sorted(now) if now[p] > ends[-1].get(p, 0))
+    before = len(ends)
     report = recover(layout, RecoveryRequest("user_activity", "adjust", watermark_delay="20 minutes",
                                              reason="late data", confirm="user_activity", dry_run=False),
                      config_path=str(tmp_path / "kafka.toml"), spark=spark)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stateops.explain.kafka_input import KafkaBatches
-from stateops.kafka_offsets import KafkaSource, deleted, initial, recorded
+from stateops.kafka_offsets import KafkaSource, deleted, initial, recorded, unread
 
 pytestmark = pytest.mark.unit
 
@@ -51,3 +51,10 @@ def test_the_batch_that_read_a_record_is_the_first_ending_past_it_when_the_one_b
     assert batches.micro_batch_of("events", "0", 65) == 6
     assert batches.micro_batch_of("events", "2", 0) == 6  # a partition that appeared in batch 6
     assert batches.micro_batch_of("events", "0", 70) is None and batches.micro_batch_of("orders", "0", 0) is None
+
+
+def test_unread_names_each_partition_with_records_past_what_was_read():
+    read = {"events": {"0": 120, "1": 98}}
+    assert unread(read, {"events": {"0": 120, "1": 100, "2": 3}}) == ["events/1: offsets 98..99",
+                                                                     "events/2: offsets 0..2"]
+    assert unread(read, {"events": {"0": 120, "1": 98}}) == []
