@@ -77,13 +77,14 @@ def _delta_batch(layout: Layout, job: str) -> int | None:
         return None
 
 
-def _kill_trial(layout: Layout, job: str, rng: random.Random) -> dict:
-    """One run of `stateops jobs run JOB`, SIGKILLed at a random point. Returns where it landed."""
+def _kill_trial(layout: Layout, job: str, rng: random.Random, env: dict[str, str] | None = None) -> dict:
+    """One run of `stateops jobs run JOB` (with `env` added to its environment), SIGKILLed at a random point.
+    Returns where it landed."""
     checkpoint = layout.checkpoint(job)
     before = _committed(checkpoint)
     target = before + rng.randint(0, 1)
     delay = rng.uniform(0.0, 1.2)
-    proc = subprocess.Popen([STATEOPS, "jobs", "run", job], env={**os.environ, "STATEOPS_HOME": layout.home},
+    proc = subprocess.Popen([STATEOPS, "jobs", "run", job], env={**os.environ, "STATEOPS_HOME": layout.home, **(env or {})},
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

@@ -1,7 +1,9 @@
 """kill -9 on a Kafka job (marker `faults`, in the default run): `user_activity` reading a real broker
 (scripts/kafka), killed once at the fault point after batch 3's Delta commit and before Spark's commits/3,
 then `stateops jobs run` SIGKILLed TRIALS times at random points (during startup, inside a batch, between the
-Delta commit and Spark's commit), restarted by the next trial, then finished. Afterwards its table
+Delta commit and Spark's commit), restarted by the next trial, then finished; the trials alternate between the
+two Delta writers (delta-rs from the driver, Delta's own Spark writer), so a batch one killed is replayed by
+the other. Afterwards its table
 holds no duplicate and equals the oracle over the records each batch read (the checkpoint's `offsets/N`, as the
 run composed the batches), and every malformed record is a dead letter: a replayed batch reads the same offset
 range, so exactly-once holds without files.
@@ -54,7 +56,9 @@ def test_kill_9_on_a_kafka_job_loses_nothing_and_duplicates_nothing(spark, tmp_p
         app_id = query_app_id(JOB, checkpoint)
         assert DeltaTable(layout.table(JOB)).transaction_version(app_id) == 3, "batch 3 is in Delta"
         rng = random.Random(7)
-        trials = [_kill_trial(layout, JOB, rng) for _ in range(TRIALS)]
+        # Every other trial writes with Delta's Spark writer: a batch killed on one writer is replayed on the other.
+        writers = [("delta-rs", "spark")[i % 2] for i in range(TRIALS)]
+        trials = [_kill_trial(layout, JOB, rng, {"STATEOPS_DELTA_WRITER": w}) for w in writers]
         replayed = [t for t in committed_transactions(layout.table(JOB)) if t[0] == app_id]
         assert len({b for _, b, _ in replayed}) == len(replayed), "a batch was committed twice"
         spec = load_jobs(str(config), layout)[JOB]
@@ -64,7 +68,8 @@ def test_kill_9_on_a_kafka_job_loses_nothing_and_duplicates_nothing(spark, tmp_p
                                     spec.watermark_seconds * 1000)
     got = table_rows(layout.table(JOB), COLUMNS[JOB])
     dead = table_rows(layout.deadletter_table(JOB), ["raw_bytes"])
-    counts = {"trials": len(trials), "batches": _committed(layout.checkpoint(JOB)),
+    counts = {"trials": len(trials), "trials_on_the_spark_writer": writers.count("spark"),
+              "batches": _committed(layout.checkpoint(JOB)),
               "killed_between_delta_and_commit": sum(t["delta_ahead"] for t in trials),
               "killed_before_first_new_commit": sum(t["committed_after"] == t["committed_before"] for t in trials),
               "rows": len(got), "expected_rows": len(expected),
