@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from stateops.layout import Layout
 
-from jobs.catalog import Catalog
+from jobs.catalog import Catalog, reusing_unchanged
 from jobs.spec import JobSpec
 
 SPECS: dict[str, JobSpec] = dict(Catalog.current().jobs)
 
 
 def catalog_for(layout: Layout) -> Catalog:
-    """The catalog a run or tick under `layout` sees (call once per run or tick and pass it down)."""
-    return Catalog.current(layout)
+    """The catalog a run or tick under `layout` sees (call once per run or tick and pass it down). The code
+    server evaluates schedule ticks again and again (with 1,000 jobs, a thousand hourly audit schedules): an
+    unchanged config file is validated once, not at every tick (jobs.catalog.reusing_unchanged); a run's
+    own process validates it when it starts."""
+    with reusing_unchanged():
+        return Catalog.current(layout)
