@@ -1,8 +1,9 @@
 """A catalog of hundreds of jobs loads in time linear in its jobs (issue 23): guarded by counting the path
 normalizations of `check_paths`, not by timing (a shared 2-core machine makes timings useless as a guard).
 Comparing every pair of jobs made 495,450 overlap checks for 300 jobs; the index (jobs.spec._Folders) answers
-each path with a few lookups. Also: the index gives exactly the answers of the pairwise check, and a job's
-asset group follows its `group`, else its team owner, else streaming_jobs."""
+each path with a few lookups. Also: the index gives exactly the answers of the pairwise check, a job's asset
+group follows its `group`, else its team owner, else streaming_jobs, and a tick (reusing_unchanged) validates
+an unchanged config file once but reads an edited one at its next load."""
 from __future__ import annotations
 
 import itertools
@@ -93,3 +94,23 @@ def test_a_jobs_asset_group_is_its_group_else_its_team_else_the_default(tmp_path
     assert err.value.field == "jobs.user_sessions.group" and "letters, digits and underscores" in err.value.fix
     config.write_text('[jobs.user_activity]\ngroup = "activity"\n')
     assert asset_group(Catalog.load(Layout(str(tmp_path / "home")), str(config)).jobs["user_activity"]) == "activity"
+
+
+def test_a_tick_reuses_an_unchanged_config_file_and_reads_an_edited_one(tmp_path):
+    from jobs.catalog import reusing_unchanged
+
+    layout, config = Layout(str(tmp_path / "home")), tmp_path / "stateops.toml"
+    config.write_text('[jobs.user_activity]\nwatermark_delay = "20 minutes"\n')
+    with reusing_unchanged():
+        first = Catalog.load(layout, str(config))
+        assert Catalog.load(layout, str(config)) is first  # unchanged: not validated again
+        config.write_text('[jobs.user_activity]\nwatermark_delay = "30 minutes"\n')
+        edited = Catalog.load(layout, str(config))
+        assert edited is not first and edited.jobs["user_activity"].watermark_delay == "30 minutes"
+        config.write_text('[jobs.user_activity]\nwatermark_delay = "ten minutes"\n')
+        with pytest.raises(ConfigError):  # a broken file is refused at every load, never served from before
+            Catalog.load(layout, str(config))
+        with pytest.raises(ConfigError):
+            Catalog.load(layout, str(config))
+    config.write_text('[jobs.user_activity]\nwatermark_delay = "30 minutes"\n')
+    assert Catalog.load(layout, str(config)) is not Catalog.load(layout, str(config))  # elsewhere: afresh
