@@ -54,6 +54,33 @@ def delta_writer(request, spark):
         yield writer
 
 
+@pytest.fixture
+def importable(monkeypatch):
+    """`importable(folder)` puts a folder of user code on sys.path for the test, first forgetting any module of
+    the same name imported from elsewhere; afterwards the modules imported from it are forgotten too, with the
+    job loader's cache (jobs.transformation): tests import examples/engagement.py from several folders."""
+    import sys
+
+    from jobs import transformation
+
+    folders: list[str] = []
+
+    def forget(names) -> None:
+        for name in names:
+            sys.modules.pop(name, None)
+        transformation._load.cache_clear()
+
+    def add(folder) -> None:
+        folders.append(os.path.realpath(str(folder)))
+        forget(os.path.splitext(n)[0] for n in os.listdir(folder) if n.endswith(".py"))
+        monkeypatch.syspath_prepend(str(folder))
+
+    yield add
+    forget([name for name, module in list(sys.modules.items())
+            if any(os.path.realpath(getattr(module, "__file__", None) or "").startswith(folder + os.sep)
+                   for folder in folders)])
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_dagster_instance():
     """Fails the test that leaves a Dagster instance entered: Dagster's definition loads resolve the process's

@@ -76,8 +76,8 @@ def _reads(tmp_path, monkeypatch, jobs: int) -> dict[str, Counter]:
     return out
 
 
-def test_a_ticks_reads_do_not_grow_with_the_number_of_jobs(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(EXAMPLES)  # the generated jobs are examples/engagement.toml's job
+def test_a_ticks_reads_do_not_grow_with_the_number_of_jobs(tmp_path, monkeypatch, importable):
+    importable(EXAMPLES)  # the generated jobs are examples/engagement.toml's job
     small, large = _reads(tmp_path, monkeypatch, SMALL), _reads(tmp_path, monkeypatch, LARGE)
     for name in SENSORS:
         assert large[name] == small[name], f"{name}: {dict(small[name])} at {SMALL} jobs, {dict(large[name])} at {LARGE}"

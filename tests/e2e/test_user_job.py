@@ -34,15 +34,14 @@ INPUT = dict(users=25, duplicate_share=0.1, late_share=0.05, malformed_share=0.0
 
 
 @pytest.fixture
-def user_module(tmp_path, monkeypatch, spark):
+def user_module(tmp_path, monkeypatch, importable, spark):
     """engagement.py in a folder of its own, importable here and by Spark's workers; the example config."""
     folder = tmp_path / "user_code"
     folder.mkdir()
     shutil.copy(os.path.join(EXAMPLES, "engagement.py"), folder / "engagement.py")
-    monkeypatch.syspath_prepend(str(folder))
+    importable(folder)
     monkeypatch.setenv("STATEOPS_CONFIG", os.path.join(EXAMPLES, "engagement.toml"))
-    yield folder
-    sys.modules.pop("engagement", None)
+    return folder
 
 
 def _table(layout) -> dict[str, tuple]:

@@ -183,21 +183,19 @@ def test_user_actions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
     assert expected and sorted(got) == sorted(expected)
 
 
-def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, monkeypatch):
+def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, importable):
     """examples/engagement.py (dedup, then transformWithStateInPandas), registered by examples/engagement.toml
     from outside the package, reading the topic `events`: its table equals tests/engagement_oracle.py over the
     records each batch read, and its state (Spark's state reader) holds the rows the oracle says."""
     import shutil
-    import sys
 
-    from jobs import transformation
     from tests import engagement_oracle
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     folder = tmp_path / "user_code"
     folder.mkdir()
     shutil.copy(os.path.join(root, "examples", "engagement.py"), folder / "engagement.py")
-    monkeypatch.syspath_prepend(str(folder))
+    importable(folder)
     config = tmp_path / "engagement-kafka.toml"
     with open(os.path.join(root, "examples", "engagement.toml")) as handle:
         text = handle.read()
@@ -206,13 +204,9 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, mo
                                    f'kafka_options = {{ maxOffsetsPerTrigger = "{PER_TRIGGER}" }}\n\n'
                                    "[[jobs.user_engagement.inputs]]", 1))
     layout = Layout(str(tmp_path / "stateops"))
-    try:
-        spec = load_jobs(str(config), layout)["user_engagement"]
-        assert spec.source == "kafka"
-        result = run_job(spark, spec, layout)
-    finally:  # forget the module: tests/e2e/test_user_job.py imports its own copy in the same process
-        sys.modules.pop("engagement", None)
-        transformation._load.cache_clear()
+    spec = load_jobs(str(config), layout)["user_engagement"]
+    assert spec.source == "kafka"
+    result = run_job(spark, spec, layout)
     assert result.batches >= 3
     batches = _batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
     rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()

@@ -41,8 +41,8 @@ def _normalizations(tmp_path, monkeypatch, jobs: int) -> int:
     return calls["n"]
 
 
-def test_the_path_check_of_a_large_catalog_grows_linearly_with_its_jobs(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(EXAMPLES)  # the generated jobs are examples/engagement.toml's job
+def test_the_path_check_of_a_large_catalog_grows_linearly_with_its_jobs(tmp_path, monkeypatch, importable):
+    importable(EXAMPLES)  # the generated jobs are examples/engagement.toml's job
     small, large = _normalizations(tmp_path, monkeypatch, SMALL), _normalizations(tmp_path, monkeypatch, LARGE)
     assert large <= PER_JOB * LARGE, f"{large} normalizations for {LARGE} jobs"
     assert large / small <= LARGE / SMALL * 1.05, f"{small} for {SMALL} jobs, {large} for {LARGE}: not linear"

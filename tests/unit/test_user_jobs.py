@@ -57,13 +57,13 @@ NOT_CALLABLE = 3
 
 
 @pytest.fixture
-def user_code(tmp_path, monkeypatch):
+def user_code(tmp_path, importable):
     folder = tmp_path / "user_code"
     folder.mkdir()
     (folder / "my_visits.py").write_text(MODULE)
     (folder / "my_broken.py").write_text("import no_such_dependency\n")
     (folder / "my_raises.py").write_text("raise RuntimeError('bad module')\n")
-    monkeypatch.syspath_prepend(str(folder))
+    importable(folder)
     return folder
 
 
