@@ -43,7 +43,7 @@ import time
 import uuid
 from typing import Any, Sequence
 
-from bench.common import Report, machine, workdir
+from bench.common import Report, machine, sensor_ticks, workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -201,26 +201,9 @@ def measure(figure: str, ticks: int) -> dict[str, Any]:
 
 
 def _ticks(name: str, ticks: int) -> list[float]:
-    from dagster import build_sensor_context, instance_for_test
-
-    from orchestration.definitions import defs
-    from orchestration.resources import default_resources
-
-    repo = defs.get_repository_def()
-    sensor = repo.get_sensor_def(name)
-    timings, cursor = [], None
-    with instance_for_test() as instance:
-        for i in range(ticks + 1):
-            with build_sensor_context(instance=instance, cursor=cursor, resources=default_resources(),
-                                      repository_def=repo) as context:
-                started = time.perf_counter()
-                result = sensor(context)
-                elapsed = time.perf_counter() - started
-            cursor = result.cursor
-            if result.skip_reason and "no checkpoint" in result.skip_reason.skip_message:
-                raise RuntimeError(f"{name} sees no checkpoint: {result.skip_reason.skip_message[:300]}")
-            if i:
-                timings.append(elapsed)
+    timings, result = sensor_ticks(name, ticks)
+    if result.skip_reason and "no checkpoint" in result.skip_reason.skip_message:
+        raise RuntimeError(f"{name} sees no checkpoint: {result.skip_reason.skip_message[:300]}")
     return timings
 
 

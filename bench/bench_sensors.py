@@ -33,7 +33,7 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.session import get_session
 
-from bench.common import Report, machine, workdir
+from bench.common import Report, machine, sensor_ticks, workdir
 from stateops import progress
 from stateops.audit import deep_audit
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, audit_rows, finding_rows
@@ -89,24 +89,7 @@ def _history(spark, layout: Layout, audit_rows_wanted: int, progress_rows_wanted
 
 
 def _tick_seconds(name: str, ticks: int) -> list[float]:
-    from dagster import build_sensor_context, instance_for_test
-
-    from orchestration.definitions import defs
-    from orchestration.resources import default_resources
-
-    repo = defs.get_repository_def()
-    sensor = repo.get_sensor_def(name)
-    timings, cursor = [], None
-    with instance_for_test() as instance:
-        for i in range(ticks + 1):
-            with build_sensor_context(instance=instance, cursor=cursor, resources=default_resources(),
-                                      repository_def=repo) as context:
-                started = time.perf_counter()
-                result = sensor(context)
-                elapsed = time.perf_counter() - started
-            cursor = result.cursor
-            if i:
-                timings.append(elapsed)
+    timings, result = sensor_ticks(name, ticks)
     print(f"{name}: {result.skip_reason.skip_message[:160] if result.skip_reason else result.run_requests}")
     return timings
 

@@ -249,3 +249,29 @@ class Report:
     def note(self, text: str) -> None:
         self.notes.append(text)
         print(text, flush=True)
+
+
+def sensor_ticks(name: str, ticks: int) -> tuple[list[float], object]:
+    """Seconds of `ticks` ticks of one sensor of the code location (after one discarded warm-up tick, each with
+    the cursor the one before left) on a temporary Dagster instance, and the last tick's result."""
+    import time
+
+    from dagster import build_sensor_context, instance_for_test
+
+    from orchestration.definitions import defs
+    from orchestration.resources import default_resources
+
+    repo = defs.get_repository_def()
+    sensor = repo.get_sensor_def(name)
+    timings, cursor, result = [], None, None
+    with instance_for_test() as instance:
+        for i in range(ticks + 1):
+            with build_sensor_context(instance=instance, cursor=cursor, resources=default_resources(),
+                                      repository_def=repo) as context:
+                started = time.perf_counter()
+                result = sensor(context)
+                elapsed = time.perf_counter() - started
+            cursor = result.cursor
+            if i:
+                timings.append(elapsed)
+    return timings, result
