@@ -180,12 +180,13 @@ def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bo
                 and moment > arrival + timedelta(seconds=inp.future_tolerance_seconds))
 
 
-def _file_records(spark, checkpoint: Checkpoint, log: BatchLog, inp: InputSource, key: str, batch_id: int
-                  ) -> list[tuple[Any, Any, dict[str, Any]]]:
-    """(parsed row, arrival, where the query read it) for the key's lines in the files read up to `batch_id`."""
+def _file_records(spark, logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: InputSource, key: str,
+                  batch_id: int) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """(parsed row, arrival, where the query read it) for the key's lines in the files read up to `batch_id`;
+    `logs`: the checkpoint's file-source logs (Checkpoint.source_files)."""
     from pyspark.sql import functions as F
 
-    files = _input_files(checkpoint.source_files(), log, inp, batch_id)
+    files = _input_files(logs, log, inp, batch_id)
     if not files:
         return []
     by_path = {_norm_path(p): where for p, where in files.items()}
@@ -220,7 +221,7 @@ def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, progress_rows: lis
                 inputs: Iterable[InputSource], key: str, batch_id: int) -> tuple[list[dict], int]:
     """Rows of the key that the stateful query saw in its inputs (files or Kafka topics), up to micro-batch
     `batch_id`, and the number of the key's records that went to the dead-letter table instead."""
-    found, dead, kafka = [], 0, None
+    found, dead, kafka, logs = [], 0, None, None
     for inp in inputs:
         if not inp.key_column:
             continue
@@ -228,7 +229,8 @@ def read_inputs(spark, checkpoint: Checkpoint, log: BatchLog, progress_rows: lis
             kafka = kafka or kafka_input.load(checkpoint, progress_rows)
             read = _kafka_records(spark, kafka, inp, key, batch_id)
         else:
-            read = _file_records(spark, checkpoint, log, inp, key, batch_id)
+            logs = checkpoint.source_files() if logs is None else logs
+            read = _file_records(spark, logs, log, inp, key, batch_id)
         for parsed, arrival, where in read:
             if parsed is None:
                 continue

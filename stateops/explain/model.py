@@ -87,8 +87,9 @@ class Evidence:
 
     inputs: rows of the key the query read, each {"input", "batch_id" (micro-batch, None when no longer
     known), "source_batch_id" (file sources), "partition" and "offset" (Kafka sources), "event_time", "row"}.
-    watermarks: micro-batch -> batchWatermarkMs, for every batch the checkpoint or the progress table still knows. history: change-feed events of the key.
-    output: the key's rows in the output table, None when that cannot be determined.
+    watermarks: micro-batch -> batchWatermarkMs, for every batch the checkpoint or the progress table still knows.
+    history: change-feed events of the key. output: the key's rows in the output table, None when that cannot
+    be determined.
     """
 
     kind: str
