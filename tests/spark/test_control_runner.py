@@ -186,3 +186,27 @@ def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):
     assert described["watermark"]["delay"] == "30 minutes"
     partitions = described["settings"]["shuffle_partitions"]
     assert (partitions["value"], partitions["source"], partitions["in_checkpoint"]) == (5, "override", 3)
+
+
+def test_a_finished_run_leaves_no_writer_in_its_checkpoint(spark, layout):
+    """Spark's state store maintenance uploads a RocksDB snapshot into a stopped query's checkpoint on its
+    next round: with a round every 2 s and a snapshot after every delta, the last batch's snapshot would be
+    uploaded after run_job returned (and a runbook archiving it would copy a moving tree). Oracle: sha256 of every
+    file of the checkpoint, 5 s apart."""
+    from tests.spark.test_recovery import _files
+
+    generate(layout, GeneratorConfig(events=600, files=6, users=40, minutes_per_file=15, seed=72))
+    spec = get_job(JOB)
+    settings = {"spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+                "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1"}
+    before = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        run_job(spark, spec, layout, mode="bounded")
+        after_run = _files(spec.checkpoint_path(layout))
+        time.sleep(5)
+        assert _files(spec.checkpoint_path(layout)) == after_run
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
