@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, spark_conf
+from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, s3a_conf, spark_conf
 from stateops.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -109,3 +109,27 @@ def test_the_stateful_query_has_a_pool_that_gets_cores_first(monkeypatch):
     assert pools["stateful"] > 1000 and pools["deadletter"] == 0
     monkeypatch.setenv("STATEOPS_SPARK_CONF", '{"spark.scheduler.mode": "FIFO"}')
     assert spark_conf(SparkSettings.from_env())["spark.scheduler.mode"] == "FIFO"  # a user's choice wins
+
+
+def test_s3a_settings_come_from_the_aws_sdk_variables(monkeypatch):
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret",
+           "AWS_REGION": "eu-west-1"}
+    conf = s3a_conf(env)
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"  # s3:// URLs through S3A
+    assert (conf["spark.hadoop.fs.s3a.endpoint"], conf["spark.hadoop.fs.s3a.path.style.access"],
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"]) == ("http://127.0.0.1:9000", "true", "false")
+    assert (conf["spark.hadoop.fs.s3a.access.key"], conf["spark.hadoop.fs.s3a.secret.key"],
+            conf["spark.hadoop.fs.s3a.endpoint.region"]) == ("key", "secret", "eu-west-1")
+    assert "spark.hadoop.fs.s3a.session.token" not in conf
+    temporary = s3a_conf({**env, "AWS_SESSION_TOKEN": "token"})
+    assert temporary["spark.hadoop.fs.s3a.session.token"] == "token"
+    assert temporary["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    assert s3a_conf({}) == {}, "no AWS variables: no S3A settings"
+    assert "spark.hadoop.fs.s3a.endpoint" not in s3a_conf({"AWS_REGION": "us-east-1"}), "AWS itself: no endpoint"
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("STATEOPS_SPARK_CONF", '{"spark.hadoop.fs.s3a.path.style.access": "false"}')
+    merged = spark_conf(SparkSettings.from_env())
+    assert merged["spark.hadoop.fs.s3a.path.style.access"] == "false", "STATEOPS_SPARK_CONF wins"
+    assert merged["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
