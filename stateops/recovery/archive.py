@@ -13,6 +13,12 @@ A copy reads every file once (checksums computed while copying) and is then veri
 back against the manifest; a rename (same filesystem, modes that replace the checkpoint: rebuild, restore)
 checksums the files first, renames, and verifies the same way. The manifest is written before the data
 is final, and an archive counts as complete only once `verify` finds every file with its size and sum.
+
+On an object store (S3) the bytes stay on the server: within one store (one fsspec filesystem, i.e. one
+endpoint and credentials) each file is checksummed by reading it and then copied by the store itself
+(s3fs `copy`: CopyObject, a multipart UploadPartCopy above 5 GB), and the copy is verified by reading it
+back like any other. S3 has no rename: a "rename" there is that server-side copy, verified, then the removal
+of the source, so the source goes only once its copy is known good.
 """
 from __future__ import annotations
 
@@ -25,8 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from fsspec.implementations.local import LocalFileSystem
+
 from stateops.errors import ConfigError, OperationFailed
-from stateops.fs import filesystem
+from stateops.fs import S3_SCHEMES, filesystem, scheme
 
 PLAN = "plan.json"
 JOURNAL = "journal.jsonl"
@@ -129,13 +137,25 @@ def listing(root: str) -> list[FileEntry]:
     return entries
 
 
+def _one_store(src_fs, dst_fs) -> bool:
+    """Both sides in one object store, which can copy a file itself (no byte through this process)."""
+    return src_fs is dst_fs and not isinstance(src_fs, LocalFileSystem)
+
+
 def copy_tree(source: str, dest: str) -> list[FileEntry]:
-    """Copy every file of `source` into `dest` (created), checksumming the bytes as they are read."""
+    """Copy every file of `source` into `dest` (created), checksumming the bytes as they are read; within one
+    object store the checksum reads the source and the store copies it (server-side; see the module doc)."""
     src_fs, _ = filesystem(source)
     dst_fs, dst = filesystem(dest)
+    server_side = _one_store(src_fs, dst_fs)
     entries = []
     for rel, path in _files(source):
         target = posixpath.join(dst, rel)
+        if server_side:
+            size, sha = _digest(src_fs, path)
+            src_fs.copy(path, target)
+            entries.append(FileEntry(rel, size, sha))
+            continue
         dst_fs.makedirs(posixpath.dirname(target), exist_ok=True)
         sha, size = hashlib.sha256(), 0
         with src_fs.open(path, "rb") as reader, dst_fs.open(target, "wb") as writer:
@@ -171,10 +191,12 @@ def remove_tree(path: str) -> None:
 
 
 def move_tree(source: str, dest: str) -> None:
-    """Rename when both are local paths on one filesystem; else copy, verify, remove the source."""
-    if same_filesystem(source, posixpath.dirname(dest.rstrip("/"))):
-        os.makedirs(posixpath.dirname(dest.rstrip("/")), exist_ok=True)
-        os.rename(source, dest)
+    """Rename when both are local paths on one filesystem; else (another filesystem, or an object store,
+    which has no rename) copy, verify, and only then remove the source."""
+    if _local(source) is not None and same_filesystem(source, posixpath.dirname(dest.rstrip("/"))):
+        local_dest = _local(dest).rstrip("/")
+        os.makedirs(posixpath.dirname(local_dest), exist_ok=True)
+        os.rename(_local(source), local_dest)
         return
     remove_tree(dest)
     entries = copy_tree(source, dest)
@@ -200,14 +222,19 @@ def _existing_ancestor(path: str) -> str:
 
 
 def same_filesystem(a: str, b: str) -> bool:
+    """Whether a checkpoint at `a` can move to `b` without this process copying its bytes: one local
+    filesystem (a rename), or one S3 store (a server-side copy; see move_tree)."""
     la, lb = _local(a), _local(b)
     if la is None or lb is None:
-        return False
+        return (scheme(a) in S3_SCHEMES and scheme(b) in S3_SCHEMES
+                and _one_store(filesystem(a)[0], filesystem(b)[0]))
     return os.stat(_existing_ancestor(la)).st_dev == os.stat(_existing_ancestor(lb)).st_dev
 
 
 def free_bytes(path: str) -> int | None:
-    """Free bytes on the filesystem that holds (or will hold) `path`; None where it cannot be measured."""
+    """Free bytes on the filesystem that holds (or will hold) `path`; None where it cannot be measured: an
+    object store has no statvfs and no free space to run out of that its API tells, so the preflight's room
+    check applies to local disks (and POSIX mounts) only."""
     local = _local(path)
     if local is None:
         return None
@@ -256,7 +283,8 @@ def list_archives(archive_root: str) -> list[dict[str, Any]]:
 
 
 def copy_checkpoint_back(archive_root: str, runbook_id: str, checkpoint: str) -> None:
-    """Put an archived checkpoint in place as a copy (the archive stays whole), verified, then renamed in."""
+    """Put an archived checkpoint in place as a copy (the archive stays whole), verified, then moved in
+    (move_tree: a rename on local disk; on S3 a server-side copy, verified, and the staging copy removed)."""
     found = manifest(archive_root, runbook_id)
     staging = checkpoint.rstrip("/") + ".restoring"
     remove_tree(staging)
@@ -267,7 +295,4 @@ def copy_checkpoint_back(archive_root: str, runbook_id: str, checkpoint: str) ->
     fs, p = filesystem(checkpoint)
     if fs.exists(p):
         raise ArchiveError(f"{checkpoint} exists; it must be archived before an archive is put in its place")
-    if _local(checkpoint) is not None:
-        os.rename(_local(staging), _local(checkpoint))
-    else:
-        fs.mv(filesystem(staging)[1], p, recursive=True)
+    move_tree(staging, checkpoint)

@@ -8,6 +8,22 @@ audit trail of a job shows its runbooks among its other control actions.
 A runbook is executed by one process at a time: that process holds an exclusive `flock` on the
 directory's `.runbook.lock` for as long as it runs. The lock dies with the process, so a second
 attempt can tell a runbook that is still running from one whose process crashed (and resumes it).
+
+On S3 (an archive_dir at s3:// or s3a://) there is no append and no flock; the same two things are built on
+conditional writes (PUT If-None-Match: * creates an object only while none exists; If-Match: <ETag> writes
+or deletes only the version one read):
+  journal  one object per entry, `journal/<seq:08d>.json`, created with If-None-Match, so an entry is never
+           overwritten: a second process writing the same runbook (it read the journal before the first one
+           wrote) fails loudly on its next entry instead of interleaving. Readers list the prefix in name order.
+  lock     `.runbook.lock`, created with If-None-Match and renewed by a heartbeat thread (If-Match on its own
+           ETag) every LOCK_TTL_SECONDS / 4; deleted (If-Match) when the runbook ends. A runbook runs while
+           its lock is younger than LOCK_TTL_SECONDS by the server's clock (LastModified against the Date
+           of the same answer; no host's clock plays a part). A crashed runbook's lock goes stale, and the
+           next attempt takes it over with If-Match on the stale ETag (of two takers one wins). A holder
+           whose renewal finds its lock taken over writes no further entry.
+Why not the job's maintenance lock (control plane), which the runbook holds from its intent to its end: it
+does not expire and deliberately outlives a crashed runbook (resuming relies on it), so it cannot tell a live
+runbook from a dead one, which is the one question the flock answers here.
 """
 from __future__ import annotations
 
@@ -15,26 +31,41 @@ import fcntl
 import json
 import os
 import posixpath
+import threading
+import uuid
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator
 
 from stateops import actions
+from stateops.control.process import HOST
 from stateops.control.records import now_iso
 from stateops.faults import fault_point
+from stateops.fs import S3_SCHEMES, filesystem, scheme
 from stateops.layout import Layout
 
 from stateops.recovery.archive import JOURNAL
 from stateops.recovery.model import RecoveryEvent, RecoveryRefused
 
 LOCK = ".runbook.lock"
+ENTRIES = "journal"          # on S3: the folder of the journal's entry objects
+LOCK_TTL_SECONDS = 60.0      # an S3 runbook lock not renewed for this long (server clock) was left by a dead process
+_NOT_DONE = ("PreconditionFailed", "ConditionalRequestConflict")  # a conditional write the server refused
 
 
 class RunbookActive(RecoveryRefused):
     """Another process is executing this runbook now."""
 
 
+def _on_s3(directory: str) -> bool:
+    return scheme(directory) in S3_SCHEMES
+
+
 def running(directory: str) -> bool:
     """True while some process holds the runbook's lock (it is being executed)."""
+    if _on_s3(directory):
+        found = _S3Lock(directory).found()
+        return found is not None and found[1] < LOCK_TTL_SECONDS
     path = posixpath.join(directory, LOCK)
     if not os.path.exists(path):
         return False
@@ -50,6 +81,12 @@ def running(directory: str) -> bool:
 
 def read_entries(directory: str) -> list[dict[str, Any]]:
     """Every journal entry, oldest first (a line cut short by a crash is ignored)."""
+    if _on_s3(directory):
+        fs, base = filesystem(posixpath.join(directory, ENTRIES))
+        fs.invalidate_cache(base)  # another process writes them: list the bucket, not this process's cache
+        names = sorted(fs.find(base)) if fs.exists(base) else []
+        bodies = fs.cat(names) if names else {}
+        return [json.loads(bodies[name]) for name in names]
     path = posixpath.join(directory, JOURNAL)
     if not os.path.exists(path):
         return []
@@ -63,28 +100,117 @@ def read_entries(directory: str) -> list[dict[str, Any]]:
     return entries
 
 
+def _refused(err: Exception) -> bool:
+    """The server did not apply a conditional write: its condition failed (412), or another conditional write
+    to the key was in flight (409, AWS). s3fs turns the ClientError into an OSError and keeps it as the cause."""
+    response = getattr(err.__cause__, "response", None) or getattr(err, "response", None) or {}
+    return response.get("Error", {}).get("Code") in _NOT_DONE
+
+
+class _S3Lock:
+    """A runbook directory's `.runbook.lock` object on S3, held with a heartbeat (see the module doc)."""
+
+    def __init__(self, directory: str):
+        self.fs, path = filesystem(posixpath.join(directory, LOCK))
+        self.bucket, self.key, _ = self.fs.split_path(path)
+        self.etag: str | None = None
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def _put(self, body: bytes, **condition: str) -> str:
+        return self.fs.call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=body, **condition)["ETag"]
+
+    def found(self) -> tuple[str, float] | None:
+        """(ETag, age in seconds by the server's clock) of the lock object, None when there is none."""
+        try:
+            answer = self.fs.call_s3("head_object", Bucket=self.bucket, Key=self.key)
+        except FileNotFoundError:
+            return None
+        now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
+        return answer["ETag"], (now - answer["LastModified"]).total_seconds()
+
+    def acquire(self, busy: Callable[[], Exception]) -> None:
+        """Create the lock, or take over a stale one; raises busy() while a live process holds it."""
+        body = json.dumps({"host": HOST, "pid": os.getpid(), "token": uuid.uuid4().hex, "since": now_iso()}).encode()
+        try:
+            self.etag = self._put(body, IfNoneMatch="*")
+        except OSError as err:
+            if not _refused(err):
+                raise
+            found = self.found()
+            if found is not None and found[1] < LOCK_TTL_SECONDS:
+                raise busy() from None
+            try:  # stale (its holder died) or removed meanwhile: take it over, one taker wins
+                self.etag = self._put(body, **({"IfMatch": found[0]} if found else {"IfNoneMatch": "*"}))
+            except OSError as again:
+                if _refused(again):
+                    raise busy() from None
+                raise
+        self._beat = threading.Thread(target=self._renew, args=(body,), name=f"runbook-lock {self.key}",
+                                      daemon=True)
+        self._beat.start()
+
+    def _renew(self, body: bytes) -> None:
+        while not self._stop.wait(LOCK_TTL_SECONDS / 4):
+            try:
+                self.etag = self._put(body, IfMatch=self.etag)
+            except OSError as err:
+                if _refused(err):
+                    self.lost = (f"its lock s3://{self.bucket}/{self.key} was taken over by another process "
+                                 f"(not renewed for {LOCK_TTL_SECONDS:g} s)")
+                    return
+                # the server or the network failed this once: the next beat tries again, within the TTL
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        if self.lost is None and self.etag is not None:
+            try:
+                self.fs.call_s3("delete_object", Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                if not _refused(err):
+                    raise
+
+
 class Journal:
     def __init__(self, layout: Layout, job: str, runbook_id: str, directory: str, actor: str,
                  on_event: Callable[[RecoveryEvent], None] | None = None):
         self.layout, self.job, self.runbook_id, self.directory, self.actor = layout, job, runbook_id, directory, actor
         self.on_event = on_event
         self.entries = read_entries(directory)
+        self._s3_lock: _S3Lock | None = None
 
     @contextmanager
     def held(self) -> Iterator["Journal"]:
         """Hold the runbook's lock while executing it; refuses when another process holds it."""
+        if _on_s3(self.directory):
+            lock = _S3Lock(self.directory)
+            lock.acquire(self._active)
+            self._s3_lock = lock
+            try:
+                yield self
+            finally:
+                self._s3_lock = None
+                lock.release()
+            return
         os.makedirs(self.directory, exist_ok=True)
         fd = os.open(posixpath.join(self.directory, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise RunbookActive(f"runbook {self.runbook_id} of {self.job} is being executed by another process "
-                                    "now. Fix: wait for it to end (stateops jobs status "
-                                    f"{self.job}; stateops archives show {self.runbook_id})") from None
+                raise self._active() from None
             yield self
         finally:
             os.close(fd)
+
+    def _active(self, why: str = "is being executed by another process now") -> RunbookActive:
+        return RunbookActive(f"runbook {self.runbook_id} of {self.job} {why}. Fix: wait for it to end (stateops "
+                             f"jobs status {self.job}; stateops archives show {self.runbook_id})")
 
     def phase(self, step: str) -> str | None:
         """The latest phase journaled for `step` (started, done, failed), or None."""
@@ -98,12 +224,15 @@ class Journal:
     def record(self, step: str, phase: str, details: dict[str, Any] | None = None) -> RecoveryEvent:
         """Append an entry (fsynced) and to the actions table, then tell the callback."""
         event = RecoveryEvent(self.runbook_id, self.job, step, phase, now_iso(), dict(details or {}))
-        os.makedirs(self.directory, exist_ok=True)
         line = json.dumps(event.to_dict(), sort_keys=True, default=str)
-        with open(posixpath.join(self.directory, JOURNAL), "a") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        if _on_s3(self.directory):
+            self._create_entry(line)
+        else:
+            os.makedirs(self.directory, exist_ok=True)
+            with open(posixpath.join(self.directory, JOURNAL), "a") as handle:
+                handle.write(line + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
         self.entries.append(json.loads(line))
         actions.record(self.layout, self.job, f"recovery.{step}", phase, actor=self.actor, runbook_id=self.runbook_id,
                        details=event.details)
@@ -112,6 +241,21 @@ class Journal:
         if phase == "done":
             fault_point("runbook.after_step", job=self.job, step=step)
         return event
+
+    def _create_entry(self, line: str) -> None:
+        """The next entry as its own object, created only if absent (the module doc): never over another's."""
+        if self._s3_lock is not None and self._s3_lock.lost:
+            raise self._active(f"stopped: {self._s3_lock.lost}")
+        fs, path = filesystem(posixpath.join(self.directory, ENTRIES, f"{len(self.entries):08d}.json"))
+        bucket, key, _ = fs.split_path(path)
+        try:
+            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=line.encode(), IfNoneMatch="*")
+        except OSError as err:
+            if _refused(err):
+                raise self._active(f"has journal entry {len(self.entries)} written by another process "
+                                   f"(s3://{path})") from None
+            raise
+        fs.invalidate_cache(posixpath.dirname(path))
 
     def replayed(self, step: str) -> None:
         """Tell the callback a step is skipped because an earlier attempt completed it (not journaled again)."""

@@ -9,7 +9,6 @@ an append sink), and room for the archive on its filesystem, measured, with a ma
 """
 from __future__ import annotations
 
-import os
 import posixpath
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -20,6 +19,7 @@ from stateops.control.settings import ControlSettings
 from stateops.durations import parse_seconds
 from stateops import kafka_offsets
 from stateops.errors import ConfigError
+from stateops.fs import S3_SCHEMES, exists, scheme
 from stateops.layout import Layout
 
 from stateops.recovery import archive, coverage, journal, sinkstate, surgery
@@ -93,7 +93,7 @@ def check_concurrency(layout: Layout, target: JobTarget, runbook_id: str) -> Non
         unlock = f"stateops jobs unlock {target.job} --runbook-id {lock.runbook_id}"
         if journal.running(directory):
             how = "it is running now"
-        elif os.path.exists(posixpath.join(directory, archive.REPORT)):
+        elif exists(posixpath.join(directory, archive.REPORT)):
             how = (f"it failed and keeps the job locked (stateops archives show {lock.runbook_id}); after fixing "
                    f"the job, release the lock: {unlock}")
         else:
@@ -219,9 +219,10 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     _check_values(target, request)
     check_confirmation(request)
     runbook_id = runbook_id or archive.new_runbook_id(target.job, now)
-    if "://" in target.archive_root and not target.archive_root.startswith("file://"):
-        raise RecoveryRefused(f"{target.job}: archive_dir {target.archive_root} is not a local or POSIX path; the "
-                              "runbook's journal needs file locks. Fix: set archive_dir to a path under STATEOPS_HOME")
+    if scheme(target.archive_root) not in ("file", *S3_SCHEMES):  # journal lock: flock or S3 conditional writes
+        raise RecoveryRefused(f"{target.job}: archive_dir {target.archive_root} is not a local or POSIX path or S3; "
+                              "the runbook's journal needs file locks or S3's conditional writes. Fix: set "
+                              "archive_dir to a path under STATEOPS_HOME")
     directory = target.roots.confine(archive.runbook_dir(target.archive_root, runbook_id), job=target.job)
     target.roots.confine(target.checkpoint, job=target.job)
     checkpoint, latest = _open_checkpoint(target)
@@ -283,7 +284,7 @@ def unfinished(layout: Layout, target: JobTarget, request: RecoveryRequest) -> R
         return None
     directory = archive.runbook_dir(target.archive_root, lock.runbook_id)
     stored = archive.read_json(posixpath.join(directory, archive.PLAN))
-    if stored is None or os.path.exists(posixpath.join(directory, archive.REPORT)):
+    if stored is None or exists(posixpath.join(directory, archive.REPORT)):
         return None
     plan = RecoveryPlan.from_dict(stored)
     same = RecoveryRequest(**{k: v for k, v in plan.request.items()}).parameters() == request.parameters()

@@ -123,9 +123,9 @@ def test_a_confirmed_request_plans_to_act_and_a_dry_run_needs_no_confirmation(la
 
 # --- paths, checkpoint, concurrency ---------------------------------------------------------------------------
 
-def test_an_archive_root_in_an_object_store_is_refused(layout, checkpoint):
+def test_an_archive_root_in_an_object_store_other_than_s3_is_refused(layout, checkpoint):
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"),
-             target=_target(layout, archive_root="s3://bucket/archives"))
+             target=_target(layout, archive_root="gs://bucket/archives"))
 
 
 def test_a_checkpoint_outside_the_roots_is_refused(layout, checkpoint, tmp_path):
