@@ -9,9 +9,9 @@ ops/<job>/logs/<run>.log   a run's log: Spark's console output (CLI runs) and th
 ops/<job>/audits/<audit>/  an audit's charts (PNG), linked from its Dagster materialization
 ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
 
-The home may be an object-store URL (s3://bucket/stateops: tables, ops tables, archives, retention); the
-control records (leases, locks: stateops.control) need a local or POSIX path, then kept apart in
-STATEOPS_CONTROL_HOME (default: the home itself).
+The home may be an object-store URL (s3://bucket/stateops: tables, ops tables, archives, retention). The
+control records (leases, locks: stateops.control) live in STATEOPS_CONTROL_HOME (default: the home itself):
+a local or POSIX path, or S3; retention's locks need a local or POSIX one.
 """
 from __future__ import annotations
 

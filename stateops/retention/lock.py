@@ -1,10 +1,10 @@
 """One retention run per root at a time: an exclusive lock per root, held for the whole run.
 
-The locks live in the control home (STATEOPS_CONTROL_HOME, else STATEOPS_HOME; a local or POSIX path, as
-for leases), one file per root under `ops/_retention/locks/`, whatever storage the root itself is on
-(local disk, s3://...). A run takes a non-blocking `fcntl.flock` on each root's file (in sorted order)
-and keeps them open until it ends; the kernel releases them when the process dies, so a crashed run
-never leaves a lock behind. The holder (run id, pid, host, since) is written into the file for the
+The locks live in the control home (STATEOPS_CONTROL_HOME, else STATEOPS_HOME; a local or POSIX path here,
+though the control plane may be on S3), one file per root under `ops/_retention/locks/`, whatever storage
+the root itself is on (local disk, s3://...). A run takes a non-blocking `fcntl.flock` on each root's file
+(in sorted order) and keeps them open until it ends; the kernel releases them when the process dies, so a
+crashed run never leaves a lock behind. The holder (run id, pid, host, since) is written into the file for the
 refusal message. Why not a lock object in the bucket: S3 conditional writes (If-None-Match) make the
 create exclusive, but a holder that dies leaves the object behind, and taking over a stale one needs a
 compare-and-delete; and the loopback test server (moto) let two of eight concurrent creators win in one
@@ -22,7 +22,7 @@ from typing import Iterator
 
 from stateops.control.process import HOST
 from stateops.control.records import now_iso
-from stateops.control.store import local_home
+from stateops.control.store import LOCAL, local_home
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
@@ -36,7 +36,8 @@ class RetentionLockedError(StateOpsError):
 
 def lock_path(layout: Layout, root: str) -> str:
     variable = "STATEOPS_CONTROL_HOME" if layout.control else "STATEOPS_HOME"
-    folder = os.path.join(local_home(layout.control_home, variable), "ops", "_retention", "locks")
+    home = local_home(layout.control_home, variable, user="retention's lock per root", supported=LOCAL)
+    folder = os.path.join(home, "ops", "_retention", "locks")
     return os.path.join(folder, hashlib.sha256(root.rstrip("/").encode()).hexdigest()[:24] + ".lock")
 
 

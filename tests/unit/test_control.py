@@ -1,7 +1,7 @@
 """The control plane without a JVM, on real files, real processes and real Delta tables (delta-rs):
 lease taking (atomic across processes), staleness (dead pid, reused pid, silent heartbeat), takeover
 journaled, heartbeat and fencing, stop requests, the maintenance lock, overrides with history, refusal of
-storages without atomic locks."""
+storages without atomic locks (S3, with conditional writes, accepted: tests/e2e/test_control_s3.py)."""
 from __future__ import annotations
 
 import fcntl
@@ -21,8 +21,10 @@ from stateops.control import (ControlSettings, LeaseHeldError, LeaseLostError, M
                               UnsupportedStorageError, WatermarkBounds, acquire, current_lease, job_status,
                               maintenance, overrides, request_stop, start_blocker, wait_released)
 from stateops.control.process import HOST, start_ticks
+from stateops.control.s3_store import S3ControlStore
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError, StateOpsError
+from stateops.retention import lock as retention_lock
 from stateops.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -273,10 +275,31 @@ def test_settings_from_env_are_validated(monkeypatch):
     assert ControlSettings.from_env() == ControlSettings(heartbeat_seconds=2, lease_timeout_seconds=15)
 
 
-@pytest.mark.parametrize("home", ["s3://bucket/stateops", "memory://stateops", "gs://b/x"])
+@pytest.mark.parametrize("home", ["gs://b/x", "memory://stateops", "abfs://container/x"])
 def test_storages_without_atomic_locks_are_refused(home):
     with pytest.raises(UnsupportedStorageError) as err:
         acquire(Layout(home), JOB, run_id="r")
     message = str(err.value)
     assert f"STATEOPS_HOME {home}" in message and "local path or POSIX shared storage" in message
-    assert "Fix: keep STATEOPS_HOME on a local or POSIX shared path" in message and "\n" not in message
+    assert "or S3 (s3://, s3a://: conditional writes)" in message and "\n" not in message
+    assert "Fix: point STATEOPS_HOME at one of those, or set STATEOPS_CONTROL_HOME to one" in message
+
+
+@pytest.mark.parametrize("home", ["s3://bucket/stateops", "s3a://bucket/stateops"])
+def test_an_s3_control_home_is_accepted(home):
+    """S3 has conditional writes: its control records live in the bucket under the home (s3a:// read as s3://);
+    tests/e2e/test_control_s3.py runs the control plane there. Building the store touches no server."""
+    store = ControlStore(Layout(home), JOB)
+    assert isinstance(store, S3ControlStore)
+    assert (store.bucket, store.lock_key) == ("bucket", f"stateops/ops/{JOB}/control/.lock")
+    assert store.url(store.key("lease")) == f"s3://bucket/stateops/ops/{JOB}/control/lease.json"
+
+
+def test_retention_locks_still_need_a_local_control_home():
+    """Retention holds its per-root lock for a whole run, with flock (released by the kernel when a run dies):
+    a control home on S3 serves the control plane, not them."""
+    with pytest.raises(UnsupportedStorageError) as err:
+        retention_lock.lock_path(Layout("s3://bucket/stateops"), "s3://bucket/stateops/checkpoints")
+    message = str(err.value)
+    assert message.startswith("STATEOPS_HOME s3://bucket/stateops: retention's lock per root needs a local path "
+                              "or POSIX shared storage with working flock") and "S3" not in message

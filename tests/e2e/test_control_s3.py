@@ -1,0 +1,267 @@
+"""The control plane with its home in a bucket (STATEOPS_HOME=s3://bucket/prefix), on moto's S3 server run as
+its own process on loopback (tests/s3_server.py), no S3 call mocked: two processes racing for one job's lease
+round after round (exactly one wins each), a crashed holder's lock object taken over after the TTL by the
+server's clock while a live one is not, a paused holder whose lock was taken over writing nothing and never
+deleting the new holder's lock, records in the local backend's JSON (a corrupt one refused alike), and the
+stop request, maintenance lock and overrides round-tripping. Every object lands under the home's prefix."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from stateops.control import (LeaseHeldError, MaintenanceLockedError, WatermarkBounds, acquire, current_lease,
+                              job_status, maintenance, overrides, request_stop)
+from stateops.control import s3_store
+from stateops.control.s3_store import ControlStorageError
+from stateops.control.store import ControlStore
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+
+pytestmark = pytest.mark.e2e
+
+JOB = "user_activity"
+PREFIX = "stateops"
+ROUNDS = 50
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CRASHED = {"host": "crashed-host", "pid": 1, "thread": "MainThread", "token": "dead-holder", "since": "then"}
+
+
+@pytest.fixture(scope="module")
+def s3_env():
+    """moto's S3 server for the module: the AWS_* environment that points boto3 at it."""
+    pytest.importorskip("moto.server", reason="moto[s3] is not installed: the S3 control tests need its server")
+    from tests.s3_server import moto_s3
+
+    with moto_s3() as env:
+        yield env
+
+
+@pytest.fixture
+def s3(s3_env, monkeypatch):
+    """A boto3 client on a fresh bucket (`s3.bucket`), with this process's AWS_* environment set. The bucket
+    is versioned, so that its listing names every object ever written there, removed ones too."""
+    import boto3
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
+    client = boto3.client("s3")
+    client.bucket = f"control-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=client.bucket)
+    client.put_bucket_versioning(Bucket=client.bucket, VersioningConfiguration={"Status": "Enabled"})
+    return client
+
+
+@pytest.fixture
+def layout(s3, monkeypatch) -> Layout:
+    home = f"s3://{s3.bucket}/{PREFIX}"
+    monkeypatch.setenv("STATEOPS_HOME", home)
+    return Layout(home)
+
+
+def _keys(s3) -> list[str]:
+    """The objects in the bucket now."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket)
+    return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
+def _assert_under_prefix(s3) -> None:
+    """Every object ever written to the bucket (every version, removed ones too) lies under the home's prefix."""
+    pages = s3.get_paginator("list_object_versions").paginate(Bucket=s3.bucket)
+    written = {item["Key"] for page in pages for item in page.get("Versions", []) + page.get("DeleteMarkers", [])}
+    assert written and [key for key in written if not key.startswith(PREFIX + "/")] == [], sorted(written)
+
+
+def _lock_body(s3, store) -> dict:
+    return json.loads(s3.get_object(Bucket=s3.bucket, Key=store.lock_key)["Body"].read())
+
+
+RACER = """
+    import os, sys, time
+    from stateops.control import LeaseHeldError, acquire, start_blocker
+    from stateops.layout import Layout
+
+    layout, name, held = Layout.from_env(), sys.argv[1], None
+    start_blocker(layout, {job!r})  # the S3 client and the imports, before the first round
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "go":
+            time.sleep(max(0.0, float(args[1]) - time.time()))
+            began = time.time()
+            try:
+                held = acquire(layout, {job!r}, run_id=f"{{name}}-{{args[0]}}")
+                outcome = "won"
+            except LeaseHeldError:
+                outcome = "refused"
+            print(outcome, began, time.time() - began, flush=True)
+        elif command == "release":
+            if held is not None:
+                held.release()
+                held = None
+            print("released", flush=True)
+"""
+
+
+def _answer(racer: subprocess.Popen, log) -> list[str]:
+    line = racer.stdout.readline()
+    if not line:
+        racer.wait(10)
+        pytest.fail(f"a racer exited ({racer.returncode}): {log.read_text()[-3000:]}")
+    return line.split()
+
+
+def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3, layout, tmp_path):
+    """The acceptance race: two processes, started once, race for the lease of one job 50 times; each round
+    both try at the same instant, exactly one wins and the other is refused (LeaseHeldError) while the winner
+    still holds it; then the winner releases."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    code = textwrap.dedent(RACER.format(job=JOB))
+    logs = [tmp_path / f"racer-{n}.log" for n in (1, 2)]
+    racers = [subprocess.Popen([sys.executable, "-c", code, f"racer-{n}"], env=env, cwd=ROOT, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "w"))
+              for n, log in zip((1, 2), logs)]
+    try:
+        for racer, log in zip(racers, logs):
+            assert _answer(racer, log) == ["ready"]
+        started = time.monotonic()
+        wins, spreads, rounds = {0: 0, 1: 0}, [], []
+        for number in range(ROUNDS):
+            began_round = time.monotonic()
+            start_at = time.time() + 0.03
+            for racer in racers:
+                racer.stdin.write(f"go {number} {start_at}\n")
+                racer.stdin.flush()
+            answers = [_answer(racer, log) for racer, log in zip(racers, logs)]
+            outcomes = [answer[0] for answer in answers]
+            assert sorted(outcomes) == ["refused", "won"], f"round {number}: {outcomes}"
+            winner = outcomes.index("won")
+            wins[winner] += 1
+            assert current_lease(layout, JOB).run_id == f"racer-{winner + 1}-{number}"
+            spreads.append(abs(float(answers[0][1]) - float(answers[1][1])))
+            for racer in racers:
+                racer.stdin.write("release\n")
+                racer.stdin.flush()
+            assert [_answer(racer, log) for racer, log in zip(racers, logs)] == [["released"]] * 2
+            assert current_lease(layout, JOB) is None
+            rounds.append(time.monotonic() - began_round)
+        elapsed = time.monotonic() - started
+    finally:
+        for racer in racers:
+            racer.stdin.close()
+            racer.wait(30)
+    print(f"{ROUNDS} rounds in {elapsed:.2f} s (slowest round {max(rounds):.3f} s, median "
+          f"{statistics.median(rounds):.3f} s); wins {wins[0]}/{wins[1]}; start spread median "
+          f"{statistics.median(spreads) * 1000:.2f} ms")
+    assert statistics.median(spreads) < 0.02, "the two processes did not race (their tries were far apart)"
+    assert statistics.median(rounds) < 0.5, "a round takes well under a second"
+    assert [racer.returncode for racer in racers] == [0, 0]
+    assert [key for key in _keys(s3) if key.endswith(".lock") or "/.probe-" in key] == [], "no lock left behind"
+    _assert_under_prefix(s3)
+
+
+def test_a_crashed_holders_lock_is_taken_over_after_the_ttl_by_the_servers_clock(s3, layout, monkeypatch, caplog):
+    monkeypatch.setattr(s3_store, "LOCK_TTL_SECONDS", 1.0)
+    store = ControlStore(layout, JOB)
+    s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=s3_store.__name__):
+        with store.critical():
+            waited = time.monotonic() - started
+            mine = _lock_body(s3, store)
+            store.write("maintenance", {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "now"})
+    assert waited >= 1.0, "taken over before the lock was older than the TTL"
+    assert (mine["pid"], mine["host"]) == (os.getpid(), s3_store.HOST) and mine["token"] != CRASHED["token"]
+    assert "took over the control lock" in caplog.text and "crashed-host" in caplog.text
+    assert store.read("maintenance")["runbook_id"] == "rb"
+    assert store.lock_key not in _keys(s3), "released after the takeover"
+    _assert_under_prefix(s3)
+
+
+def test_a_live_lock_is_not_taken_over(s3, layout, monkeypatch):
+    monkeypatch.setattr(s3_store, "LOCK_WAIT_SECONDS", 1.0)
+    store = ControlStore(layout, JOB)
+    planted = s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())["ETag"]
+    with pytest.raises(StateOpsError) as err:
+        maintenance.acquire(layout, JOB, runbook_id="rb", actor="t", reason="r")
+    message = str(err.value)
+    assert f"the control lock s3://{s3.bucket}/{PREFIX}/ops/{JOB}/control/.lock is held by pid 1" in message
+    assert "crashed-host" in message and "Fix: retry" in message and "\n" not in message
+    assert s3.head_object(Bucket=s3.bucket, Key=store.lock_key)["ETag"] == planted, "the live lock stays"
+    assert store.read("maintenance") is None
+    _assert_under_prefix(s3)
+
+
+def test_a_holder_whose_lock_was_taken_over_writes_nothing_and_leaves_the_new_lock(s3, layout):
+    """A holder paused past the TTL inside its critical section: meanwhile another took the lock over. Its
+    write is refused (the renewal, conditional on its own ETag, fails) and its release, conditional too,
+    leaves the new holder's lock in place."""
+    store = ControlStore(layout, JOB)
+    with pytest.raises(ControlStorageError, match="taken over while this process held it"):
+        with store.critical():
+            s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())  # the taker
+            store.write("maintenance", {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "x"})
+    assert store.read("maintenance") is None
+    assert _lock_body(s3, store) == CRASHED, "the release did not delete the new holder's lock"
+    _assert_under_prefix(s3)
+
+
+def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(s3, layout, tmp_path):
+    record = {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "now"}
+    on_disk = ControlStore(Layout(str(tmp_path)), JOB)
+    for store in (ControlStore(layout, JOB), on_disk):
+        with store.critical():
+            store.write("maintenance", record)
+    body = s3.get_object(Bucket=s3.bucket, Key=f"{PREFIX}/ops/{JOB}/control/maintenance.json")["Body"].read()
+    with open(on_disk.path("maintenance"), "rb") as handle:
+        assert body == handle.read()
+    s3.put_object(Bucket=s3.bucket, Key=f"{PREFIX}/ops/{JOB}/control/lease.json", Body=b'{"lease_id": ')
+    with pytest.raises(StateOpsError) as err:
+        current_lease(layout, JOB)
+    assert str(err.value).startswith(f"s3://{s3.bucket}/{PREFIX}/ops/{JOB}/control/lease.json: not a valid "
+                                     "control record (") and "Fix: inspect it" in str(err.value)
+    _assert_under_prefix(s3)
+
+
+def test_stop_request_maintenance_lock_and_overrides_round_trip(s3, layout):
+    held = acquire(layout, JOB, run_id="run-1")
+    try:
+        request = request_stop(layout, JOB, actor="operator", reason="deploy", grace_seconds=5)
+        assert held.stop_request() == request and request.lease_id == held.lease.lease_id
+        status = job_status(layout, JOB, layout.checkpoint(JOB))
+        assert (status["state"], status["lease"]["run_id"], status["stop_request"]["reason"]) == \
+            ("running", "run-1", "deploy")
+    finally:
+        held.release()
+    assert current_lease(layout, JOB) is None and ControlStore(layout, JOB).read("stop") is None
+
+    lock = maintenance.acquire(layout, JOB, runbook_id="rb-1", actor="operator", reason="rebuild")
+    assert maintenance.current(layout, JOB) == lock
+    with pytest.raises(MaintenanceLockedError):
+        acquire(layout, JOB, run_id="run-2")
+    with acquire(layout, JOB, run_id="run-3", runbook_id="rb-1") as by_runbook:
+        assert current_lease(layout, JOB).lease_id == by_runbook.lease.lease_id
+        with pytest.raises(LeaseHeldError):
+            acquire(layout, JOB, run_id="run-4", runbook_id="rb-1")
+    assert maintenance.release(layout, JOB, runbook_id="rb-1", actor="operator") == lock
+    assert maintenance.current(layout, JOB) is None
+
+    bounds = WatermarkBounds("5 minutes", "2 hours")
+    overrides.set_override(layout, JOB, overrides.WATERMARK_DELAY, "20 minutes", bounds=bounds, reason="late data",
+                           actor="operator")
+    assert overrides.in_force(layout, JOB)[overrides.WATERMARK_DELAY].value == "20 minutes"
+    cleared = overrides.clear_override(layout, JOB, overrides.WATERMARK_DELAY, reason="back", actor="operator")
+    assert cleared.previous == "20 minutes" and overrides.in_force(layout, JOB) == {}
+    keys = _keys(s3)
+    assert not [key for key in keys if key.endswith(".lock")], "every control lock was released"
+    assert any(key.startswith(f"{PREFIX}/ops/tables/actions/") for key in keys), "journaled in the bucket"
+    _assert_under_prefix(s3)
