@@ -113,10 +113,12 @@ def tree_size(root: str) -> int:
 
 
 def _files(root: str) -> list[tuple[str, str]]:
-    """(relative path, absolute path) of every file under `root`, hidden ones (checksums) included."""
+    """(relative path, absolute path) of every file under `root`, hidden ones (checksums) included. On S3 the
+    empty `<folder>/` keys Hadoop's S3A writes as directory markers (s3fs lists them as files) are no files of
+    the checkpoint: skipped, else the marker of `root` itself would be archived as a file named `.`."""
     fs, p = filesystem(root)
     base = p.rstrip("/")
-    return sorted((posixpath.relpath(f, base), f) for f in fs.find(base))
+    return sorted((posixpath.relpath(f, base), f) for f in fs.find(base) if not f.endswith("/"))
 
 
 def _digest(fs, path: str) -> tuple[int, str]:
