@@ -32,7 +32,6 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
@@ -42,6 +41,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from stateops.errors import OperationFailed, StateOpsError, first_line
 from stateops.layout import Layout
+from stateops.s3_lock_object import server_age
 
 from stateops.control.process import HOST
 from stateops.control.records import now_iso
@@ -200,9 +200,7 @@ class S3ControlStore(ControlStore):
             holder = json.loads(answer["Body"])
         except ValueError:
             holder = None
-        server_now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
-        return _Found(answer["ETag"], holder if isinstance(holder, dict) else {},
-                      (server_now - answer["LastModified"]).total_seconds())
+        return _Found(answer["ETag"], holder if isinstance(holder, dict) else {}, server_age(answer))
 
     def _renew(self) -> None:
         """Before a write under the lock: confirm this holder still holds it and restart its TTL, so a holder

@@ -15,8 +15,9 @@ or deletes only the version one read):
   journal  one object per entry, `journal/<seq:08d>.json`, created with If-None-Match, so an entry is never
            overwritten: a second process writing the same runbook (it read the journal before the first one
            wrote) fails loudly on its next entry instead of interleaving. Readers list the prefix in name order.
-  lock     `.runbook.lock`, created with If-None-Match and renewed by a heartbeat thread (If-Match on its own
-           ETag) every LOCK_TTL_SECONDS / 4; deleted (If-Match) when the runbook ends. A runbook runs while
+  lock     `.runbook.lock`, a lock object (stateops/s3_lock_object.py, shared with retention's lock per root)
+           created with If-None-Match and renewed by a heartbeat thread (If-Match on its own ETag) every
+           LOCK_TTL_SECONDS / 4; deleted (If-Match) when the runbook ends. A runbook runs while
            its lock is younger than LOCK_TTL_SECONDS by the server's clock (LastModified against the Date
            of the same answer; no host's clock plays a part). A crashed runbook's lock goes stale, and the
            next attempt takes it over with If-Match on the stale ETag (of two takers one wins). A holder
@@ -31,10 +32,7 @@ import fcntl
 import json
 import os
 import posixpath
-import threading
-import uuid
 from contextlib import contextmanager
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator
 
 from stateops import actions
@@ -43,6 +41,7 @@ from stateops.control.records import now_iso
 from stateops.faults import fault_point
 from stateops.fs import S3_SCHEMES, filesystem, scheme
 from stateops.layout import Layout
+from stateops.s3_lock_object import S3LockObject, refused
 
 from stateops.recovery.archive import JOURNAL
 from stateops.recovery.model import RecoveryEvent, RecoveryRefused
@@ -50,7 +49,6 @@ from stateops.recovery.model import RecoveryEvent, RecoveryRefused
 LOCK = ".runbook.lock"
 ENTRIES = "journal"          # on S3: the folder of the journal's entry objects
 LOCK_TTL_SECONDS = 60.0      # an S3 runbook lock not renewed for this long (server clock) was left by a dead process
-_NOT_DONE = ("PreconditionFailed", "ConditionalRequestConflict")  # a conditional write the server refused
 
 
 class RunbookActive(RecoveryRefused):
@@ -64,8 +62,7 @@ def _on_s3(directory: str) -> bool:
 def running(directory: str) -> bool:
     """True while some process holds the runbook's lock (it is being executed)."""
     if _on_s3(directory):
-        found = _S3Lock(directory).found()
-        return found is not None and found[1] < LOCK_TTL_SECONDS
+        return _s3_lock(directory).live()
     path = posixpath.join(directory, LOCK)
     if not os.path.exists(path):
         return False
@@ -77,6 +74,10 @@ def running(directory: str) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _s3_lock(directory: str) -> S3LockObject:
+    return S3LockObject(posixpath.join(directory, LOCK), LOCK_TTL_SECONDS)
 
 
 def read_entries(directory: str) -> list[dict[str, Any]]:
@@ -100,96 +101,20 @@ def read_entries(directory: str) -> list[dict[str, Any]]:
     return entries
 
 
-def _refused(err: Exception) -> bool:
-    """The server did not apply a conditional write: its condition failed (412), or another conditional write
-    to the key was in flight (409, AWS). s3fs turns the ClientError into an OSError and keeps it as the cause."""
-    response = getattr(err.__cause__, "response", None) or getattr(err, "response", None) or {}
-    return response.get("Error", {}).get("Code") in _NOT_DONE
-
-
-class _S3Lock:
-    """A runbook directory's `.runbook.lock` object on S3, held with a heartbeat (see the module doc)."""
-
-    def __init__(self, directory: str):
-        self.fs, path = filesystem(posixpath.join(directory, LOCK))
-        self.bucket, self.key, _ = self.fs.split_path(path)
-        self.etag: str | None = None
-        self.lost: str | None = None
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
-
-    def _put(self, body: bytes, **condition: str) -> str:
-        return self.fs.call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=body, **condition)["ETag"]
-
-    def found(self) -> tuple[str, float] | None:
-        """(ETag, age in seconds by the server's clock) of the lock object, None when there is none."""
-        try:
-            answer = self.fs.call_s3("head_object", Bucket=self.bucket, Key=self.key)
-        except FileNotFoundError:
-            return None
-        now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
-        return answer["ETag"], (now - answer["LastModified"]).total_seconds()
-
-    def acquire(self, busy: Callable[[], Exception]) -> None:
-        """Create the lock, or take over a stale one; raises busy() while a live process holds it."""
-        body = json.dumps({"host": HOST, "pid": os.getpid(), "token": uuid.uuid4().hex, "since": now_iso()}).encode()
-        try:
-            self.etag = self._put(body, IfNoneMatch="*")
-        except OSError as err:
-            if not _refused(err):
-                raise
-            found = self.found()
-            if found is not None and found[1] < LOCK_TTL_SECONDS:
-                raise busy() from None
-            try:  # stale (its holder died) or removed meanwhile: take it over, one taker wins
-                self.etag = self._put(body, **({"IfMatch": found[0]} if found else {"IfNoneMatch": "*"}))
-            except OSError as again:
-                if _refused(again):
-                    raise busy() from None
-                raise
-        self._beat = threading.Thread(target=self._renew, args=(body,), name=f"runbook-lock {self.key}",
-                                      daemon=True)
-        self._beat.start()
-
-    def _renew(self, body: bytes) -> None:
-        while not self._stop.wait(LOCK_TTL_SECONDS / 4):
-            try:
-                self.etag = self._put(body, IfMatch=self.etag)
-            except OSError as err:
-                if _refused(err):
-                    self.lost = (f"its lock s3://{self.bucket}/{self.key} was taken over by another process "
-                                 f"(not renewed for {LOCK_TTL_SECONDS:g} s)")
-                    return
-                # the server or the network failed this once: the next beat tries again, within the TTL
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-        if self.lost is None and self.etag is not None:
-            try:
-                self.fs.call_s3("delete_object", Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                if not _refused(err):
-                    raise
-
-
 class Journal:
     def __init__(self, layout: Layout, job: str, runbook_id: str, directory: str, actor: str,
                  on_event: Callable[[RecoveryEvent], None] | None = None):
         self.layout, self.job, self.runbook_id, self.directory, self.actor = layout, job, runbook_id, directory, actor
         self.on_event = on_event
         self.entries = read_entries(directory)
-        self._s3_lock: _S3Lock | None = None
+        self._s3_lock: S3LockObject | None = None
 
     @contextmanager
     def held(self) -> Iterator["Journal"]:
         """Hold the runbook's lock while executing it; refuses when another process holds it."""
         if _on_s3(self.directory):
-            lock = _S3Lock(self.directory)
-            lock.acquire(self._active)
+            lock = _s3_lock(self.directory)
+            lock.acquire({"host": HOST, "pid": os.getpid(), "since": now_iso()}, self._active)
             self._s3_lock = lock
             try:
                 yield self
@@ -251,7 +176,7 @@ class Journal:
         try:
             fs.call_s3("put_object", Bucket=bucket, Key=key, Body=line.encode(), IfNoneMatch="*")
         except OSError as err:
-            if _refused(err):
+            if refused(err):
                 raise self._active(f"has journal entry {len(self.entries)} written by another process "
                                    f"(s3://{path})") from None
             raise

@@ -20,7 +20,7 @@ from stateops.audit.inventory import operator_meta
 from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.fs import S3_SCHEMES, filesystem, scheme
 from stateops.recovery.journal import running
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
@@ -227,11 +227,12 @@ def _checkpoints(scope: Scope, home: Tree) -> list[CheckpointEntry]:
 
 
 def runbook_running(path: str) -> bool:
-    """A runbook process holds the archive's `.runbook.lock` now (the lock is a local flock: an archive in an
-    object store has no runbook running by this test)."""
-    if "://" in path and not path.startswith("file://"):
-        return False
-    return running(path.removeprefix("file://"))
+    """A runbook process holds the archive's `.runbook.lock` now (journal.running: a flock on local disk, a live
+    lock object on S3, one HEAD per archive). Runbooks archive nowhere else (their preflight refuses other object
+    stores), so none runs in an archive there."""
+    if scheme(path) == "file":
+        return running(path.removeprefix("file://"))
+    return scheme(path) in S3_SCHEMES and running(path)
 
 
 def archives_in(tree: Tree, job: str | None) -> list[ArchiveEntry]:

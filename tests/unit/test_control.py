@@ -295,11 +295,21 @@ def test_an_s3_control_home_is_accepted(home):
     assert store.url(store.key("lease")) == f"s3://bucket/stateops/ops/{JOB}/control/lease.json"
 
 
-def test_retention_locks_still_need_a_local_control_home():
-    """Retention holds its per-root lock for a whole run, with flock (released by the kernel when a run dies):
-    a control home on S3 serves the control plane, not them."""
+@pytest.mark.parametrize("home", ["gs://b/x", "memory://stateops"])
+def test_retention_locks_need_a_local_or_s3_control_home(home):
+    """Retention holds its per-root lock for a whole run: a flock on local or POSIX storage, a lock object with
+    a heartbeat on S3 (tests/e2e/test_retention_lock_s3.py); other object stores are refused in one line."""
     with pytest.raises(UnsupportedStorageError) as err:
-        retention_lock.lock_path(Layout("s3://bucket/stateops"), "s3://bucket/stateops/checkpoints")
+        retention_lock.lock_path(Layout(home), f"{home}/checkpoints")
     message = str(err.value)
-    assert message.startswith("STATEOPS_HOME s3://bucket/stateops: retention's lock per root needs a local path "
-                              "or POSIX shared storage with working flock") and "S3" not in message
+    assert message.startswith(f"STATEOPS_HOME {home}: retention's lock per root needs a local path or POSIX shared "
+                              "storage with working flock") and "\n" not in message
+    assert "or S3 (s3://, s3a://: conditional writes)" in message
+
+
+@pytest.mark.parametrize("home", ["s3://bucket/stateops", "s3a://bucket/stateops"])
+def test_retention_locks_on_an_s3_control_home_are_objects_under_it(home):
+    """One lock object per root in the control home's bucket (naming it touches no server)."""
+    path = retention_lock.lock_path(Layout(home), "s3://bucket/stateops/checkpoints/")
+    assert path == retention_lock.lock_path(Layout(home), "s3://bucket/stateops/checkpoints")
+    assert path.startswith(f"{home}/ops/_retention/locks/") and path.endswith(".lock")
