@@ -23,6 +23,11 @@ S3_SCHEMES = ("s3", "s3a")
 _AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 
 
+# No listing cache for object stores: Spark (S3A), delta-rs and other processes write the same prefixes, and
+# s3fs answered `info`/`open` of a file from a listing cached before that file was written (FileNotFoundError
+# for a checkpoint's new commits/N in a runbook's archive step on S3; measured). Every listing asks the store.
+fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+
 _LOCAL = LocalFileSystem()  # fsspec caches instances: url_to_fs hands out this same one for local paths
 
 

@@ -1,12 +1,13 @@
 """moto's S3 server on loopback, in its own process, for the object-store tests and benchmarks.
 
-Its own process, not moto's ThreadedMotoServer: some delta-rs calls (e.g. `alter.set_table_properties`)
+Its own process (this file run as a script: moto's server with one fix below), not moto's ThreadedMotoServer: some delta-rs calls (e.g. `alter.set_table_properties`)
 hold the GIL while they wait for the HTTP answer, so a server thread in the same interpreter can never
 answer them and the call hangs for ever (measured: retention's `cleanup_log` on a bucket).
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def free_port() -> int:
 def moto_s3(timeout: float = 60.0) -> Iterator[dict[str, str]]:
     """Start the server; yield the AWS_* environment that points fsspec/s3fs and delta-rs at it."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -49,3 +50,76 @@ def moto_s3(timeout: float = 60.0) -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.contextmanager
+def s3a_session(spark, env: dict[str, str]) -> Iterator[None]:
+    """The test process's shared Spark session pointed at the server: the S3A settings the session factory
+    derives from the AWS_* environment (jobs.session.s3a_conf), set on the live Hadoop configuration and
+    removed after (a session built in that environment gets them at start)."""
+    from jobs.session import s3a_conf
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {key.removeprefix("spark.hadoop."): value for key, value in s3a_conf(env).items()}
+    settings["fs.s3a.impl.disable.cache"] = settings["fs.s3.impl.disable.cache"] = "true"  # a server per module
+    for key, value in settings.items():
+        hadoop.set(key, value)
+    try:
+        yield
+    finally:
+        for key in settings:
+            hadoop.unset(key)
+
+
+def mirror(url: str, dest: str) -> str:
+    """A local copy of the tree at `url` (s3://...), for oracles that read local files; returns `dest`."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    for path in fs.find(url.removeprefix("s3://")):
+        local = os.path.join(dest, os.path.relpath(path, url.removeprefix("s3://")))
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        fs.get(path, local)
+    return dest
+
+
+def keys(env: dict[str, str], bucket: str) -> list[str]:
+    """Every key of `bucket`, listed with boto3 (not through the code under test)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
+def serve(argv: list[str]) -> None:
+    """moto's server with two fixes, each measured on moto 5.2.5 / werkzeug 3.1.9:
+
+    - `Expect: 100-continue` answered once. Werkzeug's handler answers it in `run_wsgi` and Python's
+      http.server had already answered it, so a client that sends the header (the AWS SDK v2 on a large
+      PutObject: S3A uploading a RocksDB SST) read the second `100 Continue` as the final response and failed
+      the upload ("Status Code: 100").
+    - one request at a time inside moto (connections still have their threads): moto checks a conditional
+      write's precondition and then writes, so two concurrent `If-None-Match: *` creators could both win (two
+      of eight in one of twenty trials). S3 makes that check atomic; so does this server now, which the
+      control plane's race test relies on.
+    """
+    import threading
+
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.server import main
+    from werkzeug.serving import WSGIRequestHandler
+
+    WSGIRequestHandler.handle_expect_100 = lambda self: True
+    dispatch, one_at_a_time = DomainDispatcherApplication.__call__, threading.Lock()
+
+    def serialized(self, environ, start_response):
+        with one_at_a_time:
+            return dispatch(self, environ, start_response)
+
+    DomainDispatcherApplication.__call__ = serialized
+    main(argv)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])
