@@ -1,8 +1,9 @@
 """moto's S3 server on loopback, in its own process, for the object-store tests and benchmarks.
 
-Its own process (this file run as a script: moto's server with one fix below), not moto's ThreadedMotoServer: some delta-rs calls (e.g. `alter.set_table_properties`)
-hold the GIL while they wait for the HTTP answer, so a server thread in the same interpreter can never
-answer them and the call hangs for ever (measured: retention's `cleanup_log` on a bucket).
+Its own process (this file run as a script: moto's server with the fixes of `serve`), not moto's
+ThreadedMotoServer: some delta-rs calls (e.g. `alter.set_table_properties`) hold the GIL while they wait
+for the HTTP answer, so a server thread in the same interpreter can never answer them and the call hangs
+for ever (measured: retention's `cleanup_log` on a bucket).
 """
 from __future__ import annotations
 
@@ -123,3 +124,24 @@ def serve(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     serve(sys.argv[1:])
+
+
+def fresh_bucket(env: dict[str, str], monkeypatch, name: str, versioned: bool = False):
+    """A boto3 client on a new bucket `<name>-<random>` (`client.bucket`), with this process's AWS_* environment
+    pointing at the server and no STATEOPS_CONTROL_HOME (the control records go to the home's bucket); s3fs
+    forgets its clients of an earlier server. Versioned: the listing names every object ever written."""
+    import uuid
+
+    import boto3
+    import s3fs
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()
+    client = boto3.client("s3")
+    client.bucket = f"{name}-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=client.bucket)
+    if versioned:
+        client.put_bucket_versioning(Bucket=client.bucket, VersioningConfiguration={"Status": "Enabled"})
+    return client

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 
 import pytest
 
@@ -25,6 +24,7 @@ from stateops.control.s3_store import ControlStorageError
 from stateops.control.store import ControlStore
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from tests.s3_server import fresh_bucket
 
 pytestmark = pytest.mark.e2e
 
@@ -35,30 +35,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CRASHED = {"host": "crashed-host", "pid": 1, "thread": "MainThread", "token": "dead-holder", "since": "then"}
 
 
-@pytest.fixture(scope="module")
-def s3_env():
-    """moto's S3 server for the module: the AWS_* environment that points boto3 at it."""
-    pytest.importorskip("moto.server", reason="moto[s3] is not installed: the S3 control tests need its server")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as env:
-        yield env
-
-
 @pytest.fixture
 def s3(s3_env, monkeypatch):
-    """A boto3 client on a fresh bucket (`s3.bucket`), with this process's AWS_* environment set. The bucket
-    is versioned, so that its listing names every object ever written there, removed ones too."""
-    import boto3
-
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
-    client = boto3.client("s3")
-    client.bucket = f"control-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=client.bucket)
-    client.put_bucket_versioning(Bucket=client.bucket, VersioningConfiguration={"Status": "Enabled"})
-    return client
+    """A boto3 client on a fresh versioned bucket (`s3.bucket`): its listing names every object ever written
+    there, removed ones too."""
+    return fresh_bucket(s3_env, monkeypatch, "control", versioned=True)
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
 from stateops.layout import Layout
+from tests.s3_server import fresh_bucket
 from stateops.recovery.journal import Journal
 from stateops.retention import inventory, lock
 
@@ -27,29 +27,12 @@ ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 LOCKS = "stateops/ops/_retention/locks/"
 
 
-@pytest.fixture(scope="module")
-def s3_env():
-    pytest.importorskip("moto.server", reason="moto[server] is not installed: the S3 lock tests need its server")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as env:
-        yield env
-
-
 @pytest.fixture
 def s3(s3_env, monkeypatch):
     """A boto3 client on a fresh bucket (`s3.bucket`), this process's AWS_* environment pointing at the server."""
-    import boto3
     import s3fs
 
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
-    client = boto3.client("s3")
-    client.bucket = f"retention-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=client.bucket)
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield client
+    yield fresh_bucket(s3_env, monkeypatch, "retention")
     s3fs.S3FileSystem.clear_instance_cache()
 
 
