@@ -23,6 +23,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("throughput", "Throughput: every job against the stateless floor", "bench.bench_throughput"),
     Benchmark("kafka", "Kafka throughput: `user_activity` on a real broker vs the stateless Kafka floor",
               "bench.bench_kafka"),
+    Benchmark("s3", "A batch with the whole home on an S3 API (moto, loopback) vs on local disk", "bench.bench_s3",
+              own_session=True),
     Benchmark("sink", "Delta sink overhead: delta-rs foreachBatch vs noop", "bench.bench_sink"),
     Benchmark("audit", "State audit: deep audit vs the notebook approach", "bench.bench_audit"),
     Benchmark("driver_sink", "The two Delta writers on a cluster: delta-rs on the driver vs Delta's Spark writer",
