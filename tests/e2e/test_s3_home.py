@@ -21,7 +21,7 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover
 from jobs.runner import run_job
 from jobs.session import HDFS_PROVIDER
-from stateops.audit import deep_audit
+from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.fs import filesystem
@@ -116,6 +116,22 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, home, 
                                                     else {})}
         expected = oracle_rows(spark, checkpoint, **options)
         assert nonzero(op.rows_per_partition) == expected and op.rows_total == sum(expected.values())
+
+    # Without a JVM, as the sensors' ticks read them: the fast audit (state files on S3, progress rows from the
+    # S3 ops table) agrees with the deep one on stores and bytes; `jobs status` reads the checkpoint and lease.
+    fast = fast_audit(checkpoint, layout=home, job=job)
+    assert [(o.operator_id, o.store_name, o.bytes_per_partition) for o in fast.operators] == [
+        (o.operator_id, o.store_name, o.bytes_per_partition) for o in report.operators]
+    status = CliRunner().invoke(main, ["jobs", "status", job, "--json"])
+    assert status.exit_code == 0, status.output
+    summary = json.loads(status.output)["checkpoint"]
+    assert (summary["path"], summary["latest_committed_batch"]) == (checkpoint, report.batch_id)
+    assert summary["watermark"] == report.watermark.isoformat()
+    if job == "order_payments":  # explain-key on a key the table holds: the state reader and the logs on S3
+        order = table_rows(home.table(job), ["order_id"])[0][0]
+        explained = CliRunner().invoke(main, ["explain-key", job, "--key", order, "--json"])
+        assert explained.exit_code == 0, explained.output
+        assert json.loads(explained.output)["reason"] == "emitted"
 
 
 def test_retention_applies_on_s3_and_the_job_restarts(spark, home, tmp_path, monkeypatch):
