@@ -112,6 +112,7 @@ LONG_SUITES = (
     "tests/e2e/test_recovery_faults.py",
     "tests/e2e/test_recovery_graphql.py",
     "tests/e2e/test_recovery_modes.py",
+    "tests/e2e/test_s3_kill.py",
     "tests/e2e/test_s3_runbook_modes.py",
     "tests/spark/test_explain_key_long.py",
 )
