@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     """Needs its own cluster session: `python -m bench` stops its local one first (one SparkContext per
     process) and passes none."""
     from jobs.session import get_session
-    from tests.spark_cluster import spark_cluster
+    from tests.support.servers.spark_cluster import spark_cluster
 
     if spark is not None:
         raise ValueError("bench_driver_sink starts its own session on a cluster; stop the local one first")

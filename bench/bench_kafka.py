@@ -45,7 +45,7 @@ def _fill(root: str, bootstrap: str, topic: str, size: int, files: int, users: i
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
-    from tests.kafka_server import CONNECTOR, JARS, kafka_broker
+    from tests.support.servers.kafka import CONNECTOR, JARS, kafka_broker
 
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("kafka")

@@ -142,14 +142,14 @@ def plan_vs_listing(home: str, repeats: int) -> tuple[float, float, int, int]:
 
 
 def s3_row(root: str, args: argparse.Namespace) -> list[object] | None:
-    """Plan vs listing on moto's S3 server (its own process on loopback: tests.s3_server); None without moto."""
+    """Plan vs listing on moto's S3 server (its own process on loopback: tests.support.servers.moto); None without moto."""
     try:
         import moto.server  # noqa: F401 - only checks that the server is installed
         import s3fs
     except ImportError as err:
         print(f"  S3 skipped: {err}")
         return None
-    from tests.s3_server import moto_s3
+    from tests.support.servers.moto import moto_s3
 
     with moto_s3() as env:
         env = {**env, "STATEOPS_CONTROL_HOME": os.path.join(root, "control")}

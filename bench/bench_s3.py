@@ -55,7 +55,7 @@ def _phases(events: list[dict]) -> dict[str, float | None]:
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
-    from tests.s3_server import moto_s3
+    from tests.support.servers.moto import moto_s3
 
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("s3")

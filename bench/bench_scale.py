@@ -4,7 +4,7 @@ A platform team registers every streaming job of the company in one config file.
 benchmark writes one config file with N - 4 copies of examples/engagement.toml's job under other names (plus
 the 4 built-ins), and gives every job cheap artefacts without running Spark for any of them:
 
-  checkpoint  tests/fake_checkpoint.py's FakeCheckpoint (checked against real Spark checkpoints by
+  checkpoint  tests/support/fake_checkpoint.py's FakeCheckpoint (checked against real Spark checkpoints by
               tests/unit/test_fake_checkpoint.py): its own query id, `--batches` committed batches with a
               watermark, one transformWithState operator with changelog files in 2 partitions
   progress    `--batches` rows per job in the progress ops table (stateops.progress.progress_row from a
@@ -132,7 +132,7 @@ def build_home(home: str, config_path: str, batches: int, audits: int) -> dict[s
     from stateops.audit.history import AUDITS, AUDITS_SCHEMA, audit_rows
     from stateops.delta import append_rows
     from stateops.layout import Layout
-    from tests.fake_checkpoint import FakeCheckpoint
+    from tests.support.fake_checkpoint import FakeCheckpoint
 
     layout = Layout(home)
     catalog = Catalog.load(layout, config_path)

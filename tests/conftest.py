@@ -1,12 +1,21 @@
-"""Shared fixtures: a temporary STATEOPS_HOME per test and one real local Spark session per test process."""
+"""Shared fixtures (every layer): a temporary STATEOPS_HOME per test, one real local Spark session per test
+process, the Delta writer in force, the servers (one per test process), the scenarios built once per test
+process; and how the run is scheduled over its two workers (docs/testing.md)."""
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
 
 from stateops.layout import Layout
+from tests.support.delta_writers import delta_writer_in_force
+
+# Test JVMs live for minutes, not for days: without C2 (the JIT's optimising tier, whose compiler threads take a
+# core while a short-lived JVM warms up) and with the serial collector, a `stateops jobs run` on a small input
+# took 18 s instead of 25 s, an in-process Spark module 61 s instead of 75 s (docs/testing.md). Spark's launcher
+# passes SPARK_SUBMIT_OPTS to every driver JVM this process and its subprocesses start; the benchmarks never
+# set it. Code generation, the state stores and the results are the same.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture
@@ -26,30 +35,16 @@ def spark():
     session.stop()
 
 
-@contextlib.contextmanager
-def delta_writer_in_force(spark, writer: str):
-    """Jobs run by this session and the `stateops` processes a test starts write Delta with `writer`
-    (jobs.session: `delta-rs`, or Delta's own Spark writer); skips `spark` without its jars."""
-    from jobs.session import DELTA_WRITER_CONF, project_jars
-
-    if writer == "spark" and not any("delta-spark" in os.path.basename(j) for j in project_jars()):
-        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
-    before_conf, before_env = spark.conf.get(DELTA_WRITER_CONF, "delta-rs"), os.environ.get("STATEOPS_DELTA_WRITER")
-    spark.conf.set(DELTA_WRITER_CONF, writer)
-    os.environ["STATEOPS_DELTA_WRITER"] = writer
-    try:
-        yield writer
-    finally:
-        spark.conf.set(DELTA_WRITER_CONF, before_conf)
-        if before_env is None:
-            os.environ.pop("STATEOPS_DELTA_WRITER", None)
-        else:
-            os.environ["STATEOPS_DELTA_WRITER"] = before_env
-
-
 @pytest.fixture(scope="module", params=("delta-rs", "spark"))
 def delta_writer(request, spark):
     """The module's tests run once per Delta writer (the oracle and kill tests: both writers stay supported)."""
+    with delta_writer_in_force(spark, request.param) as writer:
+        yield writer
+
+
+@pytest.fixture(params=("delta-rs", "spark"))
+def each_delta_writer(request, spark):
+    """The test runs once per Delta writer (a module whose other tests run on the default writer)."""
     with delta_writer_in_force(spark, request.param) as writer:
         yield writer
 
@@ -103,40 +98,96 @@ def dagster_instance():
         yield instance
 
 
-# End-to-end suites that each start several JVMs, a webserver or a daemon: minutes apiece on 2 cores,
-# together beyond the CI budget. `bash scripts/test` leaves them out (pyproject's `-m "not long"`);
-# `bash scripts/test -m long` runs them. The cluster (`-m cluster`), Postgres, fault (`-m faults`) and retention
-# suites (S3 and the random-policy property test included), the sensors through a real daemon, a user job from
-# outside the package and the demo in a browser are in the default run.
-LONG_SUITES = (
-    "tests/e2e/test_recovery_faults.py",
-    "tests/e2e/test_recovery_graphql.py",
-    "tests/e2e/test_recovery_modes.py",
-    "tests/e2e/test_s3_kill.py",
-    "tests/e2e/test_s3_runbook_modes.py",
-    "tests/spark/test_explain_key_long.py",
+@pytest.fixture
+def persistent_dagster_instance():
+    """A real Dagster instance on a temporary DAGSTER_HOME (schedule contexts need an instance ref), disposed
+    after the test."""
+    from dagster import instance_for_test
+
+    with instance_for_test() as instance:
+        yield instance
+
+
+# --- servers: one per test process (xdist worker), started when a test first asks for it ---
+
+@pytest.fixture(scope="session")
+def s3_env():
+    """moto's S3 server (tests/support/servers/moto.py): the AWS_* environment that points clients at it. Tests
+    take a fresh bucket each (moto.fresh_bucket), so one server serves them all."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed: the S3 suites need its server")
+    from tests.support.servers.moto import moto_s3
+
+    with moto_s3() as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A Kafka broker started by scripts/kafka (tests/support/servers/kafka.py); yields its bootstrap address.
+    Tests use topics of their own (kafka.topic_names), so one broker serves them all."""
+    from tests.support.servers.kafka import kafka_broker, require_jars
+
+    require_jars()
+    with kafka_broker() as bootstrap:
+        yield bootstrap
+
+
+# --- scenarios: built once per test process, copied per test (tests/support/scenarios.py) ---
+
+@pytest.fixture(scope="session")
+def scenario_store(tmp_path_factory):
+    from tests.support import scenarios
+
+    return scenarios.Store(str(tmp_path_factory.mktemp("scenarios")))
+
+
+@pytest.fixture
+def scenario(request, scenario_store, monkeypatch):
+    """`scenario(name)`: a copy of the named scenario's home (built with the test process's Spark session on
+    first use) as this test's STATEOPS_HOME; returns its Layout."""
+    def copy(name: str) -> Layout:
+        layout = scenario_store.copy(name, lambda: request.getfixturevalue("spark"))
+        monkeypatch.setenv("STATEOPS_HOME", layout.home)
+        return layout
+    return copy
+
+
+# --- scheduling and reporting ---
+
+# The modules that take longest (worker-seconds measured by `scripts/test`'s JUnit XML, docs/testing.md) start
+# first, one per worker, so the longest two never share a worker and the short ones fill in behind them. Every
+# module is one xdist group: its module-scoped fixtures are built once.
+HEAVIEST_FIRST = (
+    "tests/e2e/test_fault_suite.py",
+    "tests/e2e/test_kill_restart.py",
+    "tests/spark/test_jobs_oracle.py",
+    "tests/e2e/test_s3_home.py",
+    "tests/spark/test_kafka_jobs.py",
+    "tests/e2e/test_kafka_faults.py",
 )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     root = str(config.rootpath)
+    rank = {path: i for i, path in enumerate(HEAVIEST_FIRST)}
     for item in items:
-        if os.path.relpath(str(item.path), root).startswith(LONG_SUITES):
-            item.add_marker(pytest.mark.long)
-
-
-FAULT_COUNTS = "fault suite counts"  # a test's record_property(FAULT_COUNTS, line): printed at the end
-_fault_lines: list[str] = []
+        path = os.path.relpath(str(item.path), root)
+        item.add_marker(pytest.mark.xdist_group(path))
+    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), root), len(rank)))
 
 
 def pytest_runtest_logreport(report):
     """Runs in the main process (pytest-xdist sends each report's user_properties back to it)."""
-    if report.when == "call":
-        _fault_lines.extend(str(v) for k, v in report.user_properties if k == FAULT_COUNTS)
+    if report.when == "call" and report.user_properties:
+        from tests.support import kill_trials
+
+        kill_trials.collect(report.user_properties)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _fault_lines:
-        terminalreporter.section(FAULT_COUNTS)
-        for line in _fault_lines:
-            terminalreporter.write_line(line)
+    import sys
+
+    kill_trials = sys.modules.get("tests.support.kill_trials")  # imported by the first report with counts
+    if kill_trials is not None:
+        kill_trials.summary(terminalreporter)

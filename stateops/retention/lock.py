@@ -13,7 +13,7 @@ while another run holds one, and keeps them until it ends. Two kinds, by where t
            holder's). A run that died leaves its object behind: it is taken over once LOCK_TTL_SECONDS old by the
            server's clock (If-Match on the stale ETag, one taker wins), so a later run waits for that at most.
            The loopback test server used to let two of eight concurrent creators win in one of twenty trials
-           (moto handling requests in parallel: measured, README "Retention"); tests/s3_server.py now serializes
+           (moto handling requests in parallel: measured, README "Retention"); tests/support/servers/moto.py now serializes
            its requests, as S3 makes a conditional write atomic, and tests/e2e/test_retention_lock_s3.py runs
            these locks on it. A run whose heartbeat failed for a whole TTL may have lost its lock to another run;
            that is logged when it ends (each item is still re-checked against the files just before it acts).

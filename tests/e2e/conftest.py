@@ -1,14 +1,230 @@
-"""Fixtures of the end-to-end suites on object storage."""
+"""Fixtures of the end-to-end tests."""
 from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
 
 import pytest
 
+from stateops.layout import Layout
+
+
+@pytest.fixture
+def small_archive_root(layout):
+    """A 1 MiB tmpfs inside the home (the roots guard admits it): every file takes at least a page there, so
+    a checkpoint of a few hundred small files that the runbook's size check admits does not fit."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root: the out-of-space case runs where the tests run as root (CI)")
+    root = os.path.join(layout.home, "small_disk")
+    os.makedirs(root)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", root], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        os.rmdir(root)
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the out-of-space case needs one")
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", root], check=False)
+        os.rmdir(root)
+
+
+@dataclass(frozen=True)
+class S3Home:
+    """A bucket for homes on the S3 API, the prefix StateOps may write under, and the AWS_* environment."""
+    bucket: str
+    prefix: str
+    env: dict
+
+    def url(self, name: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{name}"
+
 
 @pytest.fixture(scope="module")
-def s3_env():
-    """moto's S3 server for the module (tests/s3_server.py): the AWS_* environment that points clients at it."""
-    pytest.importorskip("moto.server", reason="moto[server] is not installed: the S3 suites need its server")
-    from tests.s3_server import moto_s3
+def s3_homes(s3_env):
+    """A bucket of the module's own on the test process's moto server, holding a neighbour's object outside
+    StateOps' prefix, and the AWS_* environment pointing every client at it. Afterwards the neighbour's object
+    must be the only key outside the prefix."""
+    import uuid
 
-    with moto_s3() as env:
-        yield env
+    import boto3
+    import s3fs
+
+    from tests.support.servers.moto import keys
+
+    home = S3Home(f"stateops-e2e-{uuid.uuid4().hex[:8]}", "team/streaming", s3_env)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in s3_env.items():
+            patch.setenv(name, value)
+        patch.setenv("AWS_ALLOW_HTTP", "true")  # delta-rs read by the tests without storage options
+        client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"])
+        client.create_bucket(Bucket=home.bucket)
+        client.put_object(Bucket=home.bucket, Key=NEIGHBOUR, Body=b"not StateOps'")
+        s3fs.S3FileSystem.clear_instance_cache()
+        yield home
+        outside = [key for key in keys(s3_env, home.bucket) if not key.startswith(home.prefix + "/")]
+        s3fs.S3FileSystem.clear_instance_cache()
+    assert outside == [NEIGHBOUR], f"written outside {home.prefix}/: {outside}"
+
+
+NEIGHBOUR = "elsewhere/keep.txt"
+
+
+@pytest.fixture
+def s3_layout(s3_homes, tmp_path, monkeypatch) -> Layout:
+    """This test's home under the module's bucket and prefix, as STATEOPS_HOME (the control records with it)."""
+    url = s3_homes.url(tmp_path.name)
+    monkeypatch.setenv("STATEOPS_HOME", url)
+    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
+    return Layout.of(url)
+
+
+@pytest.fixture(scope="module")
+def s3_spark(spark, s3_homes):
+    """The test process's Spark session with the S3A settings the session factory derives from the AWS_*
+    environment (a session built in that environment gets them at start), for the module."""
+    from tests.support.servers.moto import s3a_session
+
+    with s3a_session(spark, s3_homes.env):
+        yield spark
+
+
+@pytest.fixture
+def s3_home_url(s3_homes, tmp_path) -> str:
+    """A home URL of this test's own under the module's bucket and prefix (not set as STATEOPS_HOME)."""
+    return s3_homes.url(tmp_path.name)
+
+
+@pytest.fixture
+def s3_homes_client(s3_homes):
+    """A boto3 client for the module's bucket (`client.bucket`), to read and write it around the code under test."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_homes.env["AWS_ENDPOINT_URL"])
+    client.bucket = s3_homes.bucket
+    return client
+
+
+@pytest.fixture
+def s3_bucket(s3_env, monkeypatch):
+    """A boto3 client on a fresh bucket (`client.bucket`), this process's AWS_* environment pointing at the server."""
+    import s3fs
+
+    from tests.support.servers.moto import fresh_bucket
+
+    yield fresh_bucket(s3_env, monkeypatch, "stateops")
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_versioned_bucket(s3_env, monkeypatch):
+    """A boto3 client on a fresh versioned bucket (`client.bucket`): its listing names every object ever written
+    there, removed ones too."""
+    import s3fs
+
+    from tests.support.servers.moto import fresh_bucket
+
+    yield fresh_bucket(s3_env, monkeypatch, "control", versioned=True)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_calls(s3_homes):
+    """The S3 API operations the process's s3fs client sends from now on, with their keys (botocore's own
+    event hook on the live client: what went over the wire, not a stand-in)."""
+    from stateops.fs import filesystem
+
+    fs, _ = filesystem(f"s3://{s3_homes.bucket}/")
+    sent: list[tuple[str, str]] = []
+
+    def record(model, params, **_):
+        sent.append((model.name, params.get("Key", "")))
+
+    fs.s3.meta.events.register("before-parameter-build.s3", record)
+    yield sent
+    fs.s3.meta.events.unregister("before-parameter-build.s3", record)
+
+
+@pytest.fixture(scope="module")
+def audit_cli_home(spark, tmp_path_factory) -> dict:
+    """user_activity run over generated input, an unbounded dedup checkpoint outside the home, an empty folder and
+    a plain file: the targets of the `stateops audit` contract tests."""
+    from jobs.generator import GeneratorConfig, generate
+    from tests.support.audit_queries import event_stream, events, run_bounded, run_job_query, write_batches
+
+    root = tmp_path_factory.mktemp("audit_cli")
+    layout = Layout(str(root / "home"))
+    generate(layout, GeneratorConfig(events=600, files=2, users=40, seed=3))
+    run_job_query(spark, layout, "user_activity")
+    write_batches(root / "input", [events(b, 200) for b in range(2)])
+    unbounded = run_bounded(event_stream(spark, root / "input").withWatermark("event_time", "10 minutes")
+                            .dropDuplicates(["event_id"]), str(root / "elsewhere" / "unbounded"))
+    (root / "empty").mkdir()
+    (root / "a_file").write_text("not a checkpoint")
+    return {"root": root, "layout": layout, "unbounded": unbounded}
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A throwaway PostgreSQL server on loopback (tests/support/servers/postgres.py) for the module; skips,
+    saying why, where its binaries are absent."""
+    from tests.support.servers.postgres import postgres_server, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def demo_run(spark, tmp_path_factory):
+    """(layout, DAGSTER_HOME, instance, run id, printed lines) of one demo run (orchestration.demo.run_demo, as
+    scripts/demo runs it) on a reduced input, into a fresh instance prepared as scripts/demo and scripts/ui
+    prepare it."""
+    from dagster import DagsterInstance
+
+    from orchestration.demo import run_demo
+    from orchestration.instance import prepare
+    from tests.support.scenarios import DEMO_INPUT_SMALL
+
+    root = tmp_path_factory.mktemp("demo")
+    layout, home = Layout(str(root / "stateops")), str(root / "dagster")
+    assert prepare(home) is None
+    lines: list[str] = []
+    with DagsterInstance.from_config(home) as instance:
+        result = run_demo(layout, instance, DEMO_INPUT_SMALL, echo=lines.append)
+        assert result.success, lines
+        yield layout, home, instance, result.run_id, lines
+
+
+@pytest.fixture(scope="module")
+def daemon_world(tmp_path_factory):
+    """The sensors' world (tests/support/servers/dagster_daemon.py World) for the module: the instance the test
+    reads, StateOps' code location loaded as the daemon loads it, and the daemon (started by the tests)."""
+    from dagster import DagsterInstance
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    from tests.support.servers.dagster_daemon import LOCATION, Daemon, World
+
+    world = World(tmp_path_factory.mktemp("daemon"))
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("DAGSTER_HOME", "STATEOPS_HOME", "STATEOPS_CONFIG", "STATEOPS_SENSOR_INTERVAL_SECONDS"):
+            patch.setenv(name, world.env[name])
+        instance = DagsterInstance.get()
+        with WorkspaceProcessContext(instance, WorkspaceFileTarget([world.workspace])) as workspace:
+            [repo] = workspace.create_request_context().get_code_location(LOCATION).get_repositories().values()
+            world.instance, world.repo, world.daemon = instance, repo, Daemon(world)
+            try:
+                yield world
+            finally:
+                world.daemon.stop()
+                instance.dispose()
+
+
+@pytest.fixture
+def daemon_env(daemon_world, monkeypatch):
+    """This test's process sees the world's homes and config."""
+    for name in ("DAGSTER_HOME", "STATEOPS_HOME", "STATEOPS_CONFIG"):
+        monkeypatch.setenv(name, daemon_world.env[name])

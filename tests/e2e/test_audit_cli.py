@@ -1,7 +1,8 @@
 """`stateops audit`: the contract scripts rely on (JSON names, exit codes 0/1/2, one-line errors).
 
-Fast audits and usage errors run as real subprocesses of the installed `stateops` command (no JVM);
-deep audits go through the same click group in-process, sharing the test session's Spark.
+The fast audit's JSON contract runs as a real subprocess of the installed `stateops` command (no JVM), like a
+script would; the other cases go through the same click group in-process (no process boundary under test), the
+deep audits sharing the test session's Spark.
 """
 from __future__ import annotations
 
@@ -15,11 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from stateops.audit import load_history
-from stateops.layout import Layout
 
 from stateops_cli.main import main
-from jobs.generator import GeneratorConfig, generate
-from tests.audit_support import event_stream, events, nonzero, oracle_rows, run_bounded, run_job_query, write_batches
+from tests.support.audit_queries import nonzero, oracle_rows
 
 pytestmark = pytest.mark.e2e
 
@@ -30,26 +29,17 @@ OPERATOR = ["operator_id", "operator_name", "store_name", "num_partitions", "min
 FINDING = ["code", "severity", "operator_id", "store_name", "message", "recommendation"]
 
 
-@pytest.fixture(scope="module")
-def home(spark, tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("audit_cli")
-    layout = Layout(str(root / "home"))
-    generate(layout, GeneratorConfig(events=600, files=2, users=40, seed=3))
-    run_job_query(spark, layout, "user_activity")
-    write_batches(root / "input", [events(b, 200) for b in range(2)])
-    unbounded = run_bounded(event_stream(spark, root / "input").withWatermark("event_time", "10 minutes")
-                            .dropDuplicates(["event_id"]), str(root / "elsewhere" / "unbounded"))
-    (root / "empty").mkdir()
-    (root / "a_file").write_text("not a checkpoint")
-    return {"root": root, "layout": layout, "unbounded": unbounded}
-
-
-def stateops(home: dict, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
+def stateops(home: dict, *args: str, config: str | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`stateops ARGS` on the module's home (STATEOPS_CONFIG: `config` or none): in a fresh process of the
+    installed command, or through the click group in this one."""
     env = {**os.environ, "STATEOPS_HOME": home["layout"].home}
     env.pop("STATEOPS_CONFIG", None)
     if config:
         env["STATEOPS_CONFIG"] = config
-    return subprocess.run([STATEOPS, *args], capture_output=True, text=True, env=env, timeout=600)
+    if fresh:
+        return subprocess.run([STATEOPS, *args], capture_output=True, text=True, env=env, timeout=600)
+    done = CliRunner(env={**env, "STATEOPS_CONFIG": config}).invoke(main, list(args))
+    return subprocess.CompletedProcess(["stateops", *args], done.exit_code, done.stdout, done.stderr)
 
 
 def assert_contract(doc: dict) -> None:
@@ -68,7 +58,8 @@ def assert_contract(doc: dict) -> None:
     ("user_sessions", (), "job user_sessions has no checkpoint yet"),
     ("user_activity", ("--fast", "--batch-id", "1"), "--batch-id needs the deep audit"),
 ])
-def test_usage_errors_exit_2_with_one_line(home, target, extra, says):
+def test_usage_errors_exit_2_with_one_line(audit_cli_home, target, extra, says):
+    home = audit_cli_home
     result = stateops(home, "audit", target.format(root=home["root"]), *extra)
     assert result.returncode == 2, result
     assert result.stdout == ""
@@ -76,8 +67,9 @@ def test_usage_errors_exit_2_with_one_line(home, target, extra, says):
     assert result.stderr.startswith("Error: ") and says in result.stderr
 
 
-def test_fast_json_contract_and_exit_codes(home):
-    ok = stateops(home, "audit", "user_activity", "--fast", "--json")
+def test_fast_json_contract_and_exit_codes(audit_cli_home):
+    home = audit_cli_home
+    ok = stateops(home, "audit", "user_activity", "--fast", "--json", fresh=True)
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
     assert_contract(doc)
@@ -86,7 +78,7 @@ def test_fast_json_contract_and_exit_codes(home):
     assert all(o["bytes_total"] == sum(o["bytes_per_partition"].values()) > 0 for o in doc["operators"])
     assert not [f for f in doc["findings"] if f["severity"] == "error"]
 
-    bad = stateops(home, "audit", home["unbounded"], "--fast", "--json")
+    bad = stateops(home, "audit", home["unbounded"], "--fast", "--json", fresh=True)
     assert bad.returncode == 1, bad.stderr
     doc = json.loads(bad.stdout)
     assert_contract(doc)
@@ -94,7 +86,8 @@ def test_fast_json_contract_and_exit_codes(home):
         (f["code"], f["severity"], f["operator_id"], f["store_name"]) for f in doc["findings"]}
 
 
-def test_thresholds_per_job_from_config(home, tmp_path):
+def test_thresholds_per_job_from_config(audit_cli_home, tmp_path):
+    home = audit_cli_home
     config = tmp_path / "stateops.toml"
     # The generated events are from 2026-01-01: the watermark lags by months, a warning by default.
     config.write_text("[audit]\nwatermark_lag_seconds = 7200\n[audit.jobs.user_activity]\n"
@@ -108,14 +101,16 @@ def test_thresholds_per_job_from_config(home, tmp_path):
     assert result.returncode == 2 and "audit.jobs.user_activity.skew_ration: is not an audit threshold" in result.stderr
 
 
-def test_text_output_names_findings_and_fixes(home):
+def test_text_output_names_findings_and_fixes(audit_cli_home):
+    home = audit_cli_home
     result = stateops(home, "audit", home["unbounded"], "--fast")
     assert result.returncode == 1
     assert "Fast audit of" in result.stdout and "dedupe" in result.stdout
     assert "ERROR UNBOUNDED_DEDUP [op 0/default]" in result.stdout and "fix: Use dropDuplicatesWithinWatermark" in result.stdout
 
 
-def test_deep_json_matches_the_state_reader_and_is_recorded(spark, home, monkeypatch):
+def test_deep_json_matches_the_state_reader_and_is_recorded(spark, audit_cli_home, monkeypatch):
+    home = audit_cli_home
     monkeypatch.setenv("STATEOPS_HOME", home["layout"].home)  # restored after: the group sets it globally
     monkeypatch.delenv("STATEOPS_CONFIG", raising=False)
     runner = CliRunner()
@@ -140,8 +135,9 @@ def test_deep_json_matches_the_state_reader_and_is_recorded(spark, home, monkeyp
     assert ("deep", "stateStoreSave") in kinds and ("deep", "dedupeWithinWatermark") in kinds
 
 
-def test_deep_audit_in_a_fresh_process(home):
+def test_deep_audit_in_a_fresh_process(audit_cli_home):
     """The real command path: a new JVM whose session never ran a query (state coordinator not started)."""
+    home = audit_cli_home
     result = stateops(home, "audit", home["unbounded"], "--json", "--no-record")
     assert result.returncode == 1, result.stderr[-2000:]
     doc = json.loads(result.stdout)

@@ -68,51 +68,44 @@ def _committed_checkpoint(layout, job: str) -> None:
         handle.write(json.dumps({"id": str(uuid.uuid4())}) + "\n")
 
 
-@pytest.fixture
-def dagster_instance():
-    """One persistent test instance per test (schedule contexts need an instance ref), for ticks and runs."""
-    with instance_for_test() as instance:
-        yield instance
-
-
-def test_maintenance_lock_blocks_materializations_and_every_schedule(layout, dagster_instance):
+def test_maintenance_lock_blocks_materializations_and_every_schedule(layout, persistent_dagster_instance):
     for job in SPECS:
         _committed_checkpoint(layout, job)
-    ticks = _ticks(dagster_instance, _job_schedules() + _audit_schedules())
+    ticks = _ticks(persistent_dagster_instance, _job_schedules() + _audit_schedules())
     assert all(isinstance(t, RunRequest) for t in ticks.values())
     for job in SPECS:
         maintenance.acquire(layout, job, runbook_id=f"rb-{job}", actor="alice", reason="archive state")
 
-    for name, tick in _ticks(dagster_instance, _job_schedules() + _audit_schedules()).items():
+    for name, tick in _ticks(persistent_dagster_instance, _job_schedules() + _audit_schedules()).items():
         job = next(j for j in SPECS if name.startswith(j + "_"))
         assert isinstance(tick, SkipReason), name
         assert f"{job} is under maintenance: locked by runbook rb-{job} (alice" in tick.skip_message, name
 
-    result = materialize([_asset(JOB)], resources=default_resources(), instance=dagster_instance,
+    result = materialize([_asset(JOB)], resources=default_resources(), instance=persistent_dagster_instance,
                          raise_on_error=False)
     assert not result.success
     message = _failure(result)
     assert message.startswith(f"{JOB} is under maintenance: locked by runbook rb-{JOB}") and "\n" not in message
 
     maintenance.release(layout, JOB, runbook_id=f"rb-{JOB}", actor="alice")
-    ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly"])
+    ticks = _ticks(persistent_dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly"])
     assert all(isinstance(t, RunRequest) for t in ticks.values())
 
 
-def test_a_live_lease_skips_job_schedules_and_fails_materializations(layout, dagster_instance):
+def test_a_live_lease_skips_job_schedules_and_fails_materializations(layout, persistent_dagster_instance):
     _committed_checkpoint(layout, JOB)
     with acquire(layout, JOB, run_id="cli-run", dagster_run_id=None, settings=FAST):
-        ticks = _ticks(dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly"])
+        ticks = _ticks(persistent_dagster_instance, [f"{JOB}_every_15_minutes", f"{JOB}_deep_audit_hourly"])
         skip = ticks[f"{JOB}_every_15_minutes"]
         assert isinstance(skip, SkipReason)
         assert f"{JOB} is already running: lease held by run cli-run, pid {os.getpid()} on {HOST}" in skip.skip_message
         # Audits read committed batches only: a running job is audited (long-running jobs need it).
         assert isinstance(ticks[f"{JOB}_deep_audit_hourly"], RunRequest)
-        result = materialize([_asset(JOB)], resources=default_resources(), instance=dagster_instance,
+        result = materialize([_asset(JOB)], resources=default_resources(), instance=persistent_dagster_instance,
                              raise_on_error=False)
         assert not result.success
         assert _failure(result).startswith(f"{JOB} is already running: lease held by run cli-run, pid {os.getpid()}")
-    assert isinstance(_ticks(dagster_instance, [f"{JOB}_every_15_minutes"])[f"{JOB}_every_15_minutes"], RunRequest)
+    assert isinstance(_ticks(persistent_dagster_instance, [f"{JOB}_every_15_minutes"])[f"{JOB}_every_15_minutes"], RunRequest)
 
 
 def test_job_runs_share_a_pool_of_one(layout):

@@ -1,7 +1,7 @@
 """One writer per job across processes: a CLI run and a Dagster run each hold the job's lease while a second
 CLI run, a second Dagster run and the job schedule are refused naming them; a kill -9'ed holder leaves a
 stale lease that the next run takes over (journaled); `stateops jobs stop` ends a long-running Dagster run
-gracefully. Oracles: the lease and actions records, the processes' exit codes and output, tests/oracle.py."""
+gracefully. Oracles: the lease and actions records, the processes' exit codes and output, tests/support/oracle.py."""
 from __future__ import annotations
 
 import json
@@ -25,8 +25,8 @@ from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.control.process import HOST
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
 from orchestration.streaming_jobs.assets import job_assets
 from orchestration.definitions import defs
@@ -42,8 +42,7 @@ INPUT = GeneratorConfig(events=600, files=3, users=60, late_share=0.03, duplicat
 DEADLINE = 300
 
 
-@pytest.fixture
-def env(layout, tmp_path, monkeypatch):
+def _env(layout, tmp_path, monkeypatch):
     """STATEOPS_HOME and a config with a short trigger interval, for this process and the children."""
     config = tmp_path / "stateops.toml"
     config.write_text(f'[jobs.{JOB}]\ntrigger_interval = "2 seconds"\n')
@@ -113,8 +112,9 @@ def _table_equals_oracle(layout) -> None:
     assert sorted(got) == sorted(oracle.user_activity(events, get_job(JOB).watermark_seconds * 1000))
 
 
-def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run_takes_over(spark, layout, env,
-                                                                                          tmp_path):
+def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run_takes_over(spark, layout,
+                                                                                            tmp_path, monkeypatch):
+    env = _env(layout, tmp_path, monkeypatch)
     holder = _start([f"{BIN}/stateops", "jobs", "run", JOB, "--mode", "continuous"], env, tmp_path, "holder")
     try:
         lease = _holding_everything(layout, holder)
@@ -145,7 +145,8 @@ def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run
     _table_equals_oracle(layout)
 
 
-def test_dagster_holder_refuses_second_runs_and_stops_gracefully_on_request(layout, env, tmp_path):
+def test_dagster_holder_refuses_second_runs_and_stops_gracefully_on_request(layout, tmp_path, monkeypatch):
+    env = _env(layout, tmp_path, monkeypatch)
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
     shutil.copy(os.path.join(ROOT, "orchestration", "dagster.yaml"), dagster_home / "dagster.yaml")

@@ -1,5 +1,5 @@
 """The control plane with its home in a bucket (STATEOPS_HOME=s3://bucket/prefix), on moto's S3 server run as
-its own process on loopback (tests/s3_server.py), no S3 call mocked: two processes racing for one job's lease
+its own process on loopback (tests/support/servers/moto.py), no S3 call mocked: two processes racing for one job's lease
 round after round (exactly one wins each), a crashed holder's lock object taken over after the TTL by the
 server's clock while a live one is not, a paused holder whose lock was taken over writing nothing and never
 deleting the new holder's lock, records in the local backend's JSON (a corrupt one refused alike), and the
@@ -24,7 +24,6 @@ from stateops.control.s3_store import ControlStorageError
 from stateops.control.store import ControlStore
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
-from tests.s3_server import fresh_bucket
 
 pytestmark = pytest.mark.e2e
 
@@ -35,15 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CRASHED = {"host": "crashed-host", "pid": 1, "thread": "MainThread", "token": "dead-holder", "since": "then"}
 
 
-@pytest.fixture
-def s3(s3_env, monkeypatch):
-    """A boto3 client on a fresh versioned bucket (`s3.bucket`): its listing names every object ever written
-    there, removed ones too."""
-    return fresh_bucket(s3_env, monkeypatch, "control", versioned=True)
-
-
-@pytest.fixture
-def layout(s3, monkeypatch) -> Layout:
+def _home(s3, monkeypatch) -> Layout:
+    """The home in the test's bucket, as STATEOPS_HOME."""
     home = f"s3://{s3.bucket}/{PREFIX}"
     monkeypatch.setenv("STATEOPS_HOME", home)
     return Layout(home)
@@ -101,10 +93,12 @@ def _answer(racer: subprocess.Popen, log) -> list[str]:
     return line.split()
 
 
-def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3, layout, tmp_path):
+def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3_versioned_bucket, monkeypatch, tmp_path):
     """The acceptance race: two processes, started once, race for the lease of one job 50 times; each round
     both try at the same instant, exactly one wins and the other is refused (LeaseHeldError) while the winner
     still holds it; then the winner releases."""
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     env = {**os.environ, "PYTHONPATH": ROOT}
     code = textwrap.dedent(RACER.format(job=JOB))
     logs = [tmp_path / f"racer-{n}.log" for n in (1, 2)]
@@ -150,7 +144,10 @@ def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3, layo
     _assert_under_prefix(s3)
 
 
-def test_a_crashed_holders_lock_is_taken_over_after_the_ttl_by_the_servers_clock(s3, layout, monkeypatch, caplog):
+def test_a_crashed_holders_lock_is_taken_over_after_the_ttl_by_the_servers_clock(s3_versioned_bucket, monkeypatch,
+                                                                                 caplog):
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     monkeypatch.setattr(s3_store, "LOCK_TTL_SECONDS", 1.0)
     store = ControlStore(layout, JOB)
     s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())
@@ -168,7 +165,9 @@ def test_a_crashed_holders_lock_is_taken_over_after_the_ttl_by_the_servers_clock
     _assert_under_prefix(s3)
 
 
-def test_a_live_lock_is_not_taken_over(s3, layout, monkeypatch):
+def test_a_live_lock_is_not_taken_over(s3_versioned_bucket, monkeypatch):
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     monkeypatch.setattr(s3_store, "LOCK_WAIT_SECONDS", 1.0)
     store = ControlStore(layout, JOB)
     planted = s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())["ETag"]
@@ -182,10 +181,12 @@ def test_a_live_lock_is_not_taken_over(s3, layout, monkeypatch):
     _assert_under_prefix(s3)
 
 
-def test_a_holder_whose_lock_was_taken_over_writes_nothing_and_leaves_the_new_lock(s3, layout):
+def test_a_holder_whose_lock_was_taken_over_writes_nothing_and_leaves_the_new_lock(s3_versioned_bucket, monkeypatch):
     """A holder paused past the TTL inside its critical section: meanwhile another took the lock over. Its
     write is refused (the renewal, conditional on its own ETag, fails) and its release, conditional too,
     leaves the new holder's lock in place."""
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     store = ControlStore(layout, JOB)
     with pytest.raises(ControlStorageError, match="taken over while this process held it"):
         with store.critical():
@@ -196,7 +197,10 @@ def test_a_holder_whose_lock_was_taken_over_writes_nothing_and_leaves_the_new_lo
     _assert_under_prefix(s3)
 
 
-def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(s3, layout, tmp_path):
+def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(s3_versioned_bucket, monkeypatch,
+                                                                                tmp_path):
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     record = {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "now"}
     on_disk = ControlStore(Layout(str(tmp_path)), JOB)
     for store in (ControlStore(layout, JOB), on_disk):
@@ -213,7 +217,9 @@ def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(
     _assert_under_prefix(s3)
 
 
-def test_stop_request_maintenance_lock_and_overrides_round_trip(s3, layout):
+def test_stop_request_maintenance_lock_and_overrides_round_trip(s3_versioned_bucket, monkeypatch):
+    s3 = s3_versioned_bucket
+    layout = _home(s3, monkeypatch)
     held = acquire(layout, JOB, run_id="run-1")
     try:
         request = request_stop(layout, JOB, actor="operator", reason="deploy", grace_seconds=5)

@@ -50,8 +50,7 @@ def _defs() -> Definitions:
                              Definitions(resources=default_resources(), executor=in_process_executor))
 
 
-@pytest.fixture
-def config(tmp_path, monkeypatch):
+def _config(tmp_path, monkeypatch):
     path = tmp_path / "stateops.toml"
     path.write_text(CONFIG_TOML)
     monkeypatch.setenv("STATEOPS_CONFIG", str(path))
@@ -131,7 +130,8 @@ def _run_deep(defs: Definitions, instance):
     return result
 
 
-def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monkeypatch, config, dagster_instance):
+def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monkeypatch, dagster_instance):
+    _config(tmp_path, monkeypatch)
     thresholds = Thresholds.from_config({"audit": {"jobs": {JOB: {"skew_min_rows": 50}}}}, JOB)
     spec = get_job(JOB)
     assert spec.shuffle_partitions == PARTITIONS
@@ -230,7 +230,8 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     assert "STATE_SKEW" not in meta["finding_codes"]
 
 
-def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatch, config, dagster_instance):
+def test_no_checkpoint_fails_in_one_line_and_schedules_skip(tmp_path, monkeypatch, dagster_instance):
+    _config(tmp_path, monkeypatch)
     layout = _use_home(monkeypatch, tmp_path / "empty")
     defs = _defs()
     result = defs.resolve_job_def(f"{JOB}_deep_audit").execute_in_process(instance=dagster_instance,

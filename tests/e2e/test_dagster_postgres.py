@@ -1,5 +1,5 @@
 """Dagster on PostgreSQL: orchestration/dagster-postgres.yaml as the instance's dagster.yaml, a real
-PostgreSQL server started on loopback (tests/postgres_server.py), the user_activity job asset and its deep
+PostgreSQL server started on loopback (tests/support/servers/postgres.py), the user_activity job asset and its deep
 audit materialized with real Spark and Delta, then the `state_recovery` runbook (a real adjust) on it.
 
 Oracles: the database itself (runs and event_logs tables read with psycopg2, not through Dagster), a second
@@ -24,21 +24,11 @@ from orchestration.audits.assets import deep_audit_assets, deep_audit_key
 from orchestration.recovery.runbook import state_recovery
 from orchestration.resources import default_resources
 from stateops.control import overrides
-from tests.postgres_server import postgres_server, skip_reason
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 YAML = os.path.join(os.path.dirname(__file__), "..", "..", "orchestration", "dagster-postgres.yaml")
 JOB = "user_activity"
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with postgres_server() as url:
-        yield url
 
 
 def test_job_asset_and_deep_audit_on_a_postgres_instance(spark, layout, tmp_path, monkeypatch, postgres_url):

@@ -9,37 +9,20 @@ Then dagster-webserver serves that instance and headless Chromium renders the as
 import os
 
 import pytest
-from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
+from dagster import AssetKey, DagsterEventType, DagsterRunStatus
 from deltalake import DeltaTable
 
-from jobs.generator import GeneratorConfig
 from stateops.delta import read_table
-from stateops.layout import Layout
 
 from orchestration.catalog import SPECS
 from orchestration.audits.assets import deep_audit_key, fast_audit_key
-from orchestration.demo import demo_selection, run_demo
-from orchestration.instance import prepare
-from tests import browser
+from orchestration.demo import demo_selection
+from tests.support.scenarios import DEMO_INPUT_SMALL
+from tests.support.servers import browser
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
-SMALL = GeneratorConfig(events=500, files=3, users=60, minutes_per_file=30, hot_key_share=0.05, late_share=0.03,
-                        duplicate_share=0.05, malformed_share=0.01, orders=60, seed=42)
 CHECKS = {"state_skew", "state_growth", "state_eviction", "state_readable"}
-
-
-@pytest.fixture(scope="module")
-def demo(spark, tmp_path_factory):
-    """(layout, DAGSTER_HOME, instance, run id, printed lines) of one demo run on a fresh instance."""
-    root = tmp_path_factory.mktemp("demo")
-    layout, home = Layout(str(root / "stateops")), str(root / "dagster")
-    assert prepare(home) is None
-    lines: list[str] = []
-    with DagsterInstance.from_config(home) as instance:
-        result = run_demo(layout, instance, SMALL, echo=lines.append)
-        assert result.success, lines
-        yield layout, home, instance, result.run_id, lines
 
 
 def _last_commit(checkpoint: str) -> int:
@@ -52,8 +35,8 @@ def _latest(instance, key: AssetKey) -> tuple[str, dict]:
     return event.run_id, {k: v.value for k, v in event.asset_materialization.metadata.items()}
 
 
-def test_demo_materializes_every_job_and_audit_on_the_instance(demo):
-    layout, _, instance, run_id, lines = demo
+def test_demo_materializes_every_job_and_audit_on_the_instance(demo_run):
+    layout, _, instance, run_id, lines = demo_run
     assert instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS
     assert set(demo_selection()) == {k for s in SPECS.values()
                                      for k in (AssetKey(s.sink_table), deep_audit_key(s), fast_audit_key(s))}
@@ -65,7 +48,7 @@ def test_demo_materializes_every_job_and_audit_on_the_instance(demo):
         assert meta["dagster/row_count"] == table.count(), spec.name
         assert [c.name for c in meta["dagster/column_schema"].columns] == [f.name for f in table.schema().fields]
         assert meta["dagster/uri"] == layout.table(spec.sink_table)
-        assert meta["batches"] == SMALL.files and meta["input_rows"] > 0, spec.name
+        assert meta["batches"] == DEMO_INPUT_SMALL.files and meta["input_rows"] > 0, spec.name
         observed = [e.dagster_event.event_specific_data.asset_observation.metadata["batch"].value for e in logs
                     if e.dagster_event and e.dagster_event.event_type == DagsterEventType.ASSET_OBSERVATION
                     and e.dagster_event.asset_key == AssetKey(spec.sink_table)]
@@ -88,7 +71,7 @@ def test_demo_materializes_every_job_and_audit_on_the_instance(demo):
 
 @pytest.mark.skipif(browser.chromium() is None,
                     reason="chromium is not installed (scripts/test installs it: apt-get install -y chromium)")
-def test_ui_renders_metadata_and_check_results_in_chromium(demo):
-    layout, home, instance, _, _ = demo
+def test_ui_renders_metadata_and_check_results_in_chromium(demo_run):
+    layout, home, instance, _, _ = demo_run
     with browser.webserver(layout.home, home) as url:
         browser.check_pages(url, instance, [("user_activity", "user_activity")])

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from stateops_cli.main import main
-from tests.fake_checkpoint import FakeCheckpoint
+from tests.support.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.e2e
 

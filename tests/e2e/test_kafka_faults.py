@@ -1,12 +1,12 @@
 """kill -9 on a Kafka job (marker `faults`, in the default run): `user_activity` reading a real broker
 (scripts/kafka), killed once at the fault point after batch 3's Delta commit and before Spark's commits/3,
 then `stateops jobs run` SIGKILLed TRIALS times at random points (during startup, inside a batch, between the
-Delta commit and Spark's commit), restarted by the next trial, then finished; the trials alternate between the
-two Delta writers (delta-rs from the driver, Delta's own Spark writer), so a batch one killed is replayed by
-the other. Afterwards its table
-holds no duplicate and equals the oracle over the records each batch read (the checkpoint's `offsets/N`, as the
-run composed the batches), and every malformed record is a dead letter: a replayed batch reads the same offset
-range, so exactly-once holds without files.
+Delta commit and Spark's commit; a few in the default run, 20 in the long tier), restarted by the next trial,
+then finished; the trials alternate between the two Delta writers (delta-rs from the driver, Delta's own Spark
+writer), so a batch one killed is replayed by the other. Afterwards its table holds no duplicate and equals
+the oracle over the records each batch read (the checkpoint's `offsets/N`, as the run composed the batches), and
+every malformed record is a dead letter: a replayed batch reads the same offset range, so exactly-once holds
+without files.
 """
 from __future__ import annotations
 
@@ -21,64 +21,64 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from jobs.sink import query_app_id
 from stateops.layout import Layout
-from tests import oracle
-from tests.delta_rows import committed_transactions, table_rows
-from tests.e2e.test_fault_suite import COLUMNS, _committed, _kill_trial, _report
-from tests.e2e.test_kill_restart import _run_until_fault
-from tests.kafka_server import create_topics, kafka_broker, produce, records, require_jars
-from tests.spark.test_kafka_jobs import _batches, _rejected
+from tests.support import kafka_oracle, oracle
+from tests.support.delta_rows import committed_transactions, table_rows
+from tests.support.kill_trials import committed, kill_trial, record_counts, run_until_fault, trial_counts
+from tests.support.outcomes import COLUMNS
+from tests.support.servers.kafka import fresh_topics, produce, records
+from tests.support.tiers import trials
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
-TRIALS = 20
+TRIALS = trials(2)
 JOB = "user_activity"
-INPUT = GeneratorConfig(events=2400, files=12, users=120, late_share=0.03, late_minutes=30, duplicate_share=0.08,
+PER_TRIGGER = 60
+# About two micro-batches per trial, and at least a dozen: the fault point is batch 3.
+EVENTS = PER_TRIGGER * max(12, 2 * TRIALS)
+INPUT = GeneratorConfig(events=EVENTS, files=12, users=120, late_share=0.03, late_minutes=30, duplicate_share=0.08,
                         malformed_share=0.02, minutes_per_file=10, seed=43)
 
 
-def test_kill_9_on_a_kafka_job_loses_nothing_and_duplicates_nothing(spark, tmp_path, monkeypatch, record_property):
-    require_jars()
+def test_kill_9_on_a_kafka_job_loses_nothing_and_duplicates_nothing(spark, kafka, tmp_path, monkeypatch,
+                                                                    record_property):
     scratch = Layout(str(tmp_path / "input"))
     generate(scratch, INPUT)
     layout = Layout(str(tmp_path / "stateops"))
-    with kafka_broker() as bootstrap:
-        create_topics(bootstrap, ["events"])
-        produce(bootstrap, "events", [line.encode() for _, lines in oracle.landing_batches(scratch.landing("events"))
-                                      for line in lines])
-        config = tmp_path / "kafka.toml"
-        config.write_text(f'[jobs.{JOB}]\nsource = "kafka"\nkafka_bootstrap_servers = "{bootstrap}"\n'
-                          'kafka_options = { maxOffsetsPerTrigger = "60" }\n')
-        monkeypatch.setenv("STATEOPS_CONFIG", str(config))  # the killed runs (subprocesses) read it too
-        # First the kill that matters most, where it matters: after batch 3's Delta commit, before commits/3.
-        _run_until_fault(JOB, layout.home, f"sink.after_commit:table={JOB},batch=3")
-        checkpoint = layout.checkpoint(JOB)
-        assert os.path.exists(f"{checkpoint}/offsets/3") and not os.path.exists(f"{checkpoint}/commits/3")
-        app_id = query_app_id(JOB, checkpoint)
-        assert DeltaTable(layout.table(JOB)).transaction_version(app_id) == 3, "batch 3 is in Delta"
-        rng = random.Random(7)
-        # Every other trial writes with Delta's Spark writer: a batch killed on one writer is replayed on the other.
-        writers = [("delta-rs", "spark")[i % 2] for i in range(TRIALS)]
-        trials = [_kill_trial(layout, JOB, rng, {"STATEOPS_DELTA_WRITER": w}) for w in writers]
-        replayed = [t for t in committed_transactions(layout.table(JOB)) if t[0] == app_id]
-        assert len({b for _, b, _ in replayed}) == len(replayed), "a batch was committed twice"
-        spec = load_jobs(str(config), layout)[JOB]
-        result = run_job(spark, spec, layout)  # the last restart finishes the topic
-        every = records(bootstrap, "events")
-    expected = oracle.user_activity(_batches(spec.checkpoint_path(layout), "events", every),
+    fresh_topics(kafka, ["events"])
+    produce(kafka, "events", [line.encode() for _, lines in oracle.landing_batches(scratch.landing("events"))
+                              for line in lines])
+    config = tmp_path / "kafka.toml"
+    config.write_text(f'[jobs.{JOB}]\nsource = "kafka"\nkafka_bootstrap_servers = "{kafka}"\n'
+                      f'kafka_options = {{ maxOffsetsPerTrigger = "{PER_TRIGGER}" }}\n')
+    monkeypatch.setenv("STATEOPS_CONFIG", str(config))  # the killed runs (subprocesses) read it too
+    # First the kill that matters most, where it matters: after batch 3's Delta commit, before commits/3.
+    run_until_fault(JOB, layout.home, f"sink.after_commit:table={JOB},batch=3")
+    checkpoint = layout.checkpoint(JOB)
+    assert os.path.exists(f"{checkpoint}/offsets/3") and not os.path.exists(f"{checkpoint}/commits/3")
+    app_id = query_app_id(JOB, checkpoint)
+    assert DeltaTable(layout.table(JOB)).transaction_version(app_id) == 3, "batch 3 is in Delta"
+    rng = random.Random(7)
+    # Every other trial writes with Delta's Spark writer: a batch killed on one writer is replayed on the other.
+    writers = [("delta-rs", "spark")[i % 2] for i in range(TRIALS)]
+    done = [kill_trial(layout, JOB, rng, {"STATEOPS_DELTA_WRITER": w}) for w in writers]
+    replayed = [t for t in committed_transactions(layout.table(JOB)) if t[0] == app_id]
+    assert len({b for _, b, _ in replayed}) == len(replayed), "a batch was committed twice"
+    spec = load_jobs(str(config), layout)[JOB]
+    result = run_job(spark, spec, layout)  # the last restart finishes the topic
+    every = records(kafka, "events")
+    expected = oracle.user_activity(kafka_oracle.batches(spec.checkpoint_path(layout), "events", every),
                                     spec.watermark_seconds * 1000)
     got = table_rows(layout.table(JOB), COLUMNS[JOB])
     dead = table_rows(layout.deadletter_table(JOB), ["raw_bytes"])
-    counts = {"trials": len(trials), "trials_on_the_spark_writer": writers.count("spark"),
-              "batches": _committed(layout.checkpoint(JOB)),
-              "killed_between_delta_and_commit": sum(t["delta_ahead"] for t in trials),
-              "killed_before_first_new_commit": sum(t["committed_after"] == t["committed_before"] for t in trials),
-              "rows": len(got), "expected_rows": len(expected),
-              "duplicates": len(got) - len(set(got)) + sum(t["duplicates"] for t in trials),
-              "lost": len(expected - set(got)), "invented": len(set(got) - expected),
-              "dead_letters": len(dead), "malformed_records": len(_rejected("events", every)),
+    counts = {**trial_counts(done), "trials_on_the_spark_writer": writers.count("spark"),
+              "batches": committed(layout.checkpoint(JOB)), "rows": len(got), "expected_rows": len(expected),
+              "duplicates": len(got) - len(set(got)), "lost": len(expected - set(got)),
+              "invented": len(set(got) - expected), "dead_letters": len(dead),
+              "malformed_records": len(kafka_oracle.rejected("events", every)),
               "skipped_on_last_restart": result.batches_skipped}
-    _report(record_property, f"kill -9 {JOB} on Kafka", counts)
+    counts["duplicates"] += counts.pop("duplicates_after_a_trial")
+    record_counts(record_property, f"kill -9 {JOB} on Kafka", counts)
     assert counts["duplicates"] == 0 and counts["lost"] == 0 and counts["invented"] == 0, counts
-    assert sorted(bytes(b) for b, in dead) == _rejected("events", every), counts
-    assert counts["batches"] >= INPUT.events // 60 and len(expected) > 100, counts
+    assert sorted(bytes(b) for b, in dead) == kafka_oracle.rejected("events", every), counts
+    assert counts["batches"] >= EVENTS // PER_TRIGGER and len(expected) > 100, counts
     assert os.path.isdir(layout.checkpoint(JOB))

@@ -4,7 +4,7 @@ with one line naming the Launchpad field and the fix, changing nothing; a confir
 one event per step, the override recorded, a verifying archive, and the sink equal to the batch oracle
 with the new delay from the restart's first batch on.
 
-Oracles: sha256 of every file under the home, tests/oracle.py, the override history, the archive manifest."""
+Oracles: sha256 of every file under the home, tests/support/oracle.py, the override history, the archive manifest."""
 import signal
 import subprocess
 from dataclasses import replace
@@ -21,9 +21,9 @@ from stateops.control.process import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
-from tests import oracle
-from tests.delta_rows import table_rows
-from tests.spark.test_recovery import _files  # every file under the home with its sha256
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
+from tests.support.trees import file_hashes
 
 from orchestration.definitions import defs
 from orchestration.recovery.runbook import state_recovery, terminate_holder
@@ -63,7 +63,7 @@ def test_dry_run_refusals_and_adjust_from_dagster(spark, layout, dagster_instanc
     checkpoint = spec.checkpoint_path(layout)
     generate(layout, INPUT)
     run_job(spark, spec, layout)
-    before = _files(layout.home)
+    before = file_hashes(layout.home)
 
     planned = _launch(dagster_instance, mode="adjust", watermark_delay="20 minutes", reason="late data")
     assert planned.success
@@ -84,7 +84,7 @@ def test_dry_run_refusals_and_adjust_from_dagster(spark, layout, dagster_instanc
     for expected, config in refusals.items():
         result = _launch(dagster_instance, **config)
         assert not result.success and _failure(result).startswith(expected), _failure(result)
-    assert _files(layout.home) == before, "a dry run and the refusals changed nothing on disk"
+    assert file_hashes(layout.home) == before, "a dry run and the refusals changed nothing on disk"
 
     # New input lands while nothing runs; the confirmed runbook restarts the job bounded (as it ran) on it.
     generate(layout, replace(INPUT, files=2, events=200, start="2026-01-01T01:00:00+00:00", seed=42))

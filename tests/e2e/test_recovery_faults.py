@@ -29,10 +29,10 @@ from stateops.delta import read_table
 from stateops.faults import ENV
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 JOB = "user_activity"
 TO_BATCH = 4

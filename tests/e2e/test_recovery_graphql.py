@@ -11,8 +11,9 @@ launcher and code server; SIGKILL after the grace), the last resort. Then it arc
 the job long-running (as it ran) and verifies.
 
 Oracles: the holder's run status in the instance (cancelled), the journal, the archive's manifest
-(verifies), the override history, the sink against tests/oracle.py with the new delay from the restart's
+(verifies), the override history, the sink against tests/support/oracle.py with the new delay from the restart's
 first batch on."""
+import contextlib
 import os
 import signal
 import socket
@@ -31,10 +32,10 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 JOB = "user_activity"
 BIN = os.path.dirname(sys.executable)
@@ -83,8 +84,8 @@ def _consumed(layout, run_id: str | None = None, pid: int | None = None):
     return lease if landing <= read and committed and cp.offset_batches()[-1] == committed[-1] else None
 
 
-@pytest.fixture
-def dagster_ui(layout, tmp_path):
+@contextlib.contextmanager
+def _dagster_ui(layout, tmp_path):
     """dagster-webserver on a free loopback port: the instance config scripts/ui installs, runs launched directly."""
     home = tmp_path / "dagster"
     home.mkdir()
@@ -129,7 +130,12 @@ def dagster_ui(layout, tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_state_recovery_through_graphql_terminates_the_holding_run(layout, dagster_ui):
+def test_state_recovery_through_graphql_terminates_the_holding_run(layout, tmp_path):
+    with _dagster_ui(layout, tmp_path) as dagster_ui:
+        _recover_through_graphql(layout, dagster_ui)
+
+
+def _recover_through_graphql(layout, dagster_ui):
     client = dagster_ui["client"]
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)

@@ -9,7 +9,7 @@ own; the first batch after the restart is N+1), rebuild (fresh checkpoint on 3 p
 sees 3; the table is the old rows MERGEd with the replay's), restore (the rebuild's archive: the old
 checkpoint, settings and table version come back, and the query continues).
 
-Oracles: tests/oracle.py over the batches as the checkpoint's logs say the query composed them, the state
+Oracles: tests/support/oracle.py over the batches as the checkpoint's logs say the query composed them, the state
 reader (partition ids), the progress table (first batch), the archives' manifests."""
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.delta import read_table
 from stateops.recovery import RecoveryRequest, RecoverySettings, archive
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
-from tests.runbook_env import runbook_env
+from tests.support.runbook_env import runbook_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 JOB = "user_activity"
 BIN = os.path.dirname(sys.executable)
@@ -67,8 +67,7 @@ class Lander:
             self.burst()
 
 
-@pytest.fixture
-def env(layout, tmp_path, monkeypatch):
+def _env(layout, tmp_path, monkeypatch):
     return runbook_env(layout, tmp_path, monkeypatch, JOB, verify_batches=2, verify_timeout=DEADLINE,
                        stop_timeout=DEADLINE)
 
@@ -125,7 +124,8 @@ def _run(layout, spark, lander, settings=None, terminate=None, **request) -> obj
     return report
 
 
-def test_every_mode_against_a_long_running_query(spark, layout, env, tmp_path):
+def test_every_mode_against_a_long_running_query(spark, layout, tmp_path, monkeypatch):
+    env = _env(layout, tmp_path, monkeypatch)
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
     lander = Lander(layout)

@@ -29,7 +29,7 @@ from stateops import progress
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 
-from tests.runbook_env import runbook_env
+from tests.support.runbook_env import runbook_env
 
 pytestmark = pytest.mark.e2e
 
@@ -40,8 +40,7 @@ TIMEOUT = 240   # the verification timeout: a pass that waited for it would take
 DEADLINE = 600  # JVM starts and batches on a loaded 2-core machine
 
 
-@pytest.fixture
-def env(layout, tmp_path, monkeypatch):
+def _env(layout, tmp_path, monkeypatch):
     return runbook_env(layout, tmp_path, monkeypatch, JOB, verify_batches=3, verify_timeout=TIMEOUT,
                        stop_timeout=DEADLINE)
 
@@ -94,8 +93,10 @@ def _seconds(steps: list[dict], step: str) -> float:
     return round((at["done"] - at["started"]).total_seconds(), 1)
 
 
-def test_adjust_on_a_quiet_stream_ends_verification_when_the_restart_has_read_everything(layout, env, tmp_path,
-                                                                                          record_property):
+def test_adjust_on_a_quiet_stream_ends_verification_when_the_restart_has_read_everything(layout, tmp_path,
+                                                                                         record_property,
+                                                                                         monkeypatch):
+    env = _env(layout, tmp_path, monkeypatch)
     checkpoint = get_job(JOB).checkpoint_path(layout)
     generate(layout, GeneratorConfig(events=180, files=3, users=25, minutes_per_file=15, seed=5))
     log = open(tmp_path / "first-run.log", "w")

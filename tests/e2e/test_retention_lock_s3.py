@@ -1,5 +1,5 @@
 """Retention's lock per root with the control home in a bucket (STATEOPS_HOME=s3://bucket/prefix), on moto's S3
-server run as its own process on loopback (tests/s3_server.py, which makes conditional writes atomic as S3 does),
+server run as its own process on loopback (tests/support/servers/moto.py, which makes conditional writes atomic as S3 does),
 no S3 call mocked: a second hold of a root refused in one line naming the holder, other roots held alongside,
 eight concurrent takers of one root of which exactly one wins, a killed run's lock taken over once stale by the
 server's clock, a release that never deletes a lock another run took over, and the inventory seeing a runbook
@@ -17,7 +17,6 @@ import time
 import pytest
 
 from stateops.layout import Layout
-from tests.s3_server import fresh_bucket
 from stateops.recovery.journal import Journal
 from stateops.retention import inventory, lock
 
@@ -25,20 +24,6 @@ pytestmark = pytest.mark.e2e
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCKS = "stateops/ops/_retention/locks/"
-
-
-@pytest.fixture
-def s3(s3_env, monkeypatch):
-    """A boto3 client on a fresh bucket (`s3.bucket`), this process's AWS_* environment pointing at the server."""
-    import s3fs
-
-    yield fresh_bucket(s3_env, monkeypatch, "retention")
-    s3fs.S3FileSystem.clear_instance_cache()
-
-
-@pytest.fixture
-def layout(s3) -> Layout:
-    return Layout(f"s3://{s3.bucket}/stateops")
 
 
 def _locks(s3) -> dict[str, dict]:
@@ -52,7 +37,9 @@ def _key(layout: Layout, root: str) -> str:
     return lock.lock_path(layout, root).split("/", 3)[3]
 
 
-def test_a_second_hold_of_a_root_is_refused_naming_the_holder_and_other_roots_are_held(s3, layout):
+def test_a_second_hold_of_a_root_is_refused_naming_the_holder_and_other_roots_are_held(s3_bucket):
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
     home, other = layout.home, f"s3://{s3.bucket}/elsewhere"
     with lock.hold(layout, (home,), run_id="run-first", actor="alice"):
         assert [(h["root"], h["run_id"], h["actor"]) for h in _locks(s3).values()] == [(home, "run-first", "alice")]
@@ -72,7 +59,9 @@ def test_a_second_hold_of_a_root_is_refused_naming_the_holder_and_other_roots_ar
     assert _locks(s3) == {}
 
 
-def test_of_eight_concurrent_takers_of_a_root_exactly_one_wins(s3, layout):
+def test_of_eight_concurrent_takers_of_a_root_exactly_one_wins(s3_bucket):
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
     for attempt in range(5):
         start, release = threading.Barrier(8), threading.Event()
         won: list[str] = []
@@ -109,7 +98,9 @@ with lock.hold(Layout(sys.argv[1]), (sys.argv[1],), run_id="run-killed", actor="
 """
 
 
-def test_a_killed_runs_lock_is_refused_while_fresh_and_taken_over_once_stale(s3, layout, monkeypatch):
+def test_a_killed_runs_lock_is_refused_while_fresh_and_taken_over_once_stale(s3_bucket, monkeypatch):
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
     done = subprocess.run([sys.executable, "-c", _HOLDER, layout.home], cwd=ROOT_DIR, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == -9, done.stderr
@@ -135,9 +126,11 @@ def test_a_killed_runs_lock_is_refused_while_fresh_and_taken_over_once_stale(s3,
     assert _locks(s3) == {}
 
 
-def test_a_release_never_deletes_a_lock_another_run_took_over(s3, layout, monkeypatch, caplog):
+def test_a_release_never_deletes_a_lock_another_run_took_over(s3_bucket, monkeypatch, caplog):
     """The run is silent past the TTL (here: its lock replaced under it, as a taker of a stale lock does):
     its heartbeat learns it lost the lock, its release leaves the new holder's object, and it says so."""
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
     monkeypatch.setattr(lock, "LOCK_TTL_SECONDS", 2.0)
     key = _key(layout, layout.home)
     taker = {"root": layout.home, "run_id": "run-taker", "pid": 1, "host": "elsewhere", "actor": "them",
@@ -155,8 +148,8 @@ def test_a_release_never_deletes_a_lock_another_run_took_over(s3, layout, monkey
     assert len(lost) == 1 and lost[0].startswith("retention run run-paused: its lock s3://")
 
 
-def test_the_inventory_sees_a_runbook_alive_on_s3(s3, tmp_path):
-    directory = f"s3://{s3.bucket}/stateops/ops/job/archives/rb"
+def test_the_inventory_sees_a_runbook_alive_on_s3(s3_bucket, tmp_path):
+    directory = f"s3://{s3_bucket.bucket}/stateops/ops/job/archives/rb"
     assert not inventory.runbook_running(directory)
     journal = Journal(Layout(str(tmp_path / "local")), "job", "rb", directory, "me")
     with journal.held():

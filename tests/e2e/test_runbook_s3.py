@@ -19,54 +19,11 @@ from stateops.layout import Layout
 from stateops.recovery import archive, journal
 from stateops.recovery.journal import Journal, RunbookActive, read_entries, running
 from stateops_cli.main import main
-from tests.fake_checkpoint import FakeCheckpoint
-from tests.s3_server import moto_s3
+from tests.support.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.e2e
 
-BUCKET, PREFIX = "stateops-runbook", "team/home"
 JOB = "user_activity"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """moto's server and the AWS_* environment pointing s3fs at it; afterwards every key is under PREFIX."""
-    pytest.importorskip("moto.server", reason="moto[server] is not installed: the S3 tests need its server")
-    import boto3
-    import s3fs
-
-    with moto_s3() as env, pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
-        client.create_bucket(Bucket=BUCKET)
-        s3fs.S3FileSystem.clear_instance_cache()
-        yield client
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-        written = [item["Key"] for page in pages for item in page.get("Contents", [])]
-        outside = [key for key in written if not key.startswith(PREFIX + "/")]
-        s3fs.S3FileSystem.clear_instance_cache()
-    assert outside == [], f"written outside {PREFIX}/: {outside}"
-
-
-@pytest.fixture
-def home(s3, tmp_path) -> str:
-    return f"s3://{BUCKET}/{PREFIX}/{tmp_path.name}"
-
-
-@pytest.fixture
-def calls():
-    """The S3 API operations the process's s3fs client sends from now on, with their keys (botocore's own
-    event hook on the live client: what went over the wire, not a stand-in)."""
-    fs, _ = filesystem(f"s3://{BUCKET}/")
-    sent: list[tuple[str, str]] = []
-
-    def record(model, params, **_):
-        sent.append((model.name, params.get("Key", "")))
-
-    fs.s3.meta.events.register("before-parameter-build.s3", record)
-    yield sent
-    fs.s3.meta.events.unregister("before-parameter-build.s3", record)
 
 
 def _upload_checkpoint(s3, tmp_path, url: str) -> dict[str, str]:
@@ -74,25 +31,27 @@ def _upload_checkpoint(s3, tmp_path, url: str) -> dict[str, str]:
     returns sha256 of each object by relative path, read back with boto3."""
     local = FakeCheckpoint.build(tmp_path / "local-cp", batches=range(4), partitions=2, crc=True,
                                  stores=[dict(op=0, partitions=2, changelog=range(1, 5), zip={2: ["a.sst"]})])
-    prefix = url.removeprefix(f"s3://{BUCKET}/")
+    prefix = url.removeprefix(f"s3://{s3.bucket}/")
     sums = {}
     for rel in sorted(local.files()):
-        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{rel}", Body=(tmp_path / "local-cp" / rel).read_bytes())
-        body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/{rel}")["Body"].read()
+        s3.put_object(Bucket=s3.bucket, Key=f"{prefix}/{rel}", Body=(tmp_path / "local-cp" / rel).read_bytes())
+        body = s3.get_object(Bucket=s3.bucket, Key=f"{prefix}/{rel}")["Body"].read()
         sums[rel] = hashlib.sha256(body).hexdigest()
     return sums
 
 
 def _keys_under(s3, url: str) -> list[str]:
-    prefix = url.removeprefix(f"s3://{BUCKET}/").rstrip("/") + "/"
-    return [k["Key"] for k in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])]
+    prefix = url.removeprefix(f"s3://{s3.bucket}/").rstrip("/") + "/"
+    return [k["Key"] for k in s3.list_objects_v2(Bucket=s3.bucket, Prefix=prefix).get("Contents", [])]
 
 
-def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_objects(s3, home, tmp_path, calls):
+def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_objects(s3_homes_client, s3_home_url,
+                                                                                     tmp_path, s3_calls):
+    s3, home, calls = s3_homes_client, s3_home_url, s3_calls
     source, copy = f"{home}/checkpoints/{JOB}", f"{home}/ops/{JOB}/archives/rb/checkpoint"
     sums = _upload_checkpoint(s3, tmp_path, source)
     for marker in ("", "offsets/"):  # Hadoop S3A's directory markers: empty keys ending in /, no files
-        s3.put_object(Bucket=BUCKET, Key=f"{source.removeprefix(f's3://{BUCKET}/')}/{marker}", Body=b"")
+        s3.put_object(Bucket=s3.bucket, Key=f"{source.removeprefix(f's3://{s3.bucket}/')}/{marker}", Body=b"")
     calls.clear()
     entries = archive.copy_tree(source, copy)
     assert {e.path: e.sha256 for e in entries} == sums
@@ -105,16 +64,18 @@ def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_obj
 
     files = [e.__dict__ for e in entries]
     assert archive.verify_tree(copy, files) == []
-    bucket_key = copy.removeprefix(f"s3://{BUCKET}/")
-    s3.put_object(Bucket=BUCKET, Key=f"{bucket_key}/offsets/1", Body=b"v1\n{changed}")
-    s3.delete_object(Bucket=BUCKET, Key=f"{bucket_key}/metadata")
+    bucket_key = copy.removeprefix(f"s3://{s3.bucket}/")
+    s3.put_object(Bucket=s3.bucket, Key=f"{bucket_key}/offsets/1", Body=b"v1\n{changed}")
+    s3.delete_object(Bucket=s3.bucket, Key=f"{bucket_key}/metadata")
     filesystem(copy)[0].invalidate_cache()
     problems = archive.verify_tree(copy, files)
     assert problems[0] == "missing metadata"
     assert problems[1].startswith("offsets/1: 12 bytes sha256") and "manifest says" in problems[1]
 
 
-def test_a_rename_on_s3_is_a_server_side_copy_verified_before_the_source_is_removed(s3, home, tmp_path, calls):
+def test_a_rename_on_s3_is_a_server_side_copy_verified_before_the_source_is_removed(s3_homes_client, s3_home_url,
+                                                                                    tmp_path, s3_calls):
+    s3, home, calls = s3_homes_client, s3_home_url, s3_calls
     source, root = f"{home}/checkpoints/{JOB}", f"{home}/ops/{JOB}/archives"
     sums = _upload_checkpoint(s3, tmp_path, source)
     assert archive.same_filesystem(source, root)  # the preflight plans method "rename" for rebuild/restore
@@ -141,7 +102,8 @@ def test_a_rename_on_s3_is_a_server_side_copy_verified_before_the_source_is_remo
     assert _keys_under(s3, source + ".restoring") == []
 
 
-def test_the_journal_on_s3_is_one_object_per_entry_read_back_in_order(s3, home, tmp_path):
+def test_the_journal_on_s3_is_one_object_per_entry_read_back_in_order(s3_homes_client, s3_home_url, tmp_path):
+    s3, home = s3_homes_client, s3_home_url
     layout = Layout.of(str(tmp_path / "local"))  # the actions table: not under test here
     directory = f"{home}/ops/{JOB}/archives/rb"
     first = Journal(layout, JOB, "rb", directory, "me")
@@ -159,7 +121,7 @@ def test_the_journal_on_s3_is_one_object_per_entry_read_back_in_order(s3, home, 
     assert [(e["step"], e["phase"]) for e in read_entries(directory)] == [
         ("runbook", "started"), ("stop", "started"), ("stop", "done")]
     assert sorted(_keys_under(s3, directory)) == [
-        f"{directory.removeprefix(f's3://{BUCKET}/')}/journal/{n:08d}.json" for n in range(3)]
+        f"{directory.removeprefix(f's3://{s3.bucket}/')}/journal/{n:08d}.json" for n in range(3)]
     again = Journal(layout, JOB, "rb", directory, "me")
     assert again.phase("stop") == "done" and again.details("stop") == {"n": 2}
 
@@ -176,8 +138,9 @@ with journal.held():
 """
 
 
-def test_a_killed_runbooks_journal_on_s3_is_read_and_resumed_and_the_cli_shows_it(s3, home, tmp_path,
-                                                                                  monkeypatch):
+def test_a_killed_runbooks_journal_on_s3_is_read_and_resumed_and_the_cli_shows_it(s3_homes_client, s3_home_url,
+                                                                                  tmp_path, monkeypatch):
+    s3, home = s3_homes_client, s3_home_url
     monkeypatch.setenv("STATEOPS_HOME", home)
     monkeypatch.setenv("STATEOPS_CONTROL_HOME", str(tmp_path / "ctl"))
     layout = Layout.of(home, str(tmp_path / "ctl"))

@@ -3,14 +3,12 @@ RocksDB state store and changelog checkpointing through S3A, Delta output and de
 the control plane (conditional writes) and retention, configured by `STATEOPS_HOME=s3://BUCKET/PREFIX` and
 the AWS SDK's variables only.
 
-Oracles: tests/oracle.py over a local mirror of the landing files and of the checkpoint's logs (which files
+Oracles: tests/support/oracle.py over a local mirror of the landing files and of the checkpoint's logs (which files
 each batch read), Spark's state reader for the deep audit, and the bucket's listing (boto3) for "nothing
-outside the prefix". The kill -9 trials on this home: tests/e2e/test_s3_kill.py."""
+outside the prefix". The kill -9 trials on this home: tests/e2e/test_s3_kill.py (long tier)."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import replace
 
 import pytest
@@ -25,85 +23,30 @@ from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.fs import filesystem
-from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive
 from stateops_cli.main import main
-from tests import oracle
-from tests.audit_support import nonzero, oracle_rows
-from tests.delta_rows import table_rows
-from tests.e2e.test_fault_suite import COLUMNS, _expected
-from tests.s3_server import keys, mirror, moto_s3, s3a_session
+from tests.support.audit_queries import nonzero, oracle_rows
+from tests.support.delta_rows import table_rows
+from tests.support.outcomes import assert_equals_oracle, local_mirror
+from tests.support.scenarios import S3_INPUT, more_input
+from tests.support.servers.moto import keys
+from tests.support.trees import object_hashes
 
-pytestmark = [pytest.mark.e2e, pytest.mark.spark]
-
-BUCKET, PREFIX = "stateops-e2e", "team/streaming"
-OUTSIDE = "elsewhere/keep.txt"  # a neighbour's object: must be the only key outside the prefix
-INPUT = GeneratorConfig(events=900, files=5, users=80, late_share=0.04, duplicate_share=0.06, malformed_share=0.03,
-                        orders=140, minutes_per_file=20, seed=13)
-
-
-@pytest.fixture(scope="module")
-def s3(spark):
-    """moto's S3 server, the AWS_* environment pointing every client at it, and the shared Spark session's S3A
-    settings (a session built in that environment gets them from jobs.session at start)."""
-    pytest.importorskip("moto.server", reason="moto[server] is not installed: the S3 suite needs its server")
-    import boto3
-    import s3fs
-
-    with moto_s3() as env, pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        patch.setenv("AWS_ALLOW_HTTP", "true")  # delta-rs read by the tests without storage options
-        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
-        client.create_bucket(Bucket=BUCKET)
-        client.put_object(Bucket=BUCKET, Key=OUTSIDE, Body=b"not StateOps'")
-        s3fs.S3FileSystem.clear_instance_cache()
-        with s3a_session(spark, env):
-            yield env
-        outside = [key for key in keys(env, BUCKET) if not key.startswith(PREFIX + "/")]
-        s3fs.S3FileSystem.clear_instance_cache()
-    assert outside == [OUTSIDE], f"written outside {PREFIX}/: {outside}"
-
-
-@pytest.fixture
-def home(s3, tmp_path, monkeypatch) -> Layout:
-    url = f"s3://{BUCKET}/{PREFIX}/{tmp_path.name}"
-    monkeypatch.setenv("STATEOPS_HOME", url)
-    monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
-    return Layout.of(url)
-
-
-def _local(layout: Layout, job: str, dest: str) -> Layout:
-    """A local mirror of the job's landing files and checkpoint (the oracle reads local files)."""
-    local = Layout(dest)
-    for source in {i.name for i in load_jobs()[job].inputs}:
-        mirror(layout.landing(source), local.landing(source))
-    mirror(layout.checkpoint(job), local.checkpoint(job))
-    return local
-
-
-def _check_equals_oracle(layout: Layout, job: str, dest: str) -> set:
-    local = _local(layout, job, dest)
-    got = table_rows(layout.table(job), COLUMNS[job])
-    expected = _expected(local, job)
-    assert len(got) == len(set(got)) and set(got) == expected and expected
-    spec = load_jobs()[job]
-    malformed = sum(oracle.malformed_count(local.landing(i.name), i.name) for i in spec.inputs)
-    assert len(table_rows(layout.deadletter_table(job), ["raw"])) == malformed > 0
-    return expected
+pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.usefixtures("s3_spark")]
 
 
 @pytest.mark.parametrize("job", ["user_activity", "order_payments"])
-def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, home, job, tmp_path):
-    generate(home, INPUT)
+def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_homes, s3_layout, job, tmp_path):
+    home = s3_layout
+    generate(home, S3_INPUT)
     spec = load_jobs()[job]
     result = run_job(spark, spec, home)
-    assert result.batches == INPUT.files
+    assert result.batches == S3_INPUT.files
     checkpoint = spec.checkpoint_path(home)
-    assert checkpoint.startswith(f"s3://{BUCKET}/{PREFIX}/")
-    stored = [key for key in keys(dict(os.environ), BUCKET) if key.startswith(checkpoint.split("/", 3)[3] + "/")]
+    assert checkpoint.startswith(f"s3://{s3_homes.bucket}/{s3_homes.prefix}/")
+    stored = [key for key in keys(s3_homes.env, s3_homes.bucket) if key.startswith(checkpoint.split("/", 3)[3] + "/")]
     assert any(key.endswith(".changelog") for key in stored), "RocksDB changelog checkpointing wrote to S3"
-    _check_equals_oracle(home, job, str(tmp_path / "mirror"))
+    assert_equals_oracle(home, spec, local_mirror(home, spec, str(tmp_path / "mirror")))
 
     with acquire(home, job, run_id="holder", mode="bounded"):
         with pytest.raises(LeaseHeldError):
@@ -134,20 +77,21 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, home, 
         assert json.loads(explained.output)["reason"] == "emitted"
 
 
-def test_retention_applies_on_s3_and_the_job_restarts(spark, home, tmp_path, monkeypatch):
+def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_layout, tmp_path, monkeypatch):
     """Retention keeps 2 batches restorable (minBatchesToRetain as the jobs' settings declare it; the session
     that ran keeps Spark's 100, so the oracle still finds every batch's files in the logs) and the state
     store snapshots every 2 deltas: the plan removes checkpoint history on S3, the objects are gone, and the
     job restarts on what is left and stays oracle-exact."""
-    job = "user_activity"
+    job, home = "user_activity", s3_layout
     monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({"spark.sql.streaming.minBatchesToRetain": "2"}))
     settings = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        generate(home, replace(INPUT, files=8))
-        run_job(spark, load_jobs()[job], home)
-        mirrored = _local(home, job, str(tmp_path / "mirror"))  # the logs of every batch, before retention
+        generate(home, replace(S3_INPUT, files=8))
+        spec = load_jobs()[job]
+        run_job(spark, spec, home)
+        mirrored = local_mirror(home, spec, str(tmp_path / "mirror"))  # the logs of every batch, before retention
         cli = CliRunner()
         planned = cli.invoke(main, ["retention", "plan", "--json"])
         assert planned.exit_code == 0, planned.output
@@ -158,26 +102,18 @@ def test_retention_applies_on_s3_and_the_job_restarts(spark, home, tmp_path, mon
         assert applied.exit_code == 0, applied.output
         report = json.loads(applied.output)
         assert report["ok"] and report["files_removed"] >= sum(len(i["paths"]) for i in history), report
-        stored = set(keys(dict(os.environ), BUCKET))
+        stored = set(keys(s3_homes.env, s3_homes.bucket))
         for item in history:
             target = item["target"].split("/", 3)[3]
             assert not {f"{target}/{path}" for path, _ in item["paths"]} & stored, "removed from the bucket"
         generate(home, GeneratorConfig(events=300, files=2, users=40, start="2026-01-01T04:00:00+00:00",
                                        minutes_per_file=20, seed=14))
         assert run_job(spark, load_jobs()[job], home).batches == 2
-        _check_equals_oracle(home, job, mirrored.home)  # the new batches' logs added to the earlier mirror
+        local_mirror(home, spec, mirrored.home)  # the new batches' logs added to the earlier mirror
+        assert_equals_oracle(home, spec, mirrored)
     finally:
         for key in settings:
             spark.conf.unset(key)
-
-
-def _sums(url: str) -> dict[str, str]:
-    """sha256 of every object under `url`, read with boto3-backed s3fs afresh (S3A's directory markers, keys
-    ending in `/`, are no files)."""
-    fs, base = filesystem(url)
-    fs.invalidate_cache()
-    return {os.path.relpath(p, base): hashlib.sha256(fs.cat(p)).hexdigest() for p in fs.find(base)
-            if not p.endswith("/")}
 
 
 def _break_provider(checkpoint: str):
@@ -197,22 +133,17 @@ def _break_provider(checkpoint: str):
     return hook
 
 
-def _more_input(layout: Layout, hour: int, seed: int) -> None:
-    generate(layout, GeneratorConfig(events=200, files=2, users=30, start=f"2026-01-01T{hour:02d}:00:00+00:00",
-                                     minutes_per_file=15, seed=seed))
-
-
-def test_runbooks_on_s3_complete_and_verify_and_a_failed_restart_rolls_back(spark, home, monkeypatch):
+def test_runbooks_on_s3_complete_and_verify_and_a_failed_restart_rolls_back(spark, s3_layout, monkeypatch):
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    job = "user_activity"
+    job, home = "user_activity", s3_layout
     spec = load_jobs()[job]
     checkpoint = spec.checkpoint_path(home)
-    generate(home, replace(INPUT, files=4))
+    generate(home, replace(S3_INPUT, files=4))
     run_job(spark, spec, home)
 
     for hour, (mode, change) in enumerate((("adjust", {"watermark_delay": "20 minutes"}),
                                            ("repartition", {"shuffle_partitions": 6})), start=3):
-        _more_input(home, hour, seed=hour)
+        more_input(home, hour, seed=hour)
         report = recover(home, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
                          spark=spark)
         assert report.outcome == "succeeded", (mode, report.error)
@@ -222,14 +153,14 @@ def test_runbooks_on_s3_complete_and_verify_and_a_failed_restart_rolls_back(spar
     latest = Checkpoint(checkpoint)
     assert latest.shuffle_partitions(latest.latest_committed_batch()) == 6
 
-    _more_input(home, 6, seed=6)
-    before = _sums(checkpoint)
+    more_input(home, 6, seed=6)
+    before = object_hashes(checkpoint)
     report = recover(home, RecoveryRequest(job, "adjust", watermark_delay="10 minutes", reason="injected failure",
                                            confirm=job, dry_run=False), spark=spark,
                      on_event=_break_provider(checkpoint))
     assert report.outcome == "rolled_back" and "CANNOT_LOAD_STATE_STORE" in report.error, report.error
     kept = archive.manifest(spec.archive_path(home), report.runbook_id)
     assert {f["path"]: f["sha256"] for f in kept["files"]} == before, "archived byte for byte"
-    now = _sums(checkpoint)
+    now = object_hashes(checkpoint)
     assert {path: now.get(path) for path in before} == before, "every file of the checkpoint as it was before"
     assert maintenance.current(home, job) is None and current_lease(home, job) is None

@@ -1,7 +1,6 @@
-"""The runbook modes that replace a checkpoint, on the home on an S3 API (tests/e2e/test_s3_home.py's server
-and fixtures): rewind, rebuild and restore, each completing and verifying its archive, the restore putting
-back the archived checkpoint byte for byte (long suite: three more runbooks; adjust and repartition run in
-the default suite).
+"""The runbook modes that replace a checkpoint, on the home on an S3 API (long tier): rewind, rebuild and
+restore, each completing and verifying its archive, the restore putting back the archived checkpoint byte for
+byte (adjust and repartition on S3 run in the default run: tests/e2e/test_s3_home.py).
 
 On S3 these modes "rename" the checkpoint into the archive: a server-side copy, verified by reading the copy
 back, then the delete of the source (stateops/recovery/archive.py move_tree)."""
@@ -10,26 +9,27 @@ from __future__ import annotations
 import pytest
 
 from jobs.catalog import load_jobs
+from jobs.generator import generate
 from jobs.recovery import recover
 from jobs.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.recovery import RecoveryRequest, archive
-from tests.e2e.test_s3_home import INPUT, _more_input, _sums, home, s3  # noqa: F401 - fixtures
-from jobs.generator import generate
+from tests.support.scenarios import S3_INPUT, more_input
+from tests.support.trees import object_hashes
 
-pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.long, pytest.mark.usefixtures("s3_spark")]
 
 
-def test_rewind_rebuild_and_restore_on_s3(spark, home, monkeypatch):
+def test_rewind_rebuild_and_restore_on_s3(spark, s3_layout, monkeypatch):
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    job = "user_activity"
+    job, home = "user_activity", s3_layout
     spec = load_jobs()[job]
-    generate(home, INPUT)
+    generate(home, S3_INPUT)
     run_job(spark, spec, home)
     reports = {}
     for hour, (mode, change) in enumerate((("rewind", {"to_batch": 1}), ("rebuild", {}),
                                            ("restore", None)), start=3):
-        _more_input(home, hour, seed=hour)
+        more_input(home, hour, seed=hour)
         if change is None:
             change = {"archive_id": reports["rewind"].runbook_id}
         report = recover(home, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
@@ -40,6 +40,6 @@ def test_rewind_rebuild_and_restore_on_s3(spark, home, monkeypatch):
     # The restore put back, byte for byte, the checkpoint the rewind archived (its verify restart then added
     # the batches of the new input).
     kept = archive.manifest(spec.archive_path(home), reports["rewind"].runbook_id)
-    now = _sums(spec.checkpoint_path(home))
+    now = object_hashes(spec.checkpoint_path(home))
     assert {f["path"]: now.get(f["path"]) for f in kept["files"]} == {f["path"]: f["sha256"] for f in kept["files"]}
     assert Checkpoint(spec.checkpoint_path(home)).latest_committed_batch() > kept["latest_committed_batch"]

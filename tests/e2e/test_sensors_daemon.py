@@ -9,141 +9,24 @@ tests share one daemon and one home, in order: plan mode and a daemon restart, t
 skewed state, then auto mode's adjust of the growing state.
 """
 import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
-from dagster import AssetKey, DagsterInstance, RunsFilter
+from dagster import AssetKey, RunsFilter
 from dagster._core.scheduler.instigation import TickStatus
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-from jobs.catalog import Catalog
-from jobs.targets import resolve_audit
-from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
-from jobs.settings import effective_spec
-from stateops.audit import deep_audit, record
-from stateops.layout import Layout
 from stateops.remediation.guards import Cursor
 
-from tests.audit_support import oracle_rows
+from tests.support.audit_queries import oracle_rows
+from tests.support.servers.dagster_daemon import DEADLINE
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long, pytest.mark.usefixtures("daemon_env")]
 
 JOB = "user_activity"
 SKEW, GROWTH = "state_skew_sensor", "state_growth_sensor"
 LOCATION = "stateops_sensors_e2e"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
-DEADLINE = 900  # seconds: the daemon, a run process and Spark on a loaded machine
-CONFIG = f"""
-[jobs.{JOB}]
-shuffle_partitions = 4
-watermark_delay = "2 hours"
-
-[audit.jobs.{JOB}]
-skew_min_rows = 50
-growth_min_rows = 100
-growth_ratio = 1.5
-
-[remediation.jobs.{JOB}]
-mode = "{{mode}}"
-skew_audits = 1
-skew_action = "rebuild"
-watermark_factor = 0.1
-cooldown_seconds = 0
-daily_budget = 5
-"""
-
-
-class Daemon:
-    """`dagster-daemon run` in a process group of its own; stop() ends that group (and only it)."""
-
-    def __init__(self, world):
-        self.world, self.proc = world, None
-
-    def start(self):
-        log = open(os.path.join(self.world.tmp, "daemon.log"), "a")
-        self.proc = subprocess.Popen([os.path.join(BIN, "dagster-daemon"), "run", "-w", self.world.workspace],
-                                     env=self.world.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        log.close()
-
-    def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-
-
-class World:
-    """The StateOps home, its config file, the Dagster home, the workspace, the instance the test reads."""
-
-    def __init__(self, tmp):
-        self.tmp = str(tmp)
-        self.layout = Layout(os.path.join(self.tmp, "home"))
-        self.config = os.path.join(self.tmp, "stateops.toml")
-        self.dagster_home = os.path.join(self.tmp, "dagster_home")
-        os.makedirs(self.dagster_home)
-        shutil.copy(os.path.join(ROOT, "orchestration", "dagster.yaml"), self.dagster_home)
-        self.workspace = os.path.join(self.tmp, "workspace.yaml")
-        with open(self.workspace, "w") as handle:
-            handle.write(f"load_from:\n  - python_module:\n      module_name: orchestration.definitions\n"
-                         f"      location_name: {LOCATION}\n      working_directory: {ROOT}\n"
-                         f"      executable_path: {sys.executable}\n")
-        self.env = {**os.environ, "DAGSTER_HOME": self.dagster_home, "STATEOPS_HOME": self.layout.home,
-                    "STATEOPS_CONFIG": self.config, "STATEOPS_SENSOR_INTERVAL_SECONDS": "5",
-                    # a loaded machine makes the daemon's calls to its code server slow: wait, do not fail
-                    "DAGSTER_GRPC_TIMEOUT_SECONDS": "600", "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": "600",
-                    "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.configure("plan")
-
-    def configure(self, mode: str):
-        with open(self.config, "w") as handle:
-            handle.write(CONFIG.format(mode=mode))
-
-    def spec(self):
-        return effective_spec(get_job(JOB, self.config), self.layout)
-
-    def audit(self, spark):
-        target = resolve_audit(JOB, Catalog.load(self.layout, self.config))
-        report = deep_audit(spark, target.checkpoint, thresholds=target.thresholds, layout=self.layout, job=JOB,
-                            join_bound=target.join_bound)
-        return record(self.layout, report), report
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    world = World(tmp_path_factory.mktemp("daemon"))
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("DAGSTER_HOME", "STATEOPS_HOME", "STATEOPS_CONFIG", "STATEOPS_SENSOR_INTERVAL_SECONDS"):
-            patch.setenv(name, world.env[name])
-        instance = DagsterInstance.get()
-        with WorkspaceProcessContext(instance, WorkspaceFileTarget([world.workspace])) as workspace:
-            [repo] = workspace.create_request_context().get_code_location(LOCATION).get_repositories().values()
-            world.instance, world.repo, world.daemon = instance, repo, Daemon(world)
-            try:
-                yield world
-            finally:
-                world.daemon.stop()
-                instance.dispose()
-
-
-@pytest.fixture(autouse=True)
-def _env(world, monkeypatch):
-    for name in ("DAGSTER_HOME", "STATEOPS_HOME", "STATEOPS_CONFIG"):
-        monkeypatch.setenv(name, world.env[name])
-
-
 def switch(world, name: str, on: bool):
     sensor = world.repo.get_sensor(name)
     if on:
@@ -200,7 +83,8 @@ def skew_findings(report):
     return [f for f in report.findings if f.code == "STATE_SKEW"]
 
 
-def test_daemon_launches_one_runbook_per_finding_and_its_cursor_survives_a_restart(spark, world):
+def test_daemon_launches_one_runbook_per_finding_and_its_cursor_survives_a_restart(spark, daemon_world):
+    world = daemon_world
     generate(world.layout, GeneratorConfig(events=800, files=4, users=100, clustered_share=0.9,
                                            clustered_partitions=4, minutes_per_file=15, seed=31))
     run_job(spark, world.spec(), world.layout)
@@ -242,7 +126,8 @@ def test_daemon_launches_one_runbook_per_finding_and_its_cursor_survives_a_resta
     switch(world, SKEW, False)
 
 
-def test_daemon_rebuild_with_more_partitions_clears_the_skew(spark, world):
+def test_daemon_rebuild_with_more_partitions_clears_the_skew(spark, daemon_world):
+    world = daemon_world
     world.configure("auto")
     audit_id, report = world.audit(spark)  # a new deep audit: a new finding, acted on now
     assert skew_findings(report)
@@ -261,7 +146,8 @@ def test_daemon_rebuild_with_more_partitions_clears_the_skew(spark, world):
     assert len(rows) > 4 and max(rows.values()) / sum(rows.values()) < 0.6, rows  # spread over 9 partitions
 
 
-def test_daemon_adjust_with_a_tighter_delay_stops_the_growth(spark, world):
+def test_daemon_adjust_with_a_tighter_delay_stops_the_growth(spark, daemon_world):
+    world = daemon_world
     world.configure("auto")
     before_id, before = world.audit(spark)
     generate(world.layout, GeneratorConfig(events=1800, files=6, users=300, minutes_per_file=10, seed=6,

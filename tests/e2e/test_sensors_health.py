@@ -17,7 +17,7 @@ from stateops.remediation.alerts import sender_from_env
 
 from orchestration.catalog import SPECS
 from sensors.health import run_failure_alert
-from tests.sensor_support import RUNBOOK_OP, Harness
+from tests.support.sensor_harness import RUNBOOK_OP, Harness
 
 pytestmark = pytest.mark.e2e
 
@@ -26,8 +26,7 @@ HEALTH = "query_health_sensor"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture
-def config(tmp_path, monkeypatch, layout):
+def _config(tmp_path, monkeypatch, layout):
     path = tmp_path / "stateops.toml"
     path.write_text(f'[jobs.{JOB}]\nwatermark_delay = "2 hours"\n[remediation.jobs.{JOB}]\n'
                     "progress_timeout_seconds = 60\n")
@@ -51,7 +50,8 @@ def _fail_a_run(harness: Harness, layout) -> str:
     return result.run_id
 
 
-def test_failed_run_restarts_once_then_cooldown(layout, config):
+def test_failed_run_restarts_once_then_cooldown(layout, tmp_path, monkeypatch):
+    _config(tmp_path, monkeypatch, layout)
     with instance_for_test() as instance:
         harness = Harness(instance)
         assert "idle, no finished run, no batch recorded" in _part(harness.tick(HEALTH))
@@ -69,8 +69,8 @@ def test_failed_run_restarts_once_then_cooldown(layout, config):
         assert "cooldown after run " + restart.run_id in _part(harness.tick(HEALTH, result.cursor))
 
 
-def test_stale_lease_restarts_the_job(layout, config):
-    # A process takes the lease and dies without releasing it (os._exit: no finally).
+def test_stale_lease_restarts_the_job(layout, tmp_path, monkeypatch):
+    _config(tmp_path, monkeypatch, layout)
     code = ("import os; from stateops.layout import Layout; from stateops.control import acquire; "
             f"acquire(Layout({layout.home!r}), {JOB!r}, run_id='doomed'); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
@@ -82,7 +82,8 @@ def test_stale_lease_restarts_the_job(layout, config):
     assert request.tags["stateops/rule"] == "health.stale_lease -> restart"
 
 
-def test_stalled_query_gets_the_guarded_restart(layout, config):
+def test_stalled_query_gets_the_guarded_restart(layout, tmp_path, monkeypatch):
+    config = _config(tmp_path, monkeypatch, layout)
     settings = ControlSettings(heartbeat_seconds=0.2, lease_timeout_seconds=5)
     hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
     with acquire(layout, JOB, run_id="stuck", settings=settings) as held:
@@ -113,7 +114,8 @@ def test_stalled_query_gets_the_guarded_restart(layout, config):
     assert (config["mode"], config["watermark_delay"], config["dry_run"]) == ("adjust", "2 hours", True)
 
 
-def test_run_failure_alert_posts_to_the_webhook(layout, config, monkeypatch):
+def test_run_failure_alert_posts_to_the_webhook(layout, monkeypatch, tmp_path):
+    _config(tmp_path, monkeypatch, layout)
     bodies = []
 
     class Handler(BaseHTTPRequestHandler):

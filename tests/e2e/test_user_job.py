@@ -4,7 +4,7 @@ The job is examples/engagement.py (dedup, then transformWithStateInPandas with T
 folder that is not part of the repository: the driver finds it on PYTHONPATH (the CLI) or sys.path (this
 process); the runner puts its folder on the PYTHONPATH of Spark's Python processes (the in-process session
 was started before the folder existed, as a notebook's or `dagster dev`'s may be). It is registered by
-examples/engagement.toml as STATEOPS_CONFIG, unchanged. Oracles: tests/engagement_oracle.py (the Delta
+examples/engagement.toml as STATEOPS_CONFIG, unchanged. Oracles: tests/support/engagement_oracle.py (the Delta
 table recomputed from the landing files in plain Python) and Spark's state reader (the audit's numbers).
 """
 import os
@@ -23,7 +23,7 @@ from stateops.delta import read_table
 from orchestration.streaming_jobs.assets import build_job_asset
 from orchestration.audits.assets import build_deep_audit_asset
 from orchestration.resources import PathsResource, SparkResource
-from tests import engagement_oracle
+from tests.support import engagement_oracle
 
 pytestmark = pytest.mark.e2e
 
@@ -33,8 +33,7 @@ JOB = "user_engagement"
 INPUT = dict(users=25, duplicate_share=0.1, late_share=0.05, malformed_share=0.02, minutes_per_file=20)
 
 
-@pytest.fixture
-def user_module(tmp_path, monkeypatch, importable, spark):
+def _user_module(tmp_path, monkeypatch, importable, spark):
     """engagement.py in a folder of its own, importable here and by Spark's workers; the example config."""
     folder = tmp_path / "user_code"
     folder.mkdir()
@@ -57,8 +56,10 @@ def _state_rows(spark, checkpoint: str, operator_id: int, variable: str) -> int:
             .option("stateVarName", variable).load().count())
 
 
-def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_audited(
-        spark, layout, user_module, dagster_instance):
+def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_audited(spark, layout,
+                                                                                      dagster_instance, tmp_path,
+                                                                                      monkeypatch, importable):
+    user_module = _user_module(tmp_path, monkeypatch, importable, spark)
     spec = get_job(JOB)
     assert spec.transformation == "engagement:user_engagement"
     assert os.path.dirname(sys.modules["engagement"].__file__) == str(user_module)

@@ -17,48 +17,13 @@ from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, rec
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.layout import Layout
 
-from jobs.catalog import get_job
-from jobs.generator import GeneratorConfig, generate
 from jobs.session import HDFS_PROVIDER
-from tests.audit_support import (event_stream, events, hdfs_window_query, ids_on_partition, nonzero,
-                                 oracle_rows, run_bounded, run_job_query, write_batches)
+from tests.support.audit_queries import (DEEP_AUDIT_JOBS, event_stream, events, nonzero, oracle_rows,
+                                         write_batches)
 
 pytestmark = pytest.mark.spark
 
-JOBS = ("user_activity", "order_payments", "user_actions")
-
-
-@pytest.fixture(scope="module")
-def built(spark, tmp_path_factory):
-    """name -> checkpoint path; plus the module's layout and generator cases."""
-    root = tmp_path_factory.mktemp("audit_deep")
-    layout = Layout(str(root / "home"))
-    generated = generate(layout, GeneratorConfig(events=800, files=2, users=60, orders=160, seed=11))
-    cps = {job: run_job_query(spark, layout, job) for job in JOBS}
-    write_batches(root / "plain", [events(b, 300) for b in range(3)])
-    hot_ids = ids_on_partition(spark, partition=2, partitions=4, count=1800)
-    write_batches(root / "hot", [events(0, 1000, ids=hot_ids[:900] + [f"c{k}" for k in range(100)]),
-                                 events(1, 1000, ids=hot_ids[900:] + [f"d{k}" for k in range(100)])])
-    cps["hot_partition"] = run_bounded(
-        event_stream(spark, root / "hot").withWatermark("event_time", "30 minutes")
-        .dropDuplicatesWithinWatermark(["event_id"]), str(root / "cp" / "hot"))
-    cps["unbounded_dedup"] = run_bounded(
-        event_stream(spark, root / "plain").withWatermark("event_time", "10 minutes").dropDuplicates(["event_id"]),
-        str(root / "cp" / "unbounded"))
-    cps["no_watermark"] = run_bounded(event_stream(spark, root / "plain").groupBy("user_id").count(),
-                                      str(root / "cp" / "nowm"), "update")
-    cps["hdfs"] = hdfs_window_query(spark, root / "plain", str(root / "cp" / "hdfs"))
-    cps["complete_mode"] = run_bounded(  # complete mode never evicts, whatever the watermark says
-        event_stream(spark, root / "plain").withWatermark("event_time", "10 minutes")
-        .groupBy(F.window("event_time", "5 minutes"), "user_id").count(), str(root / "cp" / "complete"), "complete")
-    return {"cps": cps, "layout": layout, "generated": generated, "root": root}
-
-
-@pytest.fixture(scope="module")
-def reports(spark, built):
-    """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
-    return {name: deep_audit(spark, cp, job=name, join_bound=get_job(name).join_bound) if name in JOBS
-            else deep_audit(spark, cp) for name, cp in built["cps"].items()}
+JOBS = DEEP_AUDIT_JOBS
 
 
 def store_options(op) -> dict:
@@ -70,9 +35,9 @@ def store_options(op) -> dict:
 
 @pytest.mark.parametrize("name", JOBS + ("hot_partition", "unbounded_dedup", "no_watermark", "hdfs",
                                   "complete_mode"))
-def test_rows_per_partition_equal_the_state_reader(spark, built, reports, name):
-    report = reports[name]
-    cp = built["cps"][name]
+def test_rows_per_partition_equal_the_state_reader(spark, deep_audit_states, deep_audit_reports, name):
+    report = deep_audit_reports[name]
+    cp = deep_audit_states["cps"][name]
     assert report.batch_id == Checkpoint.open(cp).latest_committed_batch()
     assert report.operators, name
     for op in report.operators:
@@ -91,8 +56,8 @@ def codes(report, severity=None):
     return {f.code for f in report.findings if severity is None or f.severity == severity}
 
 
-def test_balanced_job_has_no_false_skew(reports):
-    report = reports["user_activity"]
+def test_balanced_job_has_no_false_skew(deep_audit_reports):
+    report = deep_audit_reports["user_activity"]
     assert [(o.operator_name, o.kind) for o in report.operators] == [
         ("stateStoreSave", "aggregation"), ("dedupeWithinWatermark", "dedup_within_watermark")]
     assert "STATE_SKEW" not in codes(report)
@@ -103,10 +68,10 @@ def test_balanced_job_has_no_false_skew(reports):
     assert agg.event_time_column == "key.window.end" and agg.oldest_event_time > report.watermark
 
 
-def test_hot_partition_gives_state_skew(spark, built, reports):
-    report = reports["hot_partition"]
+def test_hot_partition_gives_state_skew(spark, deep_audit_states, deep_audit_reports):
+    report = deep_audit_reports["hot_partition"]
     [op] = report.operators
-    counts = oracle_rows(spark, built["cps"]["hot_partition"])
+    counts = oracle_rows(spark, deep_audit_states["cps"]["hot_partition"])
     assert max(counts, key=counts.get) == 2 and counts[2] >= 1800
     assert op.skew_ratio == pytest.approx(counts[2] * 4 / sum(counts.values()), abs=1e-3)  # max/mean: ~3.7 of 4
     [skew] = [f for f in report.findings if f.code == "STATE_SKEW"]
@@ -114,25 +79,25 @@ def test_hot_partition_gives_state_skew(spark, built, reports):
     assert skew.severity == "error" and skew.details["cause"] == "many_keys"  # 1800 distinct ids, not one key
 
 
-def test_unbounded_dedup(reports):
-    report = reports["unbounded_dedup"]
+def test_unbounded_dedup(deep_audit_reports):
+    report = deep_audit_reports["unbounded_dedup"]
     [op] = report.operators
     assert (op.operator_name, op.kind, op.event_time_column, op.rows_total) == ("dedupe", "dedup", None, 900)
     assert report.watermark is not None and "UNBOUNDED_DEDUP" in codes(report, "error") and report.has_errors
 
 
-def test_no_watermark(reports):
-    report = reports["no_watermark"]
+def test_no_watermark(deep_audit_reports):
+    report = deep_audit_reports["no_watermark"]
     assert report.watermark is None and report.batch_id >= 1
     [finding] = [f for f in report.findings if f.code == "NO_WATERMARK"]
     assert finding.severity == "error" and finding.operator_id == 0
 
 
-def test_join_reports_all_four_stores_and_unmatched_rows(spark, built, reports):
-    report, cp = reports["order_payments"], built["cps"]["order_payments"]
+def test_join_reports_all_four_stores_and_unmatched_rows(spark, deep_audit_states, deep_audit_reports):
+    report, cp = deep_audit_reports["order_payments"], deep_audit_states["cps"]["order_payments"]
     assert [o.store_name for o in report.operators] == [
         "left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
-    cases = built["generated"].payment_cases
+    cases = deep_audit_states["generated"].payment_cases
     for op in report.operators:
         if not op.store_name.endswith("keyWithIndexToValue"):
             assert op.unmatched_rows is None
@@ -158,8 +123,8 @@ def test_join_reports_all_four_stores_and_unmatched_rows(spark, built, reports):
     assert waiting > 0 and left.rows_behind_watermark == 0
 
 
-def test_custom_state(reports):
-    report = reports["user_actions"]
+def test_custom_state(deep_audit_reports):
+    report = deep_audit_reports["user_actions"]
     [op] = report.operators
     assert (op.operator_name, op.kind, op.event_time_column) == ("applyInPandasWithState", "custom",
                                                                  "value.timeoutTimestamp")
@@ -167,10 +132,10 @@ def test_custom_state(reports):
     assert "NO_WATERMARK" not in codes(report) and not report.has_errors
 
 
-def test_complete_mode_aggregation_gives_eviction_stalled(spark, built, reports):
-    report = reports["complete_mode"]
+def test_complete_mode_aggregation_gives_eviction_stalled(spark, deep_audit_states, deep_audit_reports):
+    report = deep_audit_reports["complete_mode"]
     [op] = report.operators
-    behind = (spark.read.format("statestore").option("path", built["cps"]["complete_mode"]).load()
+    behind = (spark.read.format("statestore").option("path", deep_audit_states["cps"]["complete_mode"]).load()
               .where(F.col("key.window.end") < F.lit(report.watermark)).count())
     assert op.rows_behind_watermark == behind > 0
     [stalled] = [f for f in report.findings if f.code == "EVICTION_STALLED"]
@@ -178,19 +143,19 @@ def test_complete_mode_aggregation_gives_eviction_stalled(spark, built, reports)
     assert "complete mode" in stalled.recommendation
 
 
-def test_hdfs_provider(built, reports):
-    report = reports["hdfs"]
+def test_hdfs_provider(deep_audit_states, deep_audit_reports):
+    report = deep_audit_reports["hdfs"]
     assert report.provider == HDFS_PROVIDER
     [op] = report.operators
-    kinds = {f.kind for f in Checkpoint.open(built["cps"]["hdfs"]).state_files()}
+    kinds = {f.kind for f in Checkpoint.open(deep_audit_states["cps"]["hdfs"]).state_files()}
     assert kinds <= {"delta", "snapshot"} and "delta" in kinds
     assert op.estimated_bytes == pytest.approx(2 * op.rows_total * (op.avg_key_bytes + op.avg_value_bytes), rel=0.01)
 
 
-def test_fast_audit_agrees_on_bytes_and_stores(built, reports):
-    for name, cp in built["cps"].items():
+def test_fast_audit_agrees_on_bytes_and_stores(deep_audit_states, deep_audit_reports):
+    for name, cp in deep_audit_states["cps"].items():
         fast = fast_audit(cp)
-        deep = reports[name]
+        deep = deep_audit_reports[name]
         assert [(o.operator_id, o.store_name, o.kind) for o in fast.operators] == [
             (o.operator_id, o.store_name, o.kind) for o in deep.operators], name
         assert [o.bytes_per_partition for o in fast.operators] == [o.bytes_per_partition for o in deep.operators]
@@ -198,8 +163,8 @@ def test_fast_audit_agrees_on_bytes_and_stores(built, reports):
             codes(deep) & {"UNBOUNDED_DEDUP", "NO_WATERMARK"}, name
 
 
-def test_older_batch_and_growth_history(spark, built, tmp_path):
-    cp = built["cps"]["unbounded_dedup"]
+def test_older_batch_and_growth_history(spark, deep_audit_states, tmp_path):
+    cp = deep_audit_states["cps"]["unbounded_dedup"]
     layout = Layout(str(tmp_path / "ops"))
     t = Thresholds().with_overrides({"growth_min_rows": 1})
     first = deep_audit(spark, cp, batch_id=0, thresholds=t, layout=layout,
@@ -214,14 +179,14 @@ def test_older_batch_and_growth_history(spark, built, tmp_path):
     assert [r["batch_id"] for r in load_history(layout, cp)] == [0, latest.batch_id]
 
 
-def test_bad_targets_are_clear_errors(spark, built, tmp_path):
+def test_bad_targets_are_clear_errors(spark, deep_audit_states, tmp_path):
     with pytest.raises(NotACheckpointError, match="does not exist"):
         deep_audit(spark, str(tmp_path / "missing"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(NotACheckpointError, match="not a Structured Streaming checkpoint"):
         deep_audit(spark, str(tmp_path / "empty"))
     with pytest.raises(NotACheckpointError, match="batch 99 is not committed"):
-        deep_audit(spark, built["cps"]["no_watermark"], batch_id=99)
+        deep_audit(spark, deep_audit_states["cps"]["no_watermark"], batch_id=99)
 
 
 def test_auditing_a_running_query_does_not_disturb_it(spark, tmp_path):

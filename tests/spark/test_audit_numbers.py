@@ -1,6 +1,6 @@
 """The audit's numbers on states made by real queries (real Spark, RocksDB, 16 shuffle partitions).
 
-Two queries, built once for the module:
+Two queries, audit_numbers once for the module:
 
 - three deduplications in one query, one per input folder, whose event ids are chosen (ids_by_partition)
   to land where Spark's hash partitioning sends them: balanced, 70% on one partition, evenly over 6 of 16;
@@ -19,76 +19,12 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from stateops.audit import deep_audit
-from stateops.checkpoint import Checkpoint
-from stateops.joins import JoinBound
 
-from tests.audit_support import (event_stream, events, ids_by_partition, oracle_rows, run_bounded, with_conf,
-                                 write_batches)
+from tests.support.audit_queries import AUDIT_NUMBERS_PARTITIONS, AUDIT_NUMBERS_SCENARIOS as SCENARIOS, oracle_rows
 
 pytestmark = pytest.mark.spark
 
-P = 16
-SCENARIOS = ("balanced", "hot_partition", "six_of_sixteen")
-BOUND = JoinBound(lower_seconds=0, upper_seconds=2 * 3600)
-ORDERS = "order_id STRING, order_time TIMESTAMP"
-PAYMENTS = "payment_id STRING, order_id STRING, payment_time TIMESTAMP"
-
-
-def _dedup_input(spark, root, pool: dict[int, list[str]]) -> None:
-    """One input folder per scenario; the row counts (1600, 1000, 1200) tell the operators apart."""
-    hot = [i for p in range(P) for i in pool[p][:700 if p == 5 else 20]]
-    six = [i for p in range(6) for i in pool[p][:200]]
-    for name, ids in (("balanced", [f"b{k}" for k in range(1600)]), ("hot_partition", hot), ("six_of_sixteen", six)):
-        write_batches(root / name, [events(0, len(ids), ids=ids)])
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def _join_input(root, base: dt.datetime, pool: dict[int, list[str]]) -> dt.datetime:
-    """Orders over [base, base + 110 min), payments over [base + 115, base + 125 min): the watermark ends
-    10 minutes after the last order, every order is behind it but within the 2-hour bound, every payment
-    ahead of it. Returns that watermark."""
-    offsets = [(k * 41) % 6600 for k in range(400)]
-    orders = [{"order_id": pool[p][0], "order_time": _iso(base + dt.timedelta(seconds=s))}
-              for p in (1, 6, 11) for s in offsets]
-    payment_ids = ["HOT"] * 900 + [f"p{k}" for k in range(300)]
-    payments = [{"payment_id": f"pay{k}", "order_id": order_id,
-                 "payment_time": _iso(base + dt.timedelta(minutes=115, seconds=(k * 7) % 600))}
-                for k, order_id in enumerate(payment_ids)]
-    write_batches(root / "orders", [orders])
-    write_batches(root / "payments", [payments])
-    return base + dt.timedelta(seconds=max(offsets) - 600)
-
-
-def _join_frame(spark, root):
-    orders = (spark.readStream.schema(ORDERS).json(str(root / "orders"))
-              .withWatermark("order_time", "10 minutes").alias("o"))
-    payments = (spark.readStream.schema(PAYMENTS).json(str(root / "payments"))
-                .withWatermark("payment_time", "10 minutes").alias("p"))
-    return orders.join(payments, F.expr("o.order_id = p.order_id AND p.payment_time >= o.order_time AND "
-                                        "p.payment_time <= o.order_time + interval 2 hours"))
-
-
-@pytest.fixture(scope="module")
-def built(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("audit_numbers")
-    pool = ids_by_partition(spark, P, {p: 700 if p == 5 else 200 for p in range(P)})  # ids by where they hash
-    _dedup_input(spark, root, pool)
-    base = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0) - dt.timedelta(hours=2)
-    watermark = _join_input(root, base, pool)
-    frames = [event_stream(spark, root / name).withWatermark("event_time", "30 minutes")
-              .dropDuplicatesWithinWatermark(["event_id"]) for name in SCENARIOS]
-    union = frames[0].unionByName(frames[1]).unionByName(frames[2])
-    settings = {"spark.sql.shuffle.partitions": str(P)}
-    dedup_cp = with_conf(spark, settings, lambda: run_bounded(union, str(root / "cp" / "dedup")))
-    join_cp = with_conf(spark, settings, lambda: run_bounded(_join_frame(spark, root), str(root / "cp" / "join")))
-    dedup = deep_audit(spark, dedup_cp)
-    by_rows = {1600: "balanced", 1000: "hot_partition", 1200: "six_of_sixteen"}
-    by_scenario = {by_rows[op.rows_total]: op for op in dedup.operators}
-    return {"dedup_cp": dedup_cp, "dedup": dedup, "ops": by_scenario, "join_cp": join_cp, "watermark": watermark}
+P = AUDIT_NUMBERS_PARTITIONS
 
 
 def full(oracle: dict[int, int]) -> dict[int, int]:
@@ -115,22 +51,22 @@ def assert_numbers_match_the_reader(finding, per_partition: dict[int, int]):
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_rows_per_partition_equal_the_state_reader(spark, built, scenario):
-    op = built["ops"][scenario]
+def test_rows_per_partition_equal_the_state_reader(spark, audit_numbers, scenario):
+    op = audit_numbers["ops"][scenario]
     assert op.num_partitions == P
-    assert op.rows_per_partition == full(oracle_rows(spark, built["dedup_cp"], operatorId=op.operator_id))
+    assert op.rows_per_partition == full(oracle_rows(spark, audit_numbers["dedup_cp"], operatorId=op.operator_id))
 
 
-def test_balanced_state_is_not_skewed(built):
-    op = built["ops"]["balanced"]
-    assert op.skew_ratio < 2 and skew_of(built["dedup"], op) is None
+def test_balanced_state_is_not_skewed(audit_numbers):
+    op = audit_numbers["ops"]["balanced"]
+    assert op.skew_ratio < 2 and skew_of(audit_numbers["dedup"], op) is None
 
 
-def test_one_partition_holding_70_percent_is_an_error(spark, built):
-    op = built["ops"]["hot_partition"]
-    finding = skew_of(built["dedup"], op)
+def test_one_partition_holding_70_percent_is_an_error(spark, audit_numbers):
+    op = audit_numbers["ops"]["hot_partition"]
+    finding = skew_of(audit_numbers["dedup"], op)
     assert finding.severity == "error"  # was a warning under max/median
-    per_partition = full(oracle_rows(spark, built["dedup_cp"], operatorId=op.operator_id))
+    per_partition = full(oracle_rows(spark, audit_numbers["dedup_cp"], operatorId=op.operator_id))
     assert per_partition[5] == 700 and sum(per_partition.values()) == 1000
     assert_numbers_match_the_reader(finding, per_partition)
     d = finding.details
@@ -139,48 +75,35 @@ def test_one_partition_holding_70_percent_is_an_error(spark, built):
     assert "partition 5 holds 70% of the rows (700 of 1000 rows), 11.2x an even split" in finding.message
 
 
-def test_keys_spread_evenly_over_6_of_16_partitions_are_not_skew(spark, built):
-    op = built["ops"]["six_of_sixteen"]
-    per_partition = full(oracle_rows(spark, built["dedup_cp"], operatorId=op.operator_id))
+def test_keys_spread_evenly_over_6_of_16_partitions_are_not_skew(spark, audit_numbers):
+    op = audit_numbers["ops"]["six_of_sixteen"]
+    per_partition = full(oracle_rows(spark, audit_numbers["dedup_cp"], operatorId=op.operator_id))
     assert sorted(per_partition.values()) == [0] * 10 + [200] * 6
     assert op.skew_ratio == pytest.approx(200 * P / 1200, abs=1e-3)  # 2.67: was 200 and an error
-    assert skew_of(built["dedup"], op) is None
+    assert skew_of(audit_numbers["dedup"], op) is None
 
 
-@pytest.fixture(scope="module")
-def join_report(spark, built):
-    return deep_audit(spark, built["join_cp"], join_bound=BOUND)
-
-
-@pytest.fixture(scope="module")
-def bare_report(spark, built):
-    """The join's checkpoint as a bare path (no join bound), its latest batch chosen by id, 2 days later."""
-    batch = Checkpoint.open(built["join_cp"]).latest_committed_batch()
-    return deep_audit(spark, built["join_cp"], batch_id=batch,
-                      now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2))
-
-
-def test_few_join_keys_leave_partitions_empty_without_a_skew_warning(spark, built, join_report):
-    op = join_report.operator(0, "left-keyWithIndexToValue")
-    per_partition = full(oracle_rows(spark, built["join_cp"], storeName=op.store_name))
-    keys = oracle_rows(spark, built["join_cp"], storeName="left-keyToNumValues")
+def test_few_join_keys_leave_partitions_empty_without_a_skew_warning(spark, audit_numbers, numbers_join_report):
+    op = numbers_join_report.operator(0, "left-keyWithIndexToValue")
+    per_partition = full(oracle_rows(spark, audit_numbers["join_cp"], storeName=op.store_name))
+    keys = oracle_rows(spark, audit_numbers["join_cp"], storeName="left-keyToNumValues")
     assert op.rows_per_partition == per_partition and sorted(per_partition.values()) == [0] * 13 + [400] * 3
     assert op.keys_total == sum(keys.values()) == 3
-    finding = skew_of(join_report, op)
+    finding = skew_of(numbers_join_report, op)
     assert finding.severity == "info" and finding.details["cause"] == "few_keys"  # was an error under max/median
     assert_numbers_match_the_reader(finding, per_partition)
     assert finding.details["empty_partitions"] == 13 and "only 3 keys for 16 partitions" in finding.message
 
 
-def test_one_hot_join_key_is_an_error_named_with_its_key(spark, built, join_report):
-    op = join_report.operator(0, "right-keyWithIndexToValue")
-    per_partition = full(oracle_rows(spark, built["join_cp"], storeName=op.store_name))
+def test_one_hot_join_key_is_an_error_named_with_its_key(spark, audit_numbers, numbers_join_report):
+    op = numbers_join_report.operator(0, "right-keyWithIndexToValue")
+    per_partition = full(oracle_rows(spark, audit_numbers["join_cp"], storeName=op.store_name))
     assert op.rows_per_partition == per_partition
-    finding = skew_of(join_report, op)
+    finding = skew_of(numbers_join_report, op)
     assert finding.severity == "error"
     assert_numbers_match_the_reader(finding, per_partition)
     hot = finding.details["hot_partition"]
-    rows_per_key = Counter(r.order_id for r in spark.read.format("statestore").option("path", built["join_cp"])
+    rows_per_key = Counter(r.order_id for r in spark.read.format("statestore").option("path", audit_numbers["join_cp"])
                            .option("storeName", op.store_name).load()
                            .where(F.col("partition_id") == hot).select("value.order_id").collect())
     assert rows_per_key.most_common(1) == [("HOT", 900)]
@@ -190,29 +113,29 @@ def test_one_hot_join_key_is_an_error_named_with_its_key(spark, built, join_repo
     assert d["keys"] == 301 and "before the join" in finding.recommendation
 
 
-def test_join_rows_within_the_bound_are_not_behind(spark, built, join_report, bare_report):
-    cp = built["join_cp"]
-    watermark = join_report.watermark
-    assert watermark == built["watermark"]
-    left = join_report.operator(0, "left-keyWithIndexToValue")
+def test_join_rows_within_the_bound_are_not_behind(spark, audit_numbers, numbers_join_report, numbers_bare_report):
+    cp = audit_numbers["join_cp"]
+    watermark = numbers_join_report.watermark
+    assert watermark == audit_numbers["watermark"]
+    left = numbers_join_report.operator(0, "left-keyWithIndexToValue")
     orders = spark.read.format("statestore").option("path", cp).option("storeName", left.store_name).load()
     behind_watermark = orders.where(F.col("value.order_time") < F.lit(watermark)).count()
     past_the_bound = orders.where(F.col("value.order_time") < F.lit(watermark - dt.timedelta(hours=2))).count()
     older_than_an_hour = orders.where(F.col("value.order_time") < F.lit(watermark - dt.timedelta(hours=1))).count()
     assert behind_watermark > 1000 and past_the_bound == 0 and older_than_an_hour > 300
     assert left.rows_behind_watermark == past_the_bound == 0  # a fixed 1 h grace counted the older ones
-    assert (left.join_grace_seconds, join_report.operator(0, "right-keyWithIndexToValue").join_grace_seconds) == (
+    assert (left.join_grace_seconds, numbers_join_report.operator(0, "right-keyWithIndexToValue").join_grace_seconds) == (
         7200, 0)
-    assert "EVICTION_STALLED" not in {f.code for f in join_report.findings}
+    assert "EVICTION_STALLED" not in {f.code for f in numbers_join_report.findings}
 
-    left = bare_report.operator(0, "left-keyWithIndexToValue")  # no job: the configured 1 h stands in
+    left = numbers_bare_report.operator(0, "left-keyWithIndexToValue")  # no job: the configured 1 h stands in
     assert left.rows_behind_watermark == older_than_an_hour and left.join_grace_seconds == 3600
-    [stalled] = [f for f in bare_report.findings if f.code == "EVICTION_STALLED"]
+    [stalled] = [f for f in numbers_bare_report.findings if f.code == "EVICTION_STALLED"]
     assert "watermark - 1 h: join_eviction_grace_seconds from the audit config" in stalled.message
 
 
-def test_watermark_lag_of_a_chosen_batch_uses_the_batch_time(built, join_report, bare_report):
-    assert "WATERMARK_LAG" not in {f.code for f in bare_report.findings}  # by the wall clock: 2 days behind
-    assert bare_report.audited_at - bare_report.batch_timestamp > dt.timedelta(days=2)
-    assert bare_report.watermark_lag_seconds < 3600  # the batch ran right after its data arrived
-    assert bare_report.pinned_batch and bare_report.batch_id == join_report.batch_id
+def test_watermark_lag_of_a_chosen_batch_uses_the_batch_time(audit_numbers, numbers_join_report, numbers_bare_report):
+    assert "WATERMARK_LAG" not in {f.code for f in numbers_bare_report.findings}  # by the wall clock: 2 days behind
+    assert numbers_bare_report.audited_at - numbers_bare_report.batch_timestamp > dt.timedelta(days=2)
+    assert numbers_bare_report.watermark_lag_seconds < 3600  # the batch ran right after its data arrived
+    assert numbers_bare_report.pinned_batch and numbers_bare_report.batch_id == numbers_join_report.batch_id

@@ -21,8 +21,8 @@ from jobs.retention import retention_scope
 from jobs.runner import run_job
 from stateops import retention
 from stateops.layout import Layout
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
 pytestmark = pytest.mark.spark
 

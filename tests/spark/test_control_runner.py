@@ -2,7 +2,7 @@
 batch that never ends is stopped after the grace period, a run that loses its lease stops its queries,
 and the overrides in force are applied at the next start (seen in the checkpoint's offset log).
 
-Oracles: the checkpoint's offset and commit logs, the landing files (tests/oracle.py), the Delta table."""
+Oracles: the checkpoint's offset and commit logs, the landing files (tests/support/oracle.py), the Delta table."""
 from __future__ import annotations
 
 import json
@@ -24,8 +24,9 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop
 from stateops.control import overrides
 from stateops.control.store import ControlStore
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
+from tests.support.trees import file_hashes
 
 pytestmark = pytest.mark.spark
 
@@ -193,7 +194,6 @@ def test_a_finished_run_leaves_no_writer_in_its_checkpoint(spark, layout):
     next round: with a round every 2 s and a snapshot after every delta, the last batch's snapshot would be
     uploaded after run_job returned (and a runbook archiving it would copy a moving tree). Oracle: sha256 of every
     file of the checkpoint, 5 s apart."""
-    from tests.spark.test_recovery import _files
 
     generate(layout, GeneratorConfig(events=600, files=6, users=40, minutes_per_file=15, seed=72))
     spec = get_job(JOB)
@@ -204,9 +204,9 @@ def test_a_finished_run_leaves_no_writer_in_its_checkpoint(spark, layout):
         for key, value in settings.items():
             spark.conf.set(key, value)
         run_job(spark, spec, layout, mode="bounded")
-        after_run = _files(spec.checkpoint_path(layout))
+        after_run = file_hashes(spec.checkpoint_path(layout))
         time.sleep(5)
-        assert _files(spec.checkpoint_path(layout)) == after_run
+        assert file_hashes(spec.checkpoint_path(layout)) == after_run
     finally:
         for key, value in before.items():
             spark.conf.unset(key) if value is None else spark.conf.set(key, value)

@@ -12,17 +12,10 @@ from deltalake import DeltaTable
 
 from jobs.sink import TXN_APP_ID, TXN_VERSION, _write_with_jvm
 from stateops.delta import write_batch
-from tests.conftest import delta_writer_in_force
 
 pytestmark = pytest.mark.spark
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "value": pa.array(["a", "b"])})
-
-
-@pytest.fixture
-def delta_spark(spark):
-    with delta_writer_in_force(spark, "spark"):  # skips, saying why, without Delta's jars
-        yield spark
 
 
 def _rows(spark, uri: str) -> list[tuple]:

@@ -8,42 +8,17 @@ order_time + 5 minutes).
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta
 
 import pytest
 
-from stateops.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, explain_key
-from stateops.layout import Layout
 
-from jobs.catalog import get_job
-from jobs.targets import explain_target
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
 
 pytestmark = pytest.mark.spark
 
-CONFIG = GeneratorConfig(events=0, orders=120, files=6, seed=11)
 BOUND = timedelta(minutes=5)
 STABLE_KEYS = {"job", "key", "batch_id", "watermark", "in_state", "reason", "explanation"}
-
-
-@pytest.fixture(scope="module")
-def joined(spark, tmp_path_factory):
-    layout = Layout(str(tmp_path_factory.mktemp("explain") / "stateops"))
-    generated = generate(layout, CONFIG)
-    spec = get_job("order_payments")
-    run_job(spark, spec, layout)
-    orders = {}
-    for path in generated.files["orders"]:
-        batch = int(os.path.basename(path).rsplit("-", 1)[1].split(".")[0])  # one file per micro-batch
-        with open(path) as handle:
-            for line in handle:
-                row = json.loads(line)
-                orders[row["order_id"]] = (datetime.fromisoformat(row["order_time"].replace("Z", "+00:00")), batch)
-    target = explain_target(spec, layout)
-    return layout, target, generated.payment_cases, orders, Checkpoint.open(target.checkpoint)
 
 
 def _first(cases: dict, case: str, orders: dict, where=lambda order_id: True) -> str:
@@ -60,8 +35,8 @@ def _clear_of_watermark(order_time: datetime, watermark: datetime | None) -> boo
     return watermark is None or abs((order_time + BOUND - watermark).total_seconds()) > 1
 
 
-def test_each_generated_case_gets_its_reason(spark, joined):
-    layout, target, cases, orders, checkpoint = joined
+def test_each_generated_case_gets_its_reason(spark, explain_join):
+    layout, target, cases, orders, checkpoint = explain_join
     assert {"paid", "never_paid", "paid_too_late", "paid_out_of_bounds"} <= set(cases.values())
     latest = checkpoint.latest_committed_batch()
     wm_latest = checkpoint.watermark(latest)
@@ -116,7 +91,7 @@ def test_each_generated_case_gets_its_reason(spark, joined):
                                       "matched_outside_bound", "never_arrived"))
 
 
-def test_batch_that_is_not_committed_is_a_clear_error(spark, joined):
-    _, target, _, _, checkpoint = joined
+def test_batch_that_is_not_committed_is_a_clear_error(spark, explain_join):
+    _, target, _, _, checkpoint = explain_join
     with pytest.raises(ExplainError, match=r"batch 99 is not a committed batch .*committed: 0\.\."):
         explain_key(spark, target, "o000001", batch_id=99)

@@ -1,59 +1,38 @@
 """explain-key on the jobs without a join (window, session, custom state) reads their input too.
 
 A user whose only event lands far behind the watermark is dropped as late by each job: explain-key must
-say `arrived_too_late` (not `never_arrived`, "not in the input"). The oracle (tests/oracle.py) decides,
+say `arrived_too_late` (not `never_arrived`, "not in the input"). The oracle (tests/support/oracle.py) decides,
 independently of explain-key, that the row is late and that no output of any job holds the user.
 """
 from __future__ import annotations
 
-import json
-import os
 
 import pytest
 
 from stateops.explain import explain_key
-from stateops.layout import Layout
 
 from jobs.catalog import get_job
 from jobs.targets import explain_target
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from tests import oracle
+from tests.support import oracle
+from tests.support.explain_homes import LATE_USER, LATE_USER_INPUT, LATE_USER_JOBS
 
 pytestmark = pytest.mark.spark
 
-CONFIG = GeneratorConfig(events=240, files=4, users=20, seed=21)
-LATE_USER = "u9999"
-JOBS = ("user_activity", "user_sessions", "user_actions")
+JOBS = LATE_USER_JOBS
 # How long after its event time a row stays on time: a session stays open a gap after its last event.
 MARGIN_MS = {"user_activity": 0, "user_sessions": oracle.SESSION_GAP_MS, "user_actions": 0}
 
 
-@pytest.fixture(scope="module")
-def ran(spark, tmp_path_factory):
-    layout = Layout(str(tmp_path_factory.mktemp("explain_state") / "stateops"))
-    generated = generate(layout, CONFIG)
-    last = generated.files["events"][-1]
-    stat = os.stat(last)
-    with open(last, "a") as handle:  # two hours behind the first file's events, in the last file
-        handle.write(json.dumps({"event_id": "e-late-1", "user_id": LATE_USER, "event_time":
-                                 "2025-12-31T22:00:00.000Z", "action": "buy", "value": 5.0}) + "\n")
-    os.utime(last, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # keep the order Spark reads files in
-    for job in JOBS:
-        run_job(spark, get_job(job), layout)
-    return layout, oracle.typed_batches(layout.landing("events"), "events")
-
-
 @pytest.mark.parametrize("job", JOBS)
-def test_a_late_dropped_row_is_arrived_too_late(spark, ran, job):
-    layout, batches = ran
+def test_a_late_dropped_row_is_arrived_too_late(spark, late_user_homes, job):
+    layout, batches = late_user_homes
     spec = get_job(job)
     delay_ms, margin_ms = spec.watermark_seconds * 1000, MARGIN_MS[job]
     # The oracle: the user's only row is in the last batch, behind the watermark it is checked against,
     # and no output of the job holds the user.
     (batch, moment), = [(i, r["t"]) for i, rows in enumerate(batches) for r in rows if r["user_id"] == LATE_USER]
     late_mark = oracle.late_marks(batches, delay_ms)[batch]
-    assert batch == CONFIG.files - 1 and moment + margin_ms <= late_mark
+    assert batch == LATE_USER_INPUT.files - 1 and moment + margin_ms <= late_mark
     outputs = {"user_activity": oracle.user_activity, "user_sessions": oracle.user_sessions,
                "user_actions": oracle.user_actions}[job](batches, delay_ms)
     assert not [row for row in outputs if LATE_USER in row]
@@ -66,9 +45,9 @@ def test_a_late_dropped_row_is_arrived_too_late(spark, ran, job):
 
 
 @pytest.mark.parametrize("job", ["user_sessions", "user_actions"])
-def test_a_user_active_at_the_end_waits_for_the_watermark(spark, ran, job):
+def test_a_user_active_at_the_end_waits_for_the_watermark(spark, late_user_homes, job):
     """Its session (gap 15m) or timeout (30m) lies ahead of the final watermark (oracle arithmetic)."""
-    layout, batches = ran
+    layout, batches = late_user_homes
     spec = get_job(job)
     last_seen: dict[str, int] = {}
     for rows in batches:

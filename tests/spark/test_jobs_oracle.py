@@ -1,4 +1,4 @@
-"""Each job's Delta table equals the batch recomputation (tests/oracle.py) over the same input,
+"""Each job's Delta table equals the batch recomputation (tests/support/oracle.py) over the same input,
 including late, duplicate and malformed events from the generator, and poison timestamps: rows stamped in
 2099 from the second file on, which used to move the watermark and silently drop every row from the fourth
 file on. They are dead letters now, and the later windows, sessions, pairs and rows reach the tables."""
@@ -11,33 +11,19 @@ from datetime import datetime, timedelta
 import pytest
 
 from jobs.catalog import load_jobs
-from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support.scenarios import ORACLE_INPUT
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
 
 pytestmark = pytest.mark.spark
 
-# Seed 13: the second file of every input (events, orders, payments) holds poison rows.
-INPUT = GeneratorConfig(events=1800, files=6, users=250, hot_key_share=0.02, late_share=0.04,
-                        late_minutes=90, duplicate_share=0.06, malformed_share=0.03, future_share=0.02, orders=160,
-                        seed=13, minutes_per_file=20)
+INPUT = ORACLE_INPUT
 # Event time where the fourth file starts: with the poison rows admitted, nothing from here on was emitted.
 LATER_MS = round((datetime.fromisoformat(INPUT.start) + timedelta(minutes=3 * INPUT.minutes_per_file))
                  .timestamp() * 1000)
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory, delta_writer) -> Layout:
-    """A home per Delta writer (tests/conftest.py delta_writer: every test here runs on both)."""
-    layout = Layout(str(tmp_path_factory.mktemp(f"oracle-{delta_writer}") / "stateops"))
-    generate(layout, INPUT)
-    for source in ("events", "orders", "payments"):
-        assert oracle.future_lines(layout.landing(source), source)[0] in oracle.landing_batches(
-            layout.landing(source))[1][1], f"{source}: the second file holds a poison row"
-    return layout
 
 
 def _run(spark, layout: Layout, name: str):
@@ -59,73 +45,73 @@ def _check_poison_dead_letters(layout: Layout, spec) -> None:
             assert json.loads(raw)[columns[source]].startswith("2099-")
 
 
-def test_user_activity_matches_oracle(spark, home):
-    spec, result = _run(spark, home, "user_activity")
-    got = table_rows(home.table("user_activity"),
+def test_user_activity_matches_oracle(spark, oracle_home):
+    spec, result = _run(spark, oracle_home, "user_activity")
+    got = table_rows(oracle_home.table("user_activity"),
                      ["window_start", "window_end", "user_id", "events", "value_sum"])
     assert len(got) == len(set(got)), "MERGE must leave one row per window and user"
-    expected = oracle.user_activity(oracle.typed_batches(home.landing("events"), "events"),
+    expected = oracle.user_activity(oracle.typed_batches(oracle_home.landing("events"), "events"),
                                     spec.watermark_seconds * 1000)
     assert set(got) == expected
     assert any(row[0] >= LATER_MS for row in expected), "windows from the fourth file on"
     assert result.batches == INPUT.files
-    _check_poison_dead_letters(home, spec)
+    _check_poison_dead_letters(oracle_home, spec)
     # The generator's too-late events were really dropped by the watermark (not a vacuous pass).
-    all_rows = sum(len(b) for b in oracle.typed_batches(home.landing("events"), "events"))
+    all_rows = sum(len(b) for b in oracle.typed_batches(oracle_home.landing("events"), "events"))
     assert sum(row[3] for row in expected) < all_rows
 
 
-def test_user_sessions_matches_oracle(spark, home):
-    spec, _ = _run(spark, home, "user_sessions")
-    got = table_rows(home.table("user_sessions"), ["session_start", "session_end", "user_id", "events",
+def test_user_sessions_matches_oracle(spark, oracle_home):
+    spec, _ = _run(spark, oracle_home, "user_sessions")
+    got = table_rows(oracle_home.table("user_sessions"), ["session_start", "session_end", "user_id", "events",
                                                    "first_event_time", "last_event_time"])
-    expected = oracle.user_sessions(oracle.typed_batches(home.landing("events"), "events"),
+    expected = oracle.user_sessions(oracle.typed_batches(oracle_home.landing("events"), "events"),
                                     spec.watermark_seconds * 1000)
     assert len(expected) > 50 and any(row[0] >= LATER_MS for row in expected), "sessions from the fourth file on"
     assert sorted(got) == sorted(expected)
-    _check_poison_dead_letters(home, spec)
+    _check_poison_dead_letters(oracle_home, spec)
 
 
-def test_order_payments_matches_oracle(spark, home):
-    spec, _ = _run(spark, home, "order_payments")
-    got = table_rows(home.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
-    expected = oracle.order_payments(oracle.typed_batches(home.landing("orders"), "orders"),
-                                     oracle.typed_batches(home.landing("payments"), "payments"),
+def test_order_payments_matches_oracle(spark, oracle_home):
+    spec, _ = _run(spark, oracle_home, "order_payments")
+    got = table_rows(oracle_home.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
+    expected = oracle.order_payments(oracle.typed_batches(oracle_home.landing("orders"), "orders"),
+                                     oracle.typed_batches(oracle_home.landing("payments"), "payments"),
                                      spec.watermark_seconds * 1000)
     assert sorted(got) == sorted(expected)
     assert any(row[2] >= LATER_MS for row in expected), "pairs from the fourth file on"
-    _check_poison_dead_letters(home, spec)
+    _check_poison_dead_letters(oracle_home, spec)
     cases = {order_id for order_id, *_ in got}
     assert len(cases) == len(got), "an order is paid once"
     assert 0 < len(got) < INPUT.orders, "some orders must stay unmatched (never paid, late, out of bounds)"
 
 
-def test_user_actions_matches_oracle(spark, home):
-    spec, _ = _run(spark, home, "user_actions")
-    got = table_rows(home.table("user_actions"),
+def test_user_actions_matches_oracle(spark, oracle_home):
+    spec, _ = _run(spark, oracle_home, "user_actions")
+    got = table_rows(oracle_home.table("user_actions"),
                      ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"])
-    expected = oracle.user_actions(oracle.typed_batches(home.landing("events"), "events"),
+    expected = oracle.user_actions(oracle.typed_batches(oracle_home.landing("events"), "events"),
                                    spec.watermark_seconds * 1000)
     assert len(expected) > 20 and any(row[3] >= LATER_MS for row in expected), "rows from the fourth file on"
     assert sorted(got) == sorted(expected)
-    _check_poison_dead_letters(home, spec)
+    _check_poison_dead_letters(oracle_home, spec)
 
 
-def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark, home):
-    _run(spark, home, "user_activity")  # the first run (or nothing new when an earlier test of the module ran it)
-    spec, result = _run(spark, home, "user_activity")  # a second run: nothing new, nothing rewritten
+def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark, oracle_home):
+    _run(spark, oracle_home, "user_activity")  # the first run (or nothing new when an earlier test of the module ran it)
+    spec, result = _run(spark, oracle_home, "user_activity")  # a second run: nothing new, nothing rewritten
     assert result.output_rows == 0 and result.deadletter_rows == 0
-    dead = table_rows(home.deadletter_table("user_activity"), ["input", "raw", "error", "batch_id"])
-    expected = oracle.malformed_count(home.landing("events"), "events")
+    dead = table_rows(oracle_home.deadletter_table("user_activity"), ["input", "raw", "error", "batch_id"])
+    expected = oracle.malformed_count(oracle_home.landing("events"), "events")
     assert expected > 0 and len(dead) == expected
     assert all(error and raw for _, raw, error, _ in dead)
     assert {batch for *_, batch in dead} <= set(range(INPUT.files))
 
 
-def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, home):
+def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",
-                   checkpoint=home.checkpoint("user_actions_p3"))
-    run_job(spark, spec, home)
+                   checkpoint=oracle_home.checkpoint("user_actions_p3"))
+    run_job(spark, spec, oracle_home)
     checkpoint = Checkpoint.open(spec.checkpoint)
     assert checkpoint.shuffle_partitions(checkpoint.latest_committed_batch()) == 3
     assert {f.partition_id for f in checkpoint.state_files()} == {0, 1, 2}

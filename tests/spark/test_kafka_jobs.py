@@ -4,14 +4,13 @@ batch recomputation over the records each micro-batch read.
 The generator's input (late, duplicate and malformed events, poison timestamps in 2099) plus a record of invalid
 UTF-8 is produced to topics with LogAppendTime: a record's arrival is its broker timestamp. Each job reads with
 `maxOffsetsPerTrigger`, so a run makes several batches and the watermark drops late rows between them. The
-oracle (tests/oracle.py) gets the records of each batch from the checkpoint: `offsets/N` holds, per topic and
+oracle (tests/support/oracle.py) gets the records of each batch from the checkpoint: `offsets/N` holds, per topic and
 partition, the next offset to read after batch N.
 """
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import fields
 
 import pytest
 from deltalake import DeltaTable
@@ -19,97 +18,37 @@ from deltalake import DeltaTable
 from click.testing import CliRunner
 
 from jobs.catalog import load_jobs
-from jobs.generator import GeneratorConfig
 from jobs.runner import run_job
 from stateops import progress
 from stateops_cli.main import main
 from stateops.layout import Layout
-from tests import oracle
-from tests.conftest import delta_writer_in_force
-from tests.delta_rows import table_rows
-from tests.kafka_server import kafka_broker, produce, records, require_jars
+from tests.support import kafka_oracle, oracle
+from tests.support.delta_rows import table_rows
+from tests.support.scenarios import KAFKA_BAD_BYTES as BAD_BYTES, KAFKA_PER_TRIGGER as PER_TRIGGER, kafka_config
+from tests.support.servers.kafka import records
 
 pytestmark = pytest.mark.spark
 
-INPUT = GeneratorConfig(events=1200, files=4, users=120, late_share=0.05, late_minutes=90, duplicate_share=0.05,
-                        malformed_share=0.03, future_share=0.02, orders=120, seed=21, minutes_per_file=20)
-TOPICS = ("events", "orders", "payments")
-BAD_BYTES = b'{"event_id": "e-\xff", "user_id": "u-1"} \xc3\x28'
-PER_TRIGGER = "350"
 
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> str:
-    """A broker with the generator's lines produced file by file, each input to the topic of its name."""
-    require_jars()
-    scratch = tmp_path_factory.mktemp("kafka-input") / "stateops"
-    knobs = [f"--{f.name.replace('_', '-')}={getattr(INPUT, f.name)}" for f in fields(INPUT)]
-    with kafka_broker() as bootstrap:  # `stateops generate --kafka`: the files' lines, in order, to the topics
-        done = CliRunner().invoke(main, ["--home", str(scratch), "generate", *knobs, "--kafka", bootstrap])
-        assert done.exit_code == 0, done.output
-        for topic in TOPICS:
-            lines = [line for _, batch in oracle.landing_batches(Layout(str(scratch)).landing(topic)) for line in batch]
-            assert f"{topic}: {len(lines)} records to topic {topic}" in done.output
-            assert sorted(v.decode() for *_, v in records(bootstrap, topic)) == sorted(lines)
-        produce(bootstrap, "events", [BAD_BYTES])
-        yield bootstrap
-
-
-def _config(tmp_path, bootstrap: str, job: str) -> str:
-    path = tmp_path / "kafka.toml"
-    path.write_text(f'[jobs.{job}]\nsource = "kafka"\nkafka_bootstrap_servers = "{bootstrap}"\n'
-                    f'kafka_options = {{ maxOffsetsPerTrigger = "{PER_TRIGGER}" }}\n')
-    return str(path)
-
-
-def _ends(checkpoint: str, topic: str) -> list[dict[int, int]]:
-    """Per batch, partition -> the next offset to read after it (offsets/N)."""
-    folder = os.path.join(checkpoint, "offsets")
-    ends = []
-    for batch in sorted(int(n) for n in os.listdir(folder) if n.isdigit()):
-        with open(os.path.join(folder, str(batch))) as handle:
-            sources = [json.loads(line) for line in handle.read().splitlines()[2:] if line.startswith("{")]
-        [offsets] = [s[topic] for s in sources if topic in s]
-        ends.append({int(p): o for p, o in offsets.items()})
-    return ends
-
-
-def _batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes]]) -> list[list[dict]]:
-    """The typed rows each batch read: records between the previous batch's offsets and its own."""
-    out, start = [], {}
-    for end in _ends(checkpoint, topic):
-        rows = [oracle.parse_line(topic, value.decode("utf-8", "replace"), stamp)
-                for partition, offset, stamp, value in every if start.get(partition, 0) <= offset < end.get(partition, 0)]
-        out.append([r for r in rows if r is not None])
-        start = end
-    return out
-
-
-def _rejected(topic: str, every) -> list[bytes]:
-    return sorted(v for _, _, stamp, v in every if oracle.parse_line(topic, v.decode("utf-8", "replace"), stamp) is None)
-
-
-def _run(spark, tmp_path, broker: str, job: str):
-    layout = Layout(str(tmp_path / "stateops"))
-    spec = load_jobs(_config(tmp_path, broker, job), layout)[job]
+def _run(spark, tmp_path, broker: str, job: str, layout: Layout | None = None):
+    """The job over the module's topics (in a new home, or on from `layout`'s checkpoint), its dead letters
+    checked; returns (spec, layout, the run's result, the records each batch read per input)."""
+    layout = layout or Layout(str(tmp_path / "stateops"))
+    spec = load_jobs(kafka_config(tmp_path, broker, job), layout)[job]
     assert spec.source == "kafka"
     result = run_job(spark, spec, layout)
     every = {i.name: records(broker, i.name) for i in spec.inputs}
-    batches = {i.name: _batches(spec.checkpoint_path(layout), i.name, every[i.name]) for i in spec.inputs}
+    batches = {i.name: kafka_oracle.batches(spec.checkpoint_path(layout), i.name, every[i.name]) for i in spec.inputs}
     dead = table_rows(layout.deadletter_table(job), ["input", "raw_bytes"])
     assert sorted((i, bytes(b)) for i, b in dead) == sorted((i.name, v) for i in spec.inputs
-                                                             for v in _rejected(i.name, every[i.name]))
+                                                             for v in kafka_oracle.rejected(i.name, every[i.name]))
     return spec, layout, result, batches
 
 
-@pytest.fixture(params=["delta-rs", "spark"])
-def writer(request, spark):
+
+def test_user_activity_on_kafka_matches_the_oracle(spark, kafka_topics, each_delta_writer, tmp_path):
     """The MERGE job runs on both Delta writers (the other jobs on the default)."""
-    with delta_writer_in_force(spark, request.param) as name:
-        yield name
-
-
-def test_user_activity_on_kafka_matches_the_oracle(spark, broker, writer, tmp_path):
+    broker, writer = kafka_topics, each_delta_writer
     spec, layout, result, batches = _run(spark, tmp_path, broker, "user_activity")
     assert result.batches_skipped == 0
     engines = {str(c.get("engineInfo", c.get("clientVersion", ""))) for c in DeltaTable(layout.table("user_activity"))
@@ -126,7 +65,7 @@ def test_user_activity_on_kafka_matches_the_oracle(spark, broker, writer, tmp_pa
     # Lag: every record was in the topic when the run began, so after batch N the query is the topic's size
     # minus what batches 0..N read behind (the last batch: 0), per partition in the progress rows.
     every = records(broker, "events")
-    ends = _ends(spec.checkpoint_path(layout), "events")
+    ends = kafka_oracle.batch_ends(spec.checkpoint_path(layout), "events")
     partitions = set(ends[-1])  # every partition of the topic, records or not (the producer may fill only one)
     size = {p: 1 + max((o for q, o, *_ in every if q == p), default=-1) for p in partitions}
     rows = sorted((r for r in progress.read(layout, "user_activity").to_pylist() if r["query_name"] == "user_activity"),
@@ -141,7 +80,8 @@ def test_user_activity_on_kafka_matches_the_oracle(spark, broker, writer, tmp_pa
                                                       "batch_id": rows[-1]["batch_id"]}
 
 
-def test_user_sessions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
+def test_user_sessions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
+    broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_sessions")
     got = table_rows(layout.table("user_sessions"), ["session_start", "session_end", "user_id", "events",
                                                      "first_event_time", "last_event_time"])
@@ -149,7 +89,8 @@ def test_user_sessions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
     assert expected and sorted(got) == sorted(expected)
 
 
-def test_order_payments_on_kafka_matches_the_oracle(spark, broker, tmp_path):
+def test_order_payments_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
+    broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "order_payments")
     got = table_rows(layout.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
     expected = oracle.order_payments(batches["orders"], batches["payments"], spec.watermark_seconds * 1000)
@@ -157,7 +98,7 @@ def test_order_payments_on_kafka_matches_the_oracle(spark, broker, tmp_path):
 
     # explain-key reads the key's records by offset range: an order that has no joined row, at a middle batch
     checkpoint = spec.checkpoint_path(layout)
-    ends = {topic: _ends(checkpoint, topic) for topic in ("orders", "payments")}
+    ends = {topic: kafka_oracle.batch_ends(checkpoint, topic) for topic in ("orders", "payments")}
     batch = len(ends["orders"]) // 2
     read = {topic: [(p, o, oracle.parse_line(topic, v.decode("utf-8", "replace"), stamp))
                     for p, o, stamp, v in records(broker, topic) if o < ends[topic][batch].get(p, 0)]
@@ -175,7 +116,8 @@ def test_order_payments_on_kafka_matches_the_oracle(spark, broker, tmp_path):
     assert found["reason"] != "never_arrived" and found["batch_id"] == batch
 
 
-def test_user_actions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
+def test_user_actions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
+    broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_actions")
     got = table_rows(layout.table("user_actions"),
                      ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"])
@@ -183,15 +125,15 @@ def test_user_actions_on_kafka_matches_the_oracle(spark, broker, tmp_path):
     assert expected and sorted(got) == sorted(expected)
 
 
-def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, importable):
+def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_path, importable):
     """examples/engagement.py (dedup, then transformWithStateInPandas), registered by examples/engagement.toml
-    from outside the package, reading the topic `events`: its table equals tests/engagement_oracle.py over the
+    from outside the package, reading the topic `events`: its table equals tests/support/engagement_oracle.py over the
     records each batch read, and its state (Spark's state reader) holds the rows the oracle says."""
     import shutil
 
-    from tests import engagement_oracle
+    from tests.support import ROOT as root, engagement_oracle
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    broker = kafka_topics
     folder = tmp_path / "user_code"
     folder.mkdir()
     shutil.copy(os.path.join(root, "examples", "engagement.py"), folder / "engagement.py")
@@ -208,14 +150,61 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, broker, tmp_path, im
     assert spec.source == "kafka"
     result = run_job(spark, spec, layout)
     assert result.batches >= 3
-    batches = _batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
+    batches = kafka_oracle.batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
     rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
     got = {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
            for r in rows}
     assert got and got == engagement_oracle.engagement(batches)
 
-def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, broker, tmp_path, monkeypatch):
+
+def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spark, kafka_topics, kafka_user_activity,
+                                                                          tmp_path, monkeypatch):
+    """`recover --mode rewind` to batch 1 restarts from the offsets offsets/1 recorded and reads the same records
+    again; `recover --mode rebuild` with a longer delay starts a fresh checkpoint where the old one started
+    (sources/0/0) and replays every record. After each, the table equals the oracle over the records the
+    checkpoint's batches read (the rebuild's: its upserts over the rows it does not emit again); the rebuild
+    admits the rows the shorter delay dropped as late. (Runs before the tests that add records to `events`.)"""
+    from jobs.recovery import recover
+    from stateops import kafka_offsets
+    from stateops.recovery import RecoveryRequest
+
+    monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+    broker = kafka_topics
+    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity", kafka_user_activity)
+    checkpoint, config = spec.checkpoint_path(layout), str(tmp_path / "kafka.toml")
+    columns = ["window_start", "window_end", "user_id", "events", "value_sum"]
+    ends, started = kafka_oracle.batch_ends(checkpoint, "events"), kafka_offsets.initial(checkpoint)
+    assert len(ends) >= 4 and started == {"events": {str(p): 0 for p in ends[0]}}
+
+    report = recover(layout, RecoveryRequest("user_activity", "rewind", to_batch=1, reason="replay",
+                                             confirm="user_activity", dry_run=False), config_path=config, spark=spark)
+    assert report.outcome == "succeeded", report.error
+    assert kafka_oracle.batch_ends(checkpoint, "events") == ends, "the replay read the same records, batch by batch"
+    batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
+    got = table_rows(layout.table("user_activity"), columns)
+    assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
+
+    before = set(got)
+    report = recover(layout, RecoveryRequest("user_activity", "rebuild", watermark_delay="40 minutes",
+                                             reason="late data", confirm="user_activity", dry_run=False),
+                     config_path=config, spark=spark)
+    assert report.outcome == "succeeded", report.error
+    total = sum(ends[-1].values())
+    assert any(f"replays the {total} records the old checkpoint read" in note for note in report.notes), report.notes
+    assert kafka_offsets.initial(checkpoint) == started and kafka_oracle.batch_ends(checkpoint, "events")[-1] == ends[-1]
+    batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
+    expected = oracle.user_activity(batches, 40 * 60_000)
+    assert expected != oracle.user_activity(batches, spec.watermark_seconds * 1000), "the longer delay matters"
+    got = table_rows(layout.table("user_activity"), columns)
+    # The MERGE sink upserts what the rebuild emits; a row of the old table the replay does not emit again stays
+    # (docs/operations.md), e.g. a window whose events the longer delay now deduplicates against older ones.
+    emitted = {r[:3] for r in expected}
+    assert len(got) == len(set(got)) and set(got) == expected | {r for r in before if r[:3] not in emitted}
+
+
+def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafka_topics, kafka_user_activity, tmp_path,
+                                                                      monkeypatch):
     """`recover --mode adjust` on a Kafka job: stop (nothing runs), archive, the new delay, restart on the same
     checkpoint, which reads the records produced since from the offsets it recorded, verified; the table
     equals the oracle with the delay switching at the restart. (Adds records to `events`: the tests after this
@@ -226,9 +215,10 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, brok
     from stateops.recovery.observation import observe_reading
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    spec, layout, first, _ = _run(spark, tmp_path, broker, "user_activity")
+    broker = kafka_topics
+    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity", kafka_user_activity)
     checkpoint = spec.checkpoint_path(layout)
-    ends = _ends(checkpoint, "events")
+    ends = kafka_oracle.batch_ends(checkpoint, "events")
     target = job_target(spec, Catalog.load(layout, str(tmp_path / "kafka.toml")))
     assert observe_reading(layout, target, "r", False, None).unread == ()  # the verifier's "read everything"
     more = tmp_path / "more"
@@ -245,13 +235,15 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, brok
                                              reason="late data", confirm="user_activity", dry_run=False),
                      config_path=str(tmp_path / "kafka.toml"), spark=spark)
     assert report.outcome == "succeeded", report.error
-    batches = _batches(checkpoint, "events", records(broker, "events"))
+    batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
     assert len(batches) > before, "the restart read the new records"
     delays = oracle.delays_switching(len(batches), 10 * 60_000, 20 * 60_000, before)
     got = table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id", "events", "value_sum"])
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, delays)
 
-def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothing(spark, broker, tmp_path,
+
+def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothing(spark, kafka_topics,
+                                                                                    kafka_user_activity, tmp_path,
                                                                                     monkeypatch):
     """`recover --mode repartition` on a Kafka job: the state is repartitioned offline (4 -> 3), the query
     restarts on it and reads the records produced since; the table equals the oracle, the state has 3
@@ -261,7 +253,8 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     from stateops.recovery import RecoveryRequest
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity")
+    broker = kafka_topics
+    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity", kafka_user_activity)  # reads the adjust's
     checkpoint = spec.checkpoint_path(layout)
     done = CliRunner().invoke(main, ["--home", str(tmp_path / "more"), "generate", "--events=300", "--files=2",
                                      "--users=40", "--start=2026-01-01T03:00:00+00:00", "--seed=6", "--kafka", broker])
@@ -272,54 +265,13 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     assert report.outcome == "succeeded", report.error
     latest = Checkpoint(checkpoint).latest_committed_batch()
     assert Checkpoint(checkpoint).shuffle_partitions(latest) == 3
-    batches = _batches(checkpoint, "events", records(broker, "events"))
+    batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
     got = table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id", "events", "value_sum"])
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
 
-def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spark, broker, tmp_path, monkeypatch):
-    """`recover --mode rewind` to batch 1 restarts from the offsets offsets/1 recorded and reads the same records
-    again; `recover --mode rebuild` with a longer delay starts a fresh checkpoint where the old one started
-    (sources/0/0) and replays every record. After each, the table equals the oracle over the records the
-    checkpoint's batches read (the rebuild's: its upserts over the rows it does not emit again); the rebuild
-    admits the rows the shorter delay dropped as late."""
-    from jobs.recovery import recover
-    from stateops import kafka_offsets
-    from stateops.recovery import RecoveryRequest
 
-    monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    spec, layout, result, _ = _run(spark, tmp_path, broker, "user_activity")
-    checkpoint, config = spec.checkpoint_path(layout), str(tmp_path / "kafka.toml")
-    columns = ["window_start", "window_end", "user_id", "events", "value_sum"]
-    ends, started = _ends(checkpoint, "events"), kafka_offsets.initial(checkpoint)
-    assert result.batches >= 4 and started == {"events": {str(p): 0 for p in ends[0]}}
-
-    report = recover(layout, RecoveryRequest("user_activity", "rewind", to_batch=1, reason="replay",
-                                             confirm="user_activity", dry_run=False), config_path=config, spark=spark)
-    assert report.outcome == "succeeded", report.error
-    assert _ends(checkpoint, "events") == ends, "the replay read the same records, batch by batch"
-    batches = _batches(checkpoint, "events", records(broker, "events"))
-    got = table_rows(layout.table("user_activity"), columns)
-    assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
-
-    before = set(got)
-    report = recover(layout, RecoveryRequest("user_activity", "rebuild", watermark_delay="40 minutes",
-                                             reason="late data", confirm="user_activity", dry_run=False),
-                     config_path=config, spark=spark)
-    assert report.outcome == "succeeded", report.error
-    total = sum(ends[-1].values())
-    assert any(f"replays the {total} records the old checkpoint read" in note for note in report.notes), report.notes
-    assert kafka_offsets.initial(checkpoint) == started and _ends(checkpoint, "events")[-1] == ends[-1]
-    batches = _batches(checkpoint, "events", records(broker, "events"))
-    expected = oracle.user_activity(batches, 40 * 60_000)
-    assert expected != oracle.user_activity(batches, spec.watermark_seconds * 1000), "the longer delay matters"
-    got = table_rows(layout.table("user_activity"), columns)
-    # The MERGE sink upserts what the rebuild emits; a row of the old table the replay does not emit again stays
-    # (docs/operations.md), e.g. a window whose events the longer delay now deduplicates against older ones.
-    emitted = {r[:3] for r in expected}
-    assert len(got) == len(set(got)) and set(got) == expected | {r for r in before if r[:3] not in emitted}
-
-
-def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, broker, tmp_path):
+def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafka_topics, kafka_user_activity,
+                                                                     tmp_path):
     """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:
     the plan refuses, naming partitions and offsets, instead of letting the restart skip them; a later batch
     whose offsets Kafka still holds plans. Runs last in this module: it deletes records of `events`."""
@@ -330,9 +282,10 @@ def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, brok
     from stateops.recovery import RecoveryRequest
     from stateops.recovery.model import RecoveryRefused
 
-    spec, layout, result, _ = _run(spark, tmp_path, broker, "user_activity")
-    ends = _ends(spec.checkpoint_path(layout), "events")
-    assert result.batches >= 4
+    broker = kafka_topics
+    spec, layout, _, _ = _run(spark, tmp_path, broker, "user_activity", kafka_user_activity)
+    ends = kafka_oracle.batch_ends(spec.checkpoint_path(layout), "events")
+    assert len(ends) >= 4
     cut = {p: ends[2][p] for p in ends[2]}  # everything batches 0..2 read is gone: batch 1's replay needs batch 2's
     admin = AdminClient({"bootstrap.servers": broker})  # kept: a collected client never completes its futures
     futures = admin.delete_records([TopicPartition("events", p, offset) for p, offset in cut.items()])

@@ -4,11 +4,10 @@ store provider switched on the same checkpoint) rolls back by itself and the que
 archived state; a rebuild of an append job whose oldest input is gone writes no partial session and
 no duplicate.
 
-Oracles: the file system (sha256 of every file under the home), tests/oracle.py, the Delta table, the
+Oracles: the file system (sha256 of every file under the home), tests/support/oracle.py, the Delta table, the
 checkpoint's offset log, the override history."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import replace
@@ -28,8 +27,9 @@ from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD
 from stateops.control.store import ControlStore
 from stateops.recovery import RecoveryRequest, archive
-from tests import oracle
-from tests.delta_rows import table_rows
+from tests.support import oracle
+from tests.support.delta_rows import table_rows
+from tests.support.trees import file_hashes
 
 pytestmark = pytest.mark.spark
 
@@ -39,18 +39,6 @@ INPUT = GeneratorConfig(events=400, files=4, users=30, late_share=0.05, duplicat
 COLUMNS = ["window_start", "window_end", "user_id", "events", "value_sum"]
 MINUTE = 60_000
 
-
-def _files(home: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every file under the home with its sha256 (paths relative to the home), minus `skip` prefixes."""
-    found = {}
-    for folder, _, names in os.walk(home):
-        for name in names:
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, home)
-            if not rel.startswith(skip):
-                with open(path, "rb") as handle:
-                    found[rel] = hashlib.sha256(handle.read()).hexdigest()
-    return found
 
 
 def _refused(layout, args: list[str], started: bool = False) -> str:
@@ -74,7 +62,7 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
         run_job(spark, get_job("order_payments"), layout)
     assert Checkpoint.open(layout.checkpoint("order_payments")).committed_batches() == []
     adjust = [JOB, "--mode", "adjust", "--watermark", "20 minutes"]
-    before = _files(layout.home)
+    before = file_hashes(layout.home)
 
     dry = CliRunner().invoke(main, ["--home", layout.home, "recover", "run", *adjust])
     assert dry.exit_code == 0 and "Dry run: nothing was changed" in dry.output and "1. stop" in dry.output
@@ -101,23 +89,23 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
     monkeypatch.setenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES", str(10 ** 18))
     assert "not enough room for the archive" in _refused(layout, [*adjust, "--confirm", JOB])
     monkeypatch.delenv("STATEOPS_ARCHIVE_MIN_FREE_BYTES")
-    assert _files(layout.home) == before
+    assert file_hashes(layout.home) == before
 
     maintenance.acquire(layout, JOB, runbook_id="other-runbook", actor="someone", reason="by hand")
-    locked = _files(layout.home)
+    locked = file_hashes(layout.home)
     assert "another runbook holds the job: runbook other-runbook (someone" in _refused(
         layout, [*adjust, "--confirm", JOB])
-    assert _files(layout.home) == locked
+    assert file_hashes(layout.home) == locked
     maintenance.release(layout, JOB, runbook_id="other-runbook", actor="someone")
 
     # A query that does not stop: a live lease whose holder never looks at stop requests.
     monkeypatch.setenv("STATEOPS_RECOVERY_STOP_TIMEOUT_SECONDS", "2")
     with acquire(layout, JOB, run_id="stuck-run", mode="continuous") as stuck:
-        held = _files(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control/.lock"))
+        held = file_hashes(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control/.lock"))
         assert "did not stop within 2 s and could not be terminated; nothing was changed" in _refused(
             layout, [*adjust, "--confirm", JOB], started=True)
         assert current_lease(layout, JOB).lease_id == stuck.lease.lease_id
-    assert _files(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control")) == {
+    assert file_hashes(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control")) == {
         k: v for k, v in held.items() if not k.startswith(f"ops/{JOB}/control")}
     assert ControlStore(layout, JOB).read(STOP_RECORD) is None, "the stop request was withdrawn"
     assert maintenance.current(layout, JOB) is None, "the maintenance lock was released"

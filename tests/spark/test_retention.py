@@ -34,7 +34,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery.surgery import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE
-from tests.retention_support import ARCHIVES, JOBS, ORPHAN, build_history, needs_oracle, state_rows
+from tests.support.retention_history import ARCHIVES, JOBS, ORPHAN, needs_oracle, state_rows
 
 pytestmark = pytest.mark.spark
 
@@ -64,16 +64,6 @@ def write_config(path: Path, policy: dict) -> str:
     lines += ["[retention.ops_tables]"] + [f"{k} = {value(policy[k])}" for k in ops] + ["compact_min_files = 2"]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
-
-
-@pytest.fixture(scope="module")
-def history(spark, tmp_path_factory) -> Path:
-    """The history, moved aside: a copy put back at the path it was built at restarts like the original (the
-    file source's log names input files by absolute path, and a restart reads the last batch's files again)."""
-    root = tmp_path_factory.mktemp("retention")
-    build_history(spark, root / "home")
-    os.rename(root / "home", root / "history")
-    return root / "history"
 
 
 def files_of(home: Path) -> dict[str, int]:
@@ -213,7 +203,8 @@ def restart_checks(spark, history: Path, home: Path, policy: dict, restarts: boo
         _runs_a_batch(spark, home, job, floor)
 
 
-def test_random_policies_keep_every_promised_restart(spark, history, tmp_path, monkeypatch):
+def test_random_policies_keep_every_promised_restart(spark, retention_history, tmp_path, monkeypatch):
+    history = retention_history
     rng = random.Random(20261122)
     policies = [AGGRESSIVE] + [random_policy(rng) for _ in range(POLICIES - 1)]
     for number, policy in enumerate(policies):
@@ -241,16 +232,8 @@ def _cli(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-@pytest.fixture
-def home(history, tmp_path, monkeypatch) -> Path:
-    copy = tmp_path / "home"
-    shutil.copytree(history, copy, symlinks=True)
-    monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({"spark.sql.streaming.minBatchesToRetain": "1"}))
-    monkeypatch.setenv("STATEOPS_HOME", str(copy))
-    return copy
-
-
-def test_apply_without_yes_and_missing_roots_refuse_in_one_line(home, tmp_path):
+def test_apply_without_yes_and_missing_roots_refuse_in_one_line(retention_home, tmp_path):
+    home = retention_home
     before = files_of(home)
     result = _cli("--home", str(home), "retention", "apply")
     assert result.exit_code == 2 and "needs --yes" in _one_line(result.output)
@@ -268,9 +251,10 @@ def test_apply_without_yes_and_missing_roots_refuse_in_one_line(home, tmp_path):
     assert "does not exist" in result.output and files_of(home) == before
 
 
-def test_path_escapes_in_a_saved_plan_are_refused(home, tmp_path):
+def test_path_escapes_in_a_saved_plan_are_refused(retention_home, tmp_path):
     """A saved plan edited to reach outside the roots: through `..`, and through a symlink inside the home
     that points outside. Both items are refused in one line each, the outside files stay."""
+    home = retention_home
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("not retention's")
@@ -296,12 +280,13 @@ def test_path_escapes_in_a_saved_plan_are_refused(home, tmp_path):
     assert not [i for i in fresh.items for rel, _ in i.paths if "linked" in rel]
 
 
-def test_a_hand_edited_plan_deletes_nothing_the_plan_command_would_not_plan(home, tmp_path):
+def test_a_hand_edited_plan_deletes_nothing_the_plan_command_would_not_plan(retention_home, tmp_path):
     """Issue 20 item 4: an `orphan_checkpoint` `delete_tree` item pointed at `tables/user_activity` deleted the
     job's output table. A plan file is a request: each item is admitted only as a fresh plan has it. Forged
     items (a job's sink table, with and without the job's name; an ops table; the landing zone; a row cutoff
     moved into the future; a needed file added to a real item) are refused, or narrowed, one line each; the
     real items still apply; the tables, input and needed files are all there after, and the exit code is 2."""
+    home = retention_home
     config = write_config(tmp_path / "delete-orphans.toml", {**AGGRESSIVE, "orphan_action": "delete"})
     config_text = open(config).read().replace("[retention.ops_tables]",
                                               'deadletter_keep = "1 seconds"\n[retention.ops_tables]')
@@ -357,9 +342,10 @@ def test_a_hand_edited_plan_deletes_nothing_the_plan_command_would_not_plan(home
     assert results["f-future"]["details"]["rows"] == dead["details"]["rows"] == dead_rows
 
 
-def test_a_second_concurrent_run_is_refused(home):
+def test_a_second_concurrent_run_is_refused(retention_home):
     """Another process holds the root's retention lock: apply refuses in one line naming that run, and
     nothing is changed; once it has exited (its lock released by the kernel) apply runs."""
+    home = retention_home
     import subprocess
     import sys
     import time
@@ -391,9 +377,10 @@ def test_a_second_concurrent_run_is_refused(home):
     assert retention.apply(scope, retention.make_plan(scope), actor="after").ok
 
 
-def test_a_checkpoint_whose_lease_is_held_keeps_its_temp_files(home):
+def test_a_checkpoint_whose_lease_is_held_keeps_its_temp_files(retention_home):
     """While order_payments' lease is held: the plan keeps its temp files (skipped, with the holder), and a
     plan made before the lease was taken has its temp-file item refused in one line; the files stay."""
+    home = retention_home
     from stateops.control import acquire
 
     layout = Layout(str(home))
@@ -417,11 +404,13 @@ def test_a_checkpoint_whose_lease_is_held_keeps_its_temp_files(home):
 
 # --- Dagster --------------------------------------------------------------------------------------------
 
-def test_dagster_retention_asset_plans_then_applies_when_configured(home, dagster_instance, tmp_path, monkeypatch):
+def test_dagster_retention_asset_plans_then_applies_when_configured(retention_home, dagster_instance, tmp_path,
+                                                                  monkeypatch):
     """The `retention` asset on a real instance, through the job the Launchpad runs: without config it plans
     only (nothing under the checkpoints or archives changes) and shows bytes and files, total and per rule,
     as the plan made here says; with `apply: true` the file system loses exactly the bytes the plan's
     deleting rules list; the second run charts storage over time (a PNG next to the plan, linked from the metadata)."""
+    home = retention_home
     from dagster import build_schedule_context
 
     from orchestration.definitions import defs
@@ -472,34 +461,13 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(home, dagste
 
 # --- object store ---------------------------------------------------------------------------------------
 
-@pytest.fixture
-def s3_home(history, monkeypatch, tmp_path):
-    """A copy of the history in a bucket of moto's S3 server on loopback (fsspec/s3fs and delta-rs both
-    configured by the AWS_* environment), the control records on local disk."""
-    pytest.importorskip("moto.server", reason="moto[s3] is not installed: the S3 retention test needs its "
-                                              "loopback server")
-    s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed: fsspec cannot reach S3")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as env:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("STATEOPS_CONTROL_HOME", str(tmp_path / "control"))
-        s3fs.S3FileSystem.clear_instance_cache()
-        fs = s3fs.S3FileSystem()
-        fs.mkdir("retention")
-        fs.put(str(history) + "/", "retention/home", recursive=True)
-        try:
-            yield fs, "s3://retention/home"
-        finally:
-            s3fs.S3FileSystem.clear_instance_cache()
-
-
-def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path, monkeypatch):
+def test_object_store_plan_and_apply_match_local_disk(retention_history, retention_s3_home, tmp_path, monkeypatch):
     """Inventory, plan and apply against S3 (moto on loopback) give the plan the same history gets on local
     disk, item for item; applying it leaves exactly the files the local apply leaves; the bytes the bucket
     lost are the plan's; the journal (`actions`, a Delta table in the bucket) has every item."""
-    fs, url = s3_home
+    history = retention_history
+    fs, url = retention_s3_home
+    prefix = url.removeprefix("s3://")
     policy = {**AGGRESSIVE, "orphan_idle": "0 seconds"}  # an upload has no old mtimes to age the orphan by
     monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({"spark.sql.streaming.minBatchesToRetain": "1"}))
     config = write_config(tmp_path / "policy.toml", policy)
@@ -522,15 +490,15 @@ def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path
                       for i in plan.items)
     s3_plan = retention.make_plan(s3_scope)
     local_plan = retention.make_plan(local_scope)
-    assert items(s3_plan, "retention/home") == items(local_plan, str(local)) and s3_plan.items
+    assert items(s3_plan, prefix) == items(local_plan, str(local)) and s3_plan.items
 
     def listing(files: dict[str, int]) -> dict[str, int]:  # outside Delta tables (their rewrites differ)
         return {rel: size for rel, size in files.items() if not rel.startswith(("ops/tables/", "tables/"))
                 and "/_orphans/" not in f"/{rel}"}
 
     def bucket() -> dict[str, int]:
-        return {os.path.relpath(p, "retention/home"): info["size"]
-                for p, info in fs.find("retention/home", detail=True).items()}
+        return {os.path.relpath(p, prefix): info["size"]
+                for p, info in fs.find(prefix, detail=True).items()}
     fs.invalidate_cache()
     before = bucket()
     report = retention.apply(s3_scope, s3_plan, actor="s3-test")
@@ -558,9 +526,10 @@ def test_object_store_plan_and_apply_match_local_disk(history, s3_home, tmp_path
         sorted(i.item_id for i in s3_plan.items)
 
 
-def test_an_archive_whose_runbook_is_running_is_kept(home, tmp_path):
+def test_an_archive_whose_runbook_is_running_is_kept(retention_home, tmp_path):
     """The aggressive policy deletes every old finished archive but the newest verified one; an archive whose
     runbook holds its lock (the recovery journal's own lock) is kept, and goes at the next run after."""
+    home = retention_home
     from stateops.recovery.journal import Journal
 
     layout = Layout(str(home))

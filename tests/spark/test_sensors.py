@@ -24,39 +24,14 @@ from stateops.control import maintenance
 from stateops.layout import Layout
 from stateops.remediation.alerts import sender_from_env
 
-from tests.audit_support import oracle_rows
-from tests.sensor_support import RUNBOOK_OP, Harness
-from tests.webhook_server import Server
+from tests.support.audit_queries import oracle_rows
+from tests.support.sensor_harness import RUNBOOK_OP, Harness
+from tests.support.servers.webhook import Server
 
 pytestmark = pytest.mark.spark
 
 JOB = "user_activity"
 SKEW, GROWTH, HEALTH = "state_skew_sensor", "state_growth_sensor", "query_health_sensor"
-BASE_CONFIG = f"""
-[jobs.{JOB}]
-shuffle_partitions = 4
-watermark_delay = "2 hours"
-
-[audit.jobs.{JOB}]
-skew_min_rows = 50        # the default (1000) calls a few hundred rows noise; this data is small
-growth_min_rows = 100
-growth_ratio = 1.5
-"""
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A fresh STATEOPS_HOME and config file; `configure(extra)` rewrites the config (sensors read it per tick)."""
-    layout = Layout(str(tmp_path / "home"))
-    config = tmp_path / "stateops.toml"
-    monkeypatch.setenv("STATEOPS_HOME", layout.home)
-    monkeypatch.setenv("STATEOPS_CONFIG", str(config))
-
-    def configure(extra: str = "") -> None:
-        config.write_text(BASE_CONFIG + extra)
-
-    configure()
-    return layout, configure
 
 
 def _audit(spark, layout: Layout) -> str:
@@ -74,8 +49,8 @@ def _job_part(reason: str, job: str = JOB) -> str:
     return next(part for part in reason.split(" | ") if job in part.split(":")[0] or part.startswith(job))
 
 
-def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(spark, home, monkeypatch):
-    layout, configure = home
+def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(spark, sensor_home, monkeypatch):
+    layout, configure = sensor_home
     hook = Server([200])
     monkeypatch.setenv("STATEOPS_ALERT_WEBHOOK_URL", hook.url)
     monkeypatch.setenv("STATEOPS_ALERT_BACKOFF_SECONDS", "0.01")
@@ -145,8 +120,8 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
         assert request.tags["stateops/audit_id"] == audit_3 and (config["dry_run"], config["confirm"]) == (False, JOB)
 
 
-def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, home):
-    layout, _configure = home
+def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, sensor_home):
+    layout, _configure = sensor_home
     spec = get_job(JOB)
     generate(layout, GeneratorConfig(events=600, files=3, users=300, minutes_per_file=10, seed=5))
     run_job(spark, spec, layout)
@@ -173,8 +148,8 @@ def _tables(layout: Layout) -> str:
     return os.path.dirname(layout.ops_table(AUDITS))
 
 
-def test_broken_ops_tables_make_every_sensor_skip_with_a_reason(spark, home):
-    layout, _configure = home
+def test_broken_ops_tables_make_every_sensor_skip_with_a_reason(spark, sensor_home):
+    layout, _configure = sensor_home
     generate(layout, GeneratorConfig(events=200, files=1, users=50, minutes_per_file=10, seed=9))
     run_job(spark, get_job(JOB), layout)
     _audit(spark, layout)

@@ -7,7 +7,6 @@ import pytest
 from stateops.errors import ConfigError
 from stateops.remediation.alerts import Alert, WebhookSender, WebhookSettings, sender_from_env
 
-from tests.webhook_server import Server
 
 pytestmark = pytest.mark.unit
 
@@ -15,25 +14,12 @@ ALERT = Alert("user_activity: alert (skew.hot_key -> alert)", "key \"u0000\" hol
               "warn", {"job": "user_activity", "audit": "a2", "rule": "skew.hot_key -> alert", "runbook": None})
 
 
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(statuses, gate=None):
-        servers.append(Server(statuses, gate))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
 def _sender(url: str, retries: int = 3) -> WebhookSender:
     return WebhookSender(WebhookSettings(url, retries=retries, backoff_seconds=0.01, timeout_seconds=10))
 
 
-def test_delivers_a_slack_compatible_body(serve):
-    server = serve([200])
+def test_delivers_a_slack_compatible_body(webhooks):
+    server = webhooks([200])
     sender = _sender(server.url)
     assert sender.send(ALERT)
     assert sender.flush(30) and (sender.sent, sender.failed) == (1, 0)
@@ -46,28 +32,28 @@ def test_delivers_a_slack_compatible_body(serve):
     assert context["elements"][0]["text"] == "*job*: user_activity | *audit*: a2 | *rule*: skew.hot_key -> alert"
 
 
-def test_retries_a_failing_server_then_delivers(serve):
-    server = serve([500, 503, 429, 200])
+def test_retries_a_failing_server_then_delivers(webhooks):
+    server = webhooks([500, 503, 429, 200])
     sender = _sender(server.url)
     sender.send(ALERT)
     assert sender.flush(30) and (sender.sent, sender.failed) == (1, 0)
     assert len(server.bodies) == 4 and all(b == server.bodies[0] for b in server.bodies)
 
 
-def test_gives_up_after_the_retries_and_does_not_retry_a_client_error(serve):
-    down = serve([500])
+def test_gives_up_after_the_retries_and_does_not_retry_a_client_error(webhooks):
+    down = webhooks([500])
     sender = _sender(down.url, retries=2)
     sender.send(ALERT)
     assert sender.flush(30) and (sender.sent, sender.failed) == (0, 1)
     assert len(down.bodies) == 3  # the first attempt and two retries
-    wrong = serve([404])
+    wrong = webhooks([404])
     sender = _sender(wrong.url, retries=2)
     sender.send(ALERT)
     assert sender.flush(30) and sender.failed == 1 and len(wrong.bodies) == 1
 
 
-def test_no_server_at_all_fails_quietly(serve):
-    server = serve([200])
+def test_no_server_at_all_fails_quietly(webhooks):
+    server = webhooks([200])
     url = server.url
     server.close()  # nothing listens on that port any more: connection refused
     sender = _sender(url, retries=1)
@@ -75,9 +61,9 @@ def test_no_server_at_all_fails_quietly(serve):
     assert sender.flush(30) and (sender.sent, sender.failed) == (0, 1)
 
 
-def test_send_returns_while_the_server_still_holds_the_request(serve):
+def test_send_returns_while_the_server_still_holds_the_request(webhooks):
     gate = threading.Event()
-    server = serve([200], gate=gate)
+    server = webhooks([200], gate=gate)
     sender = _sender(server.url)
     assert sender.send(ALERT) and sender.send(ALERT)  # returned although no answer came yet
     assert not sender.flush(0.2) and sender.sent == 0

@@ -1,7 +1,7 @@
 """Fast audit and the history tables on a checkpoint tree laid out as Spark writes it (no JVM).
 
 Spark-built checkpoints are audited fast in tests/spark/test_audit_deep.py; here the tree is written by
-hand (tests/fake_checkpoint.py) so that sizes, versions and progress rows are exact and the no-JVM promise
+hand (tests/support/fake_checkpoint.py) so that sizes, versions and progress rows are exact and the no-JVM promise
 can be checked.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from stateops import progress as progress_table
 from stateops.audit import Thresholds, fast_audit, load_findings, load_history, record
 from stateops.checkpoint import NotACheckpointError
-from tests.fake_checkpoint import ROCKSDB, FakeCheckpoint
+from tests.support.fake_checkpoint import ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 
@@ -55,8 +55,7 @@ def _changelog(cp: FakeCheckpoint, op: int, partition: int, version: int, size: 
 DEDUP_SCHEMA = schema_file([("event_id", "string", {})], [("__dummy__", "string", {})])
 
 
-@pytest.fixture
-def dedup_tree(tmp_path) -> FakeCheckpoint:
+def _dedup_tree(tmp_path) -> FakeCheckpoint:
     tree = _checkpoint(tmp_path / "cp")
     tree.operator(0, "dedupe", schema=DEDUP_SCHEMA)
     for batch in range(3):
@@ -73,7 +72,8 @@ def progress_rows(query_id="q-1", batches=3, dropped=40):
              "state_operators_json": ops(b)} for b in range(batches)]
 
 
-def test_inventory_bytes_versions_schema_and_progress(dedup_tree):
+def test_inventory_bytes_versions_schema_and_progress(tmp_path):
+    dedup_tree = _dedup_tree(tmp_path)
     t = Thresholds().with_overrides({"skew_min_bytes": 1000})
     report = fast_audit(str(dedup_tree.root), thresholds=t, progress=progress_rows(), now=T0)
     assert report.kind == "fast" and report.batch_id == 2 and report.watermark == T0 + dt.timedelta(minutes=20)
@@ -95,7 +95,8 @@ def test_inventory_bytes_versions_schema_and_progress(dedup_tree):
     assert doc["operators"][0]["rows_total"] == 3000
 
 
-def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
+def test_history_gives_growth_and_cleanup_stuck(layout, tmp_path):
+    dedup_tree = _dedup_tree(tmp_path)
     t = Thresholds().with_overrides({"growth_min_bytes": 1, "min_batches_to_retain": 1, "cleanup_slack_batches": 0,
                                      "skew_ratio": 100})
     first = fast_audit(str(dedup_tree.root), thresholds=t, layout=layout, now=T0)
@@ -121,7 +122,8 @@ def test_history_gives_growth_and_cleanup_stuck(dedup_tree, layout):
     assert load_history(layout, str(dedup_tree.root), query_id="another-query") == []
 
 
-def test_progress_is_read_from_the_ops_table_by_query_id(dedup_tree, layout):
+def test_progress_is_read_from_the_ops_table_by_query_id(layout, tmp_path):
+    dedup_tree = _dedup_tree(tmp_path)
     progress_table.append(layout, [dict(progress_table.progress_row(
         {"id": qid, "batchId": b, "numInputRows": 500, "timestamp": "2026-01-01T00:00:00Z",
          "stateOperators": [{"operatorName": "dedupe", "numRowsTotal": 777 + b, "numRowsDroppedByWatermark": 0}]},
@@ -158,7 +160,8 @@ def test_not_a_checkpoint(tmp_path):
         fast_audit(str(tmp_path / "fresh"))
 
 
-def test_fast_audit_never_loads_spark(dedup_tree):
+def test_fast_audit_never_loads_spark(tmp_path):
+    dedup_tree = _dedup_tree(tmp_path)
     code = ("import sys; from stateops.audit import fast_audit; r = fast_audit(sys.argv[1]); "
             "assert r.operators and 'pyspark' not in sys.modules and 'dagster' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code, str(dedup_tree.root)], check=True, timeout=60)

@@ -74,8 +74,7 @@ def test_a_valid_file_with_every_section_loads(tmp_path):
     assert (catalog.retention.orphan_idle, catalog.retention.ops_tables.compact) == ("3 days", False)
 
 
-@pytest.fixture
-def loads(monkeypatch):
+def _count_loads(monkeypatch):
     """Counts Catalog.load calls (the real loader runs)."""
     calls = []
     real = Catalog.load.__func__
@@ -88,7 +87,8 @@ def loads(monkeypatch):
     return calls
 
 
-def test_one_cli_command_loads_the_catalog_once(tmp_path, loads):
+def test_one_cli_command_loads_the_catalog_once(tmp_path, monkeypatch):
+    loads = _count_loads(monkeypatch)
     config = tmp_path / "stateops.toml"
     config.write_text("[jobs.user_activity]\nshuffle_partitions = 8\n")
     home = str(tmp_path / "home")
@@ -103,10 +103,11 @@ def test_one_cli_command_loads_the_catalog_once(tmp_path, loads):
     assert loads == []  # a command that needs no job never loads the catalog
 
 
-def test_one_sensor_tick_loads_the_catalog_once(tmp_path, monkeypatch, loads):
+def test_one_sensor_tick_loads_the_catalog_once(tmp_path, monkeypatch):
+    loads = _count_loads(monkeypatch)
     from dagster import DagsterInstance
 
-    from tests.sensor_support import Harness
+    from tests.support.sensor_harness import Harness
 
     config = tmp_path / "stateops.toml"
     config.write_text("[remediation]\nmode = \"auto\"\n")

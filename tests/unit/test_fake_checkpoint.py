@@ -1,4 +1,4 @@
-"""The shared fake-checkpoint builder (tests/fake_checkpoint.py) writes what the product's readers expect: the
+"""The shared fake-checkpoint builder (tests/support/fake_checkpoint.py) writes what the product's readers expect: the
 files, names and bytes as Spark 4 writes them, read back through stateops.checkpoint and the retention
 listing (so a test built on it tests the product, not the builder's own idea of a checkpoint)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from stateops.checkpoint import Checkpoint
 from stateops.checkpoint_files.listing import zip_references
-from tests.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, hadoop_crc
+from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, hadoop_crc
 
 pytestmark = pytest.mark.unit
 

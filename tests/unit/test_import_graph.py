@@ -97,3 +97,55 @@ def test_no_package_cycle():
     for node in sorted(edges):
         if node not in state:
             visit(node, [])
+
+
+def _python_files(*folders: str):
+    for top in folders:
+        for folder, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    yield os.path.relpath(path, ROOT), _imports(path)
+
+
+def _test_module(name: str) -> bool:
+    """A test module (or a conftest): what pytest collects, never a library for other code."""
+    last = name.split(".")[-1]
+    return name.split(".")[0] == "tests" and (last.startswith("test_") or last == "conftest")
+
+
+def test_no_module_imports_a_test_module_or_a_conftest():
+    """Helpers and fixtures shared by tests live in tests/support (helpers) and conftest.py files (fixtures,
+    found by pytest): a test module imported by another is a second copy of its module-scoped fixtures."""
+    found = sorted(f"{path} imports {imported}" for path, imports in _python_files("tests", "bench", "scripts")
+                   for imported in imports if _test_module(imported))
+    assert found == []
+
+
+def test_the_benchmarks_import_only_the_tests_support_package():
+    found = sorted(f"{path} imports {imported}" for path, imports in _python_files("bench")
+                   for imported in imports if imported.split(".")[0] == "tests"
+                   and not imported.startswith("tests.support"))
+    assert found == []
+
+
+def _fixtures(path: str) -> list[str]:
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    return [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+            and any("fixture" in ast.unparse(d) for d in node.decorator_list)]
+
+
+def test_fixtures_live_only_in_conftest_files_one_meaning_per_name():
+    """A fixture defined in a test module is private to it and invites an import from another; a name defined
+    twice means two things depending on where a test sits."""
+    defined: dict[str, list[str]] = defaultdict(list)
+    for folder, _dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                for fixture in _fixtures(path):
+                    defined[fixture].append(os.path.relpath(path, ROOT))
+    outside = sorted(f"{p}: {f}" for f, paths in defined.items() for p in paths if not p.endswith("conftest.py"))
+    assert outside == []
+    assert {f: paths for f, paths in defined.items() if len(paths) > 1} == {}

@@ -1,5 +1,5 @@
 """Preflight of the recovery runbook (stateops/recovery/preflight.py) on constructed inputs: a JobTarget built as
-data and a checkpoint written by hand (tests/fake_checkpoint.py), no JVM.
+data and a checkpoint written by hand (tests/support/fake_checkpoint.py), no JVM.
 
 What is checked is what preflight decides (its module docstring): which request it refuses, with which
 error type and which field or flag, and the plan it builds otherwise (latest batch, watermark, state
@@ -22,7 +22,7 @@ from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.recovery import JobTarget, RecoveryRefused, RecoveryRequest, RecoverySettings, archive, preflight
 from stateops.roots import OutsideRootsError, Roots
-from tests.fake_checkpoint import ROCKSDB, FakeCheckpoint
+from tests.support.fake_checkpoint import ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 
@@ -43,8 +43,7 @@ def _target(layout: Layout, **changes) -> JobTarget:
     return JobTarget(**values)
 
 
-@pytest.fixture
-def checkpoint(layout) -> FakeCheckpoint:
+def _alpha_checkpoint(layout) -> FakeCheckpoint:
     """alpha's checkpoint: RocksDB, 4 shuffle partitions, batches 0..5 committed (batch 5 with the watermark
     WATERMARK_MS), each reading one landing file that is still there; four partitions with changelogs 1..6
     and a snapshot zip of version 4 (naming a.sst)."""
@@ -103,19 +102,21 @@ def _refused(layout: Layout, request: RecoveryRequest, error=RecoveryRefused, ta
     ("rewind", {"to_batch": "3"}, "--to-batch"),
     ("restore", {"archive_id": "../../etc"}, "archive id"),                  # not of the runbook id grammar
 ])
-def test_a_value_the_mode_does_not_take_lacks_or_cannot_use_is_a_config_error_naming_it(
-        layout, checkpoint, mode, values, field):
+def test_a_value_the_mode_does_not_take_lacks_or_cannot_use_is_a_config_error_naming_it(layout, mode, values, field):
+    _alpha_checkpoint(layout)
     err = _refused(layout, RecoveryRequest(JOB, mode, **values), ConfigError)
     assert err.field == field
 
 
 @pytest.mark.parametrize("confirm", [None, "beta", "ALPHA"])
-def test_acting_needs_the_jobs_name_as_confirmation(layout, checkpoint, confirm):
+def test_acting_needs_the_jobs_name_as_confirmation(layout, confirm):
+    _alpha_checkpoint(layout)
     request = RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", dry_run=False, confirm=confirm)
     _refused(layout, request)
 
 
-def test_a_confirmed_request_plans_to_act_and_a_dry_run_needs_no_confirmation(layout, checkpoint):
+def test_a_confirmed_request_plans_to_act_and_a_dry_run_needs_no_confirmation(layout):
+    _alpha_checkpoint(layout)
     acting = _plan(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", dry_run=False, confirm=JOB))
     assert acting.dry_run is False
     assert _plan(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes")).dry_run is True
@@ -123,12 +124,14 @@ def test_a_confirmed_request_plans_to_act_and_a_dry_run_needs_no_confirmation(la
 
 # --- paths, checkpoint, concurrency ---------------------------------------------------------------------------
 
-def test_an_archive_root_in_an_object_store_other_than_s3_is_refused(layout, checkpoint):
+def test_an_archive_root_in_an_object_store_other_than_s3_is_refused(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"),
              target=_target(layout, archive_root="gs://bucket/archives"))
 
 
-def test_a_checkpoint_outside_the_roots_is_refused(layout, checkpoint, tmp_path):
+def test_a_checkpoint_outside_the_roots_is_refused(layout, tmp_path):
+    _alpha_checkpoint(layout)
     elsewhere = FakeCheckpoint(tmp_path / "elsewhere" / "cp").batches(range(2))
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"), OutsideRootsError,
              target=_target(layout, checkpoint=elsewhere.path))
@@ -142,7 +145,8 @@ def test_nothing_to_recover_without_a_checkpoint_or_a_committed_batch(layout):
     _refused(layout, request)  # offsets/0, no commit
 
 
-def test_another_runbooks_lock_refuses_and_the_same_runbooks_lock_resumes(layout, checkpoint):
+def test_another_runbooks_lock_refuses_and_the_same_runbooks_lock_resumes(layout):
+    _alpha_checkpoint(layout)
     request = RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes")
     store = ControlStore(layout, JOB)
     os.makedirs(store.dir)
@@ -156,7 +160,8 @@ def test_another_runbooks_lock_refuses_and_the_same_runbooks_lock_resumes(layout
 
 # --- the plan ---------------------------------------------------------------------------------------------
 
-def test_an_adjust_plan_names_the_checkpoint_the_settings_the_archive_and_writes_nothing(layout, checkpoint):
+def test_an_adjust_plan_names_the_checkpoint_the_settings_the_archive_and_writes_nothing(layout):
+    checkpoint = _alpha_checkpoint(layout)
     before = _snapshot(layout.home)
     plan = _plan(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", reason=" late data "))
     assert _snapshot(layout.home) == before
@@ -183,29 +188,34 @@ _COMMON = ["stop", "audit_before", "archive", "adjust"]
     ("rewind", {"to_batch": 3}, _COMMON + ["rewind_cut", "align_sink", "restart", "verify"]),
     ("rebuild", {}, _COMMON + ["fresh_checkpoint", "restart", "verify"]),
 ])
-def test_each_mode_has_its_steps_in_order(layout, checkpoint, mode, values, steps):
+def test_each_mode_has_its_steps_in_order(layout, mode, values, steps):
+    _alpha_checkpoint(layout)
     plan = _plan(layout, RecoveryRequest(JOB, mode, **values))
     assert [s.name for s in plan.steps] == steps
     assert plan.step("archive").destructive is (mode == "rebuild")  # rebuild renames the checkpoint away
     assert plan.step("restart").idempotent is True  # the job ran bounded (no lease)
 
 
-def test_repartition_refuses_the_partitions_the_state_has_and_plans_another_count(layout, checkpoint):
+def test_repartition_refuses_the_partitions_the_state_has_and_plans_another_count(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "repartition", shuffle_partitions=4))
     plan = _plan(layout, RecoveryRequest(JOB, "repartition", shuffle_partitions=6))
     assert plan.settings_after["shuffle_partitions"] == 6 and plan.settings_before["shuffle_partitions"] == 4
 
 
-def test_adjust_to_the_delay_in_force_is_refused(layout, checkpoint):
+def test_adjust_to_the_delay_in_force_is_refused(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="10 minutes"))
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay=" 10 minutes "))
 
 
-def test_adjust_to_the_delay_in_force_spelled_otherwise_is_refused(layout, checkpoint):
+def test_adjust_to_the_delay_in_force_spelled_otherwise_is_refused(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="600 seconds"))
 
 
-def test_rewind_needs_an_earlier_batch_with_its_logs_and_state_retained(layout, checkpoint):
+def test_rewind_needs_an_earlier_batch_with_its_logs_and_state_retained(layout):
+    checkpoint = _alpha_checkpoint(layout)
     for to_batch in (5, 9):  # the latest committed batch, or later: nothing to rewind
         _refused(layout, RecoveryRequest(JOB, "rewind", to_batch=to_batch))
     plan = _plan(layout, RecoveryRequest(JOB, "rewind", to_batch=1))
@@ -218,21 +228,24 @@ def test_rewind_needs_an_earlier_batch_with_its_logs_and_state_retained(layout, 
     assert _plan(layout, RecoveryRequest(JOB, "rewind", to_batch=3)).request["to_batch"] == 3  # 4.zip: loads
 
 
-def test_rewind_to_a_batch_whose_snapshot_lost_an_sst_is_refused(layout, checkpoint):
+def test_rewind_to_a_batch_whose_snapshot_lost_an_sst_is_refused(layout):
+    checkpoint = _alpha_checkpoint(layout)
     for p in range(4):
         checkpoint.remove(f"state/0/{p}/SSTs/a.sst")  # 4.zip names it: versions 4..6 cannot load
     _refused(layout, RecoveryRequest(JOB, "rewind", to_batch=3))
 
 
-def test_rebuild_of_an_append_sink_needs_an_idempotent_key(layout, checkpoint):
+def test_rebuild_of_an_append_sink_needs_an_idempotent_key(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "rebuild"), target=_target(layout, output_mode="append", row_key=()))
     plan = _plan(layout, RecoveryRequest(JOB, "rebuild"), _target(layout, output_mode="append", row_key=("id",)))
     assert plan.mode == "rebuild"
 
 
-def test_rebuild_with_several_inputs_needs_all_the_input_read(layout, checkpoint):
+def test_rebuild_with_several_inputs_needs_all_the_input_read(layout):
     """(A Kafka job's rebuild needs every record from where its checkpoint started: tests/spark/test_kafka_jobs.py,
     on a broker whose records were deleted.)"""
+    _alpha_checkpoint(layout)
     two = _target(layout, landing=(layout.landing("events"), layout.landing("other")), inputs=2)
     assert _plan(layout, RecoveryRequest(JOB, "rebuild"), two).mode == "rebuild"  # every file read is there
     os.remove(f"{layout.landing('events')}/2.json")
@@ -240,7 +253,8 @@ def test_rebuild_with_several_inputs_needs_all_the_input_read(layout, checkpoint
     assert _plan(layout, RecoveryRequest(JOB, "rebuild")).mode == "rebuild"  # one input: a write floor instead
 
 
-def test_rebuild_renames_the_checkpoint_away_and_takes_the_partitions_asked_or_the_jobs(layout, checkpoint):
+def test_rebuild_renames_the_checkpoint_away_and_takes_the_partitions_asked_or_the_jobs(layout):
+    checkpoint = _alpha_checkpoint(layout)
     plan = _plan(layout, RecoveryRequest(JOB, "rebuild"))
     size = checkpoint.size()
     assert (plan.archive["method"], plan.archive["required_bytes"]) == ("rename", int(size * 1.5))  # rollback copy
@@ -255,7 +269,8 @@ def _manifest(layout: Layout, runbook_id: str, total_bytes: int) -> None:
         "settings": {"watermark_delay": "25 minutes", "shuffle_partitions": 3, "sink_epoch": 0}})
 
 
-def test_restore_needs_an_archive_of_the_job_and_brings_its_settings_back(layout, checkpoint):
+def test_restore_needs_an_archive_of_the_job_and_brings_its_settings_back(layout):
+    checkpoint = _alpha_checkpoint(layout)
     source = "alpha-20251201T000000Z-0a0b0c"
     _refused(layout, RecoveryRequest(JOB, "restore", archive_id="beta-20251201T000000Z-0a0b0c"))  # another job's
     _refused(layout, RecoveryRequest(JOB, "restore", archive_id=source))  # not there
@@ -268,12 +283,14 @@ def test_restore_needs_an_archive_of_the_job_and_brings_its_settings_back(layout
     assert (plan.archive["method"], plan.archive["required_bytes"]) == ("rename", int((1000 + size) * 1.5))
 
 
-def test_no_room_for_the_archive_is_refused(layout, checkpoint):
+def test_no_room_for_the_archive_is_refused(layout):
+    _alpha_checkpoint(layout)
     _refused(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"),
              settings=RecoverySettings(archive_margin=0.2, archive_min_free_bytes=1 << 60))
 
 
-def test_sink_epochs_continue_from_the_override_history(layout, checkpoint):
+def test_sink_epochs_continue_from_the_override_history(layout):
+    _alpha_checkpoint(layout)
     overrides.set_override(layout, JOB, overrides.SINK_EPOCH, "3", bounds=_target(layout).bounds, reason="earlier",
                            actor="t")
     plan = _plan(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"))
@@ -297,8 +314,8 @@ def _lease(layout: Layout, *, mode: str | None, heartbeat_age: float = 0.0) -> N
     (None, 0.0, "bounded", False),              # a holder that did not say: run it once
     ("continuous", 3600.0, "continuous", True),  # no heartbeat for an hour: stale, still how it ran
 ])
-def test_the_running_lease_decides_how_the_job_restarts(layout, checkpoint, mode, heartbeat_age, restart_mode,
-                                                         stale):
+def test_the_running_lease_decides_how_the_job_restarts(layout, mode, heartbeat_age, restart_mode, stale):
+    _alpha_checkpoint(layout)
     _lease(layout, mode=mode, heartbeat_age=heartbeat_age)
     plan = _plan(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes"))
     assert plan.restart_mode == restart_mode
@@ -308,7 +325,8 @@ def test_the_running_lease_decides_how_the_job_restarts(layout, checkpoint, mode
 
 # --- resuming ---------------------------------------------------------------------------------------------
 
-def test_an_interrupted_runbook_is_resumed_only_for_the_same_request(layout, checkpoint):
+def test_an_interrupted_runbook_is_resumed_only_for_the_same_request(layout):
+    _alpha_checkpoint(layout)
     request = RecoveryRequest(JOB, "rewind", to_batch=3, reason="first try")
     assert preflight.unfinished(layout, _target(layout), request) is None  # no lock
     plan = _plan(layout, request)

@@ -9,7 +9,7 @@ import pytest
 
 from stateops.retention.archives import archive_checkpoint
 from stateops.retention.planner import orphan_name
-from tests.fake_checkpoint import FakeCheckpoint
+from tests.support.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """The retention planner (stateops/retention/planner.py) on constructed inputs: `promised_floor` on checkpoint
 files built as data, and the Planner's checkpoint, orphan and archive decisions on an inventory taken
-(stateops.retention.take_inventory) of a home written by hand (tests/fake_checkpoint.py).
+(stateops.retention.take_inventory) of a home written by hand (tests/support/fake_checkpoint.py).
 
 Oracles are the rules of planner.py's docstring and docs/operations.md "Retention", applied by hand: batches
 F..latest stay restorable, F keeping Spark's minBatchesToRetain, the job's rewind_batches and every batch
@@ -26,7 +26,7 @@ from stateops.retention.planner import JobControl, make_plan, promised_floor
 from stateops.retention.policy import JobPolicy, Policies, load_policies
 from stateops.retention.scope import JobArea, Scope
 from stateops.roots import Roots
-from tests.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, crc_name
+from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, crc_name
 
 pytestmark = pytest.mark.unit
 
@@ -149,12 +149,12 @@ def _reasons(plan: Plan, target: str) -> list[str]:
     return [s["reason"] for s in plan.skipped if s["target"] == target]
 
 
-@pytest.fixture
-def home(layout) -> Home:
+def _home(layout) -> Home:
     return Home(layout)
 
 
-def test_checkpoint_history_keeps_minbatches_or_the_jobs_rewind_batches(home):
+def test_checkpoint_history_keeps_minbatches_or_the_jobs_rewind_batches(layout):
+    home = _home(layout)
     policies = load_policies({"retention": {"jobs": {"alpha": {"rewind_batches": 4}}}}, ["alpha", "beta"])
     plan = _plan(home.layout, policies)
     # alpha: rewind_batches 4 -> floor 6 -> version 7 loads from snapshot 4 (partition 0) and 6 (partition 1)
@@ -182,7 +182,8 @@ def test_checkpoint_history_keeps_minbatches_or_the_jobs_rewind_batches(home):
     assert kept[home.alpha.path] == (6, 9) and kept[home.beta.path] == (6, 7) and kept[home.alpha_dead.path] == (6, 9)
 
 
-def test_a_held_lease_plans_no_temp_files_and_only_immutable_files_older_than_every_kept_one(home):
+def test_a_held_lease_plans_no_temp_files_and_only_immutable_files_older_than_every_kept_one(layout):
+    home = _home(layout)
     controls = {"alpha": JobControl(lease="run r1, pid 1 on h"), "beta": JobControl(lease="run r2, pid 2 on h")}
     plan = _plan(home.layout, Policies(), controls)
     assert _items(plan, TEMP_FILES, home.alpha.path) == []
@@ -199,7 +200,8 @@ def test_a_held_lease_plans_no_temp_files_and_only_immutable_files_older_than_ev
     assert [p for p, _ in unreferenced.paths] == _with_crc("state/0/0/SSTs/a.sst", "state/0/0/logs/w1.log")
 
 
-def test_a_maintenance_lock_or_checkpoint_history_false_leaves_the_checkpoints_alone(home):
+def test_a_maintenance_lock_or_checkpoint_history_false_leaves_the_checkpoints_alone(layout):
+    home = _home(layout)
     plan = _plan(home.layout, Policies(), {"alpha": JobControl(maintenance="runbook alpha-x")})
     for cp in (home.alpha, home.alpha_dead):
         assert [i for i in plan.items if i.target == cp.path] == []
@@ -212,7 +214,8 @@ def test_a_maintenance_lock_or_checkpoint_history_false_leaves_the_checkpoints_a
     assert _items(plan, CHECKPOINT_HISTORY, home.alpha.path)
 
 
-def test_a_checkpoint_that_cannot_restore_a_promised_batch_is_left_alone_but_its_temp_files_go(home):
+def test_a_checkpoint_that_cannot_restore_a_promised_batch_is_left_alone_but_its_temp_files_go(layout):
+    home = _home(layout)
     home.alpha.remove("state/0/1/7.delta")  # partition 1 loads 7..10 from snapshot 6 + deltas: batches 6..9 lost
     plan = _plan(home.layout, Policies())
     assert _items(plan, CHECKPOINT_HISTORY, home.alpha.path) == []
@@ -229,7 +232,8 @@ def test_a_job_checkpoint_without_a_committed_batch_is_skipped(layout):
 
 # --- orphans ----------------------------------------------------------------------------------------------
 
-def test_an_orphan_idle_for_orphan_idle_is_archived_and_a_younger_one_kept(home):
+def test_an_orphan_idle_for_orphan_idle_is_archived_and_a_younger_one_kept(layout):
+    home = _home(layout)
     plan = _plan(home.layout, Policies())  # orphan_idle 14 days, orphan_action archive
     item = _only(plan, ORPHAN_CHECKPOINT, home.retired.path)
     archive_id = "orphan-retired-20260601T000000Z"
@@ -243,7 +247,8 @@ def test_an_orphan_idle_for_orphan_idle_is_archived_and_a_younger_one_kept(home)
     assert [i for i in plan.items if i.target == junk] == [] and len(_reasons(plan, junk)) == 1
 
 
-def test_orphans_are_deleted_or_kept_as_the_policy_says(home):
+def test_orphans_are_deleted_or_kept_as_the_policy_says(layout):
+    home = _home(layout)
     policies = load_policies({"retention": {"orphan_action": "delete", "orphan_idle": "2 days"}}, ["alpha", "beta"])
     plan = _plan(home.layout, policies)
     for cp in (home.retired, home.retired_dead):
@@ -257,7 +262,8 @@ def test_orphans_are_deleted_or_kept_as_the_policy_says(home):
     assert _items(kept, ORPHAN_CHECKPOINT, home.retired_dead.path) == []
 
 
-def test_a_dead_letter_orphan_is_archived_under_a_name_of_its_own(home):
+def test_a_dead_letter_orphan_is_archived_under_a_name_of_its_own(layout):
+    home = _home(layout)
     plan = _plan(home.layout, load_policies({"retention": {"orphan_idle": "1 day"}}, ["alpha", "beta"]))
     ids = {i.target: i.details["archive_id"] for i in plan.items if i.rule == ORPHAN_CHECKPOINT}
     assert ids == {home.retired.path: "orphan-retired-20260601T000000Z",

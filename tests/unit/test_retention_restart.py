@@ -1,4 +1,4 @@
-"""What a restart needs (stateops/checkpoint_files/restart.py) on checkpoints written by hand (tests/fake_checkpoint.py).
+"""What a restart needs (stateops/checkpoint_files/restart.py) on checkpoints written by hand (tests/support/fake_checkpoint.py).
 
 The oracle is the rule of restart.py's docstring and docs/operations.md "Retention", applied by hand to each
 checkpoint: restarting from batch N needs offsets/N and offsets/N-1, commits/N and every state store at
@@ -13,7 +13,7 @@ import pytest
 
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
-from tests.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, crc_name
+from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, crc_name
 
 pytestmark = pytest.mark.unit
 
@@ -36,8 +36,7 @@ def _logs(offsets: range, commits: range) -> tuple[str, ...]:
 
 # --- HDFS-backed provider: deltas and snapshots -----------------------------------------------------------
 
-@pytest.fixture
-def hdfs(tmp_path) -> FakeCheckpoint:
+def _hdfs(tmp_path) -> FakeCheckpoint:
     """Batches 0..9 committed (latest 9: state version 10); two partitions with deltas 1..10; partition 0 has
     snapshots of versions 4 and 8, partition 1 of version 6."""
     return FakeCheckpoint.build(tmp_path / "cp", batches=range(10), provider=HDFS, partitions=2, crc=True, stores=[
@@ -72,13 +71,15 @@ def test_parse_reads_the_logs_the_stores_and_each_batchs_conf(tmp_path):
         "state/0/0/left-keyToNumValues/2.zip", "state/0/0/left-keyToNumValues/2.changelog", None)
 
 
-def test_a_store_loads_from_its_latest_snapshot_at_or_below_a_version(hdfs):
+def test_a_store_loads_from_its_latest_snapshot_at_or_below_a_version(tmp_path):
+    hdfs = _hdfs(tmp_path)
     p0, p1 = _files(hdfs).stores
     assert [p0.base(v) for v in range(1, 11)] == [0, 0, 0, 4, 4, 4, 4, 8, 8, 8]
     assert [p1.base(v) for v in range(1, 11)] == [0, 0, 0, 0, 0, 6, 6, 6, 6, 6]
 
 
-def test_every_committed_batch_of_a_whole_hdfs_checkpoint_is_restorable(hdfs):
+def test_every_committed_batch_of_a_whole_hdfs_checkpoint_is_restorable(tmp_path):
+    hdfs = _hdfs(tmp_path)
     assert _files(hdfs).restorable_batches() == list(range(10))
 
 
@@ -94,8 +95,10 @@ def test_every_committed_batch_of_a_whole_hdfs_checkpoint_is_restorable(hdfs):
     (50, 9, {"delta": range(1, 8), "snapshot": [4]}, {"delta": [1, 2, 3, 4, 5]}, range(0, 8), range(0, 9)),
     (-5, 0, {}, {}, range(0), range(0)),
 ])
-def test_history_of_an_hdfs_checkpoint_is_what_no_restart_from_the_floor_on_needs(
-        hdfs, floor, kept_floor, p0_below, p1_below, offsets, commits):
+def test_history_of_an_hdfs_checkpoint_is_what_no_restart_from_the_floor_on_needs(floor, kept_floor, p0_below,
+                                                                                  p1_below, offsets, commits,
+                                                                                  tmp_path):
+    hdfs = _hdfs(tmp_path)
     found = restart.history(_files(hdfs), floor, live=False)
     state = [f"state/0/{p}/{v}.{kind}" for p, below in ((0, p0_below), (1, p1_below))
              for kind, versions in below.items() for v in versions]
@@ -105,7 +108,8 @@ def test_history_of_an_hdfs_checkpoint_is_what_no_restart_from_the_floor_on_need
     assert (found.unreferenced, found.temp, found.problems) == ((), (), ())
 
 
-def test_removing_the_history_keeps_exactly_the_floor_to_the_latest_batch_restorable(hdfs):
+def test_removing_the_history_keeps_exactly_the_floor_to_the_latest_batch_restorable(tmp_path):
+    hdfs = _hdfs(tmp_path)
     found = restart.history(_files(hdfs), 6, live=False)
     for rel in found.state + found.logs:
         (hdfs.root / rel).unlink()
@@ -115,7 +119,8 @@ def test_removing_the_history_keeps_exactly_the_floor_to_the_latest_batch_restor
     assert (again.state, again.logs, again.problems) == ((), (), ())
 
 
-def test_a_missing_delta_loses_the_batches_that_need_it_until_the_next_snapshot(hdfs):
+def test_a_missing_delta_loses_the_batches_that_need_it_until_the_next_snapshot(tmp_path):
+    hdfs = _hdfs(tmp_path)
     hdfs.remove("state/0/1/5.delta")  # partition 1: versions 1..4 from deltas, 5 gone, 6 is a snapshot
     files = _files(hdfs)
     assert files.restorable_batches() == [0, 1, 2, 3, 5, 6, 7, 8, 9]  # batch 4 needs version 5
@@ -129,12 +134,14 @@ def test_a_missing_delta_loses_the_batches_that_need_it_until_the_next_snapshot(
     assert beyond.logs == _logs(range(0, 4), range(0, 5))
 
 
-def test_a_missing_offset_loses_its_batch_and_the_next(hdfs):
+def test_a_missing_offset_loses_its_batch_and_the_next(tmp_path):
+    hdfs = _hdfs(tmp_path)
     hdfs.remove("offsets/3")  # batch 3 needs offsets/3; batch 4 needs offsets/3 as its previous batch
     assert _files(hdfs).restorable_batches() == [0, 1, 2, 5, 6, 7, 8, 9]
 
 
-def test_a_partition_without_any_folder_loses_every_batch_but_one_beyond_the_partitions_is_not_needed(hdfs):
+def test_a_partition_without_any_folder_loses_every_batch_but_one_beyond_the_partitions_is_not_needed(tmp_path):
+    hdfs = _hdfs(tmp_path)
     hdfs.store(0, partitions=[3], delta=[7])  # a leftover folder beyond the 2 shuffle partitions, with a gap
     files = _files(hdfs)
     assert files.missing_stores(5) == [] and files.restorable_batches() == list(range(10))
@@ -159,8 +166,7 @@ def test_no_committed_batch_means_nothing_is_history(tmp_path):
 
 # --- RocksDB: changelog checkpointing, snapshot zips and their SSTs ------------------------------------------
 
-@pytest.fixture
-def changelog(tmp_path) -> FakeCheckpoint:
+def _changelog(tmp_path) -> FakeCheckpoint:
     """RocksDB with changelog checkpointing: batches 0..7 (latest 7: version 8), one partition, changelogs 1..8,
     snapshot zips of versions 3 (a.sst, b.sst, archived log w1.log) and 6 (b.sst, c.sst, w2.log); z.sst is
     named by no zip. Immutable files aged a 1000 s, b 2000, c 3000, z 4000, logs 1500 and 2500."""
@@ -175,7 +181,8 @@ def changelog(tmp_path) -> FakeCheckpoint:
     return cp
 
 
-def test_rocksdb_changelog_history_keeps_the_base_snapshot_and_what_it_names(changelog):
+def test_rocksdb_changelog_history_keeps_the_base_snapshot_and_what_it_names(tmp_path):
+    changelog = _changelog(tmp_path)
     files = _files(changelog)
     assert files.restorable_batches() == list(range(8))
     found = restart.history(files, 5, live=False)  # floor 5 loads version 6: from 6.zip
@@ -188,7 +195,8 @@ def test_rocksdb_changelog_history_keeps_the_base_snapshot_and_what_it_names(cha
     assert below.unreferenced == _with_crc("state/0/0/SSTs/z.sst")
 
 
-def test_with_a_lease_held_only_immutable_files_older_than_every_kept_one_are_unreferenced(changelog):
+def test_with_a_lease_held_only_immutable_files_older_than_every_kept_one_are_unreferenced(tmp_path):
+    changelog = _changelog(tmp_path)
     found = restart.history(_files(changelog), 5, live=True)
     # kept: 6.zip names b (2000 s), c (3000 s), w2 (2500 s): of a, z, w1 only a (1000 s) and w1 (1500 s) are older;
     # z (4000 s) may belong to a version being written now
@@ -196,8 +204,7 @@ def test_with_a_lease_held_only_immutable_files_older_than_every_kept_one_are_un
     assert found.state == _with_crc(*[f"state/0/0/{v}.changelog" for v in range(1, 6)], "state/0/0/3.zip")
 
 
-@pytest.fixture
-def snapshots(tmp_path) -> FakeCheckpoint:
+def _snapshots(tmp_path) -> FakeCheckpoint:
     """RocksDB without changelogs: batches 0..5 (latest 5: version 6), one snapshot zip per version, each
     naming the SSTs of its own and the previous version: v1 s1; v2 s1 s2; v3 s2 s3; ... v6 s5 s6."""
     cp = FakeCheckpoint(tmp_path / "cp", provider=ROCKSDB, partitions=1, crc=True)
@@ -206,7 +213,8 @@ def snapshots(tmp_path) -> FakeCheckpoint:
     return cp
 
 
-def test_rocksdb_snapshot_history_drops_the_zips_below_the_floor_and_the_ssts_only_they_name(snapshots):
+def test_rocksdb_snapshot_history_drops_the_zips_below_the_floor_and_the_ssts_only_they_name(tmp_path):
+    snapshots = _snapshots(tmp_path)
     files = _files(snapshots)
     assert files.restorable_batches() == list(range(6))
     found = restart.history(files, 3, live=False)  # version 4 loads from 4.zip (s3, s4)
@@ -216,7 +224,8 @@ def test_rocksdb_snapshot_history_drops_the_zips_below_the_floor_and_the_ssts_on
     assert restart.sizes(Tree.list(snapshots.path), found.state) == (snapshots.size(*found.state), 6)
 
 
-def test_a_missing_sst_makes_the_zips_naming_it_unloadable_and_retention_leaves_the_checkpoint_alone(snapshots):
+def test_a_missing_sst_makes_the_zips_naming_it_unloadable_and_retention_leaves_the_checkpoint_alone(tmp_path):
+    snapshots = _snapshots(tmp_path)
     snapshots.remove("state/0/0/SSTs/s3.sst")  # named by 3.zip and 4.zip
     temp = snapshots.temp("offsets", "6", crc=True)
     files = _files(snapshots)
@@ -227,7 +236,8 @@ def test_a_missing_sst_makes_the_zips_naming_it_unloadable_and_retention_leaves_
     assert found.temp == _with_crc(temp)  # temp files are listed even so: the caller decides
 
 
-def test_an_unreadable_zip_above_the_latest_batch_keeps_the_stores_immutable_files(snapshots):
+def test_an_unreadable_zip_above_the_latest_batch_keeps_the_stores_immutable_files(tmp_path):
+    snapshots = _snapshots(tmp_path)
     snapshots.write("state/0/0/7.zip", b"not a zip")  # a version in flight, written half
     files = _files(snapshots)
     assert files.references["state/0/0/7.zip"] is None and files.restorable_batches() == list(range(6))
@@ -237,7 +247,8 @@ def test_an_unreadable_zip_above_the_latest_batch_keeps_the_stores_immutable_fil
     assert found.state == _with_crc("state/0/0/1.zip", "state/0/0/2.zip", "state/0/0/3.zip")  # still not needed
 
 
-def test_checkpoint_format_v2_files_are_left_alone(snapshots):
+def test_checkpoint_format_v2_files_are_left_alone(tmp_path):
+    snapshots = _snapshots(tmp_path)
     snapshots.write("state/0/0/7_0f0e0d0c-1111-2222-3333-444455556666.zip", FakeCheckpoint.zip_bytes(["s6.sst"]))
     files = _files(snapshots)
     assert files.stores[0].unique_ids
@@ -248,7 +259,8 @@ def test_checkpoint_format_v2_files_are_left_alone(snapshots):
 
 # --- temp files -------------------------------------------------------------------------------------------
 
-def test_temp_files_and_checksums_of_missing_files_are_temp_and_nothing_else_is(hdfs):
+def test_temp_files_and_checksums_of_missing_files_are_temp_and_nothing_else_is(tmp_path):
+    hdfs = _hdfs(tmp_path)
     offsets_tmp = hdfs.temp("offsets", "10", crc=True)
     state_tmp = hdfs.temp("state/0/0", "11.delta")
     hdfs.write("commits/.99.crc", b"crc of nothing")  # commits/99 was never there

@@ -12,8 +12,7 @@ from stateops.roots import OutsideRootsError, Roots
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def tree(tmp_path):
+def _tree(tmp_path):
     """A home with two jobs' checkpoints and ops folders, a folder outside it, and a custom checkpoint."""
     layout = Layout(str(tmp_path / "home"))
     for job in ("alpha", "beta"):
@@ -28,8 +27,8 @@ def tree(tmp_path):
     return layout, Roots.from_layout(layout, checkpoints), tmp_path
 
 
-def test_own_paths_resolve(tree):
-    layout, roots, tmp = tree
+def test_own_paths_resolve(tmp_path):
+    layout, roots, tmp = _tree(tmp_path)
     assert roots.confine(f"{layout.checkpoint('alpha')}/sub/file", job="alpha") == \
         os.path.realpath(f"{layout.checkpoint('alpha')}/sub/file")
     assert roots.confine(layout.checkpoint("alpha"), job="alpha") == os.path.realpath(layout.checkpoint("alpha"))
@@ -54,8 +53,8 @@ def test_own_paths_resolve(tree):
     (lambda layout, tmp: f"{layout.home}/checkpoints", "touches beta's"),  # holds beta's checkpoint
     (lambda layout, tmp: f"{tmp}/elsewhere/gamma", "touches gamma's"),
 ])
-def test_refused_paths(tree, make_path, words):
-    layout, roots, tmp = tree
+def test_refused_paths(make_path, words, tmp_path):
+    layout, roots, tmp = _tree(tmp_path)
     path = make_path(layout, tmp)
     with pytest.raises(OutsideRootsError, match=words) as err:
         roots.confine(path, job="alpha")
@@ -63,8 +62,8 @@ def test_refused_paths(tree, make_path, words):
     assert "\n" not in str(err.value)
 
 
-def test_symlinks_out_of_the_roots_or_into_another_job_are_refused(tree):
-    layout, roots, tmp = tree
+def test_symlinks_out_of_the_roots_or_into_another_job_are_refused(tmp_path):
+    layout, roots, tmp = _tree(tmp_path)
     own = layout.checkpoint("alpha")
     os.symlink(f"{tmp}/outside", f"{own}/escape")             # a directory link out of the home
     os.symlink(f"{tmp}/outside/precious", f"{own}/precious")  # a file link out of the home

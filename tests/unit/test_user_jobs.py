@@ -56,8 +56,7 @@ NOT_CALLABLE = 3
 """
 
 
-@pytest.fixture
-def user_code(tmp_path, importable):
+def _user_code(tmp_path, importable):
     folder = tmp_path / "user_code"
     folder.mkdir()
     (folder / "my_visits.py").write_text(MODULE)
@@ -73,7 +72,8 @@ def _load(tmp_path, reference: str, extra: str = "") -> dict[str, JobSpec]:
     return load_jobs(str(config), Layout(str(tmp_path / "home")))
 
 
-def test_a_config_table_defines_a_job_from_a_user_module(tmp_path, user_code):
+def test_a_config_table_defines_a_job_from_a_user_module(tmp_path, importable):
+    _user_code(tmp_path, importable)
     jobs = _load(tmp_path, "my_visits:visits", 'merge_keys = ["page"]\nshuffle_partitions = 3\n')
     assert set(jobs) == {"visits"}  # builtin_jobs = false leaves the examples out
     spec = jobs["visits"]
@@ -95,7 +95,8 @@ def test_a_config_table_defines_a_job_from_a_user_module(tmp_path, user_code):
     ("my_visits:star", "cannot be bound by name"),
     ("my_visits:nothing", "takes none of the job's inputs"),
 ])
-def test_a_transformation_that_cannot_be_used_is_refused_at_load(tmp_path, user_code, reference, words):
+def test_a_transformation_that_cannot_be_used_is_refused_at_load(tmp_path, reference, words, importable):
+    _user_code(tmp_path, importable)
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, reference)
     assert err.value.field == "jobs.visits.transformation"
@@ -108,13 +109,15 @@ def test_a_transformation_that_cannot_be_used_is_refused_at_load(tmp_path, user_
     ("join = { left = \"clicks\", right = \"views\", upper = \"1 minute\" }\n", "jobs.visits.join.right",
      "is not an input of the job"),
 ])
-def test_bad_user_job_settings_name_the_field(tmp_path, user_code, extra, field, words):
+def test_bad_user_job_settings_name_the_field(tmp_path, extra, field, words, importable):
+    _user_code(tmp_path, importable)
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, "my_visits:visits", extra)
     assert err.value.field == field and words in str(err.value), str(err.value)
 
 
-def test_a_table_missing_a_defining_setting_says_which(tmp_path, user_code):
+def test_a_table_missing_a_defining_setting_says_which(tmp_path, importable):
+    _user_code(tmp_path, importable)
     config = tmp_path / "stateops.toml"
     config.write_text('[jobs.visits]\ntransformation = "my_visits:visits"\noutput_mode = "append"\n')
     with pytest.raises(ConfigError) as err:
@@ -134,7 +137,8 @@ class _Point:
         return self._loaded
 
 
-def test_entry_point_jobs_load_next_to_the_examples_and_bad_ones_are_named(tmp_path, user_code, monkeypatch):
+def test_entry_point_jobs_load_next_to_the_examples_and_bad_ones_are_named(tmp_path, monkeypatch, importable):
+    _user_code(tmp_path, importable)
     spec = JobSpec(name="visits", inputs=(InputSpec("clicks", "click_id STRING, click_time TIMESTAMP",
                                                     "click_time"),),
                    transformation="my_visits:visits", output_mode="append", sink_table="visits",
@@ -158,9 +162,10 @@ def test_entry_point_jobs_load_next_to_the_examples_and_bad_ones_are_named(tmp_p
         load_jobs("", Layout(str(tmp_path / "home")))
 
 
-def test_the_transformation_folder_is_shipped_to_sparks_python_processes(tmp_path, user_code, monkeypatch):
+def test_the_transformation_folder_is_shipped_to_sparks_python_processes(tmp_path, monkeypatch, importable):
     """Spark's driver-side runner for transformWithStateInPandas imports the module in a new process that
     sees PYTHONPATH only, not this process's sys.path: the folder it was imported from goes there, once."""
+    user_code = _user_code(tmp_path, importable)
     package = user_code / "acme" / "streams"
     package.mkdir(parents=True)
     (user_code / "acme" / "__init__.py").write_text("")

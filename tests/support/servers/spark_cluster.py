@@ -1,6 +1,6 @@
 """A real Spark standalone cluster on loopback, started from the pip package: one master, N workers.
 
-The cluster tests (tests/cluster/) and the driver-sink benchmark use it; `python -m tests.spark_cluster`
+The cluster tests (tests/cluster/) and the driver-sink benchmark use it; `python -m tests.support.servers.spark_cluster`
 starts one by hand and prints its master URL until Ctrl-C. Every daemon runs in its own process group and
 is killed with it on exit, failure included; logs and the workers' directories stay under `root`.
 
@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,21 +20,16 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from tests.support.servers.ports import LOOPBACK, free_port
+
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
-LOOPBACK = "127.0.0.1"
 
 
 def spark_home() -> str:
     from pyspark.find_spark_home import _find_spark_home
 
     return _find_spark_home()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

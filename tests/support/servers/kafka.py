@@ -18,9 +18,9 @@ from typing import Iterator
 import pytest
 
 from jobs.kafka_input import create_topics, produce  # noqa: F401 - the tests' producer is the CLI's
-from tests.s3_server import free_port
+from tests.support import ROOT
+from tests.support.servers.ports import free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JARS = os.path.join(ROOT, ".jars", "kafka-broker", ".pom-sha256")
 CONNECTOR = os.path.join(ROOT, ".jars", "spark", ".pom-sha256")
 
@@ -63,6 +63,31 @@ def kafka_broker(timeout: float = 90.0) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+
+
+def fresh_topics(bootstrap: str, names) -> None:
+    """Empty topics of these names (LogAppendTime), deleting earlier ones first: the built-in jobs read the topic
+    of each input's name, and one broker serves every test of the process."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = [n for n in names if n in admin.list_topics(timeout=30).topics]
+    if existing:
+        for future in admin.delete_topics(existing, operation_timeout=30).values():
+            future.result(60)
+        deadline = time.monotonic() + 60
+        while set(existing) & set(admin.list_topics(timeout=30).topics):
+            assert time.monotonic() < deadline, f"topics {existing} were not deleted"
+            time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while True:  # the broker may still be removing a deleted topic's log: creating it again fails until it is done
+        try:
+            create_topics(bootstrap, names)
+            return
+        except Exception:  # noqa: BLE001 - KafkaException(TOPIC_ALREADY_EXISTS / marked for deletion) meanwhile
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def records(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes]]:

@@ -34,7 +34,7 @@ from jobs.runner import run_job
 from stateops import progress
 from stateops.layout import Layout
 from stateops.recovery import archive as runbook_archive
-from tests.audit_support import with_conf
+from tests.support.audit_queries import with_conf
 
 DAY = 86400
 JOBS = ("user_activity", "order_payments")

@@ -1,7 +1,7 @@
 """Run several `stateops` commands in one driver process, so they share one Spark application on the
 cluster: one JVM and one set of executors instead of one per command (the cluster tests' time budget).
 
-    python -m tests.cluster.cli_session '[["--home", "/h", "jobs", "run", "user_activity", "--json"], ...]'
+    python -m tests.support.cli_session '[["--home", "/h", "jobs", "run", "user_activity", "--json"], ...]'
 
 Prints one JSON object: {"results": [{"args", "exit_code", "output"}, ...]}, each command's stdout as
 `output`; stderr and Spark's console go where they would for the CLI.

@@ -1,7 +1,7 @@
 """The oracle of the example user job (examples/engagement.py), in plain Python: what its Delta table and
 its state must hold after it has read the landing files (or given batches: Kafka records as batches read them).
 
-Replays the files one batch each, as tests/oracle.py does: an event is dropped when it is late (its time
+Replays the files one batch each, as tests/support/oracle.py does: an event is dropped when it is late (its time
 at or behind the watermark of the batch before) or when its event_id is still in the dedup state (kept
 until the watermark passes its time plus the delay). Every other event counts for its user. The TTL
 (7 days of processing time) never expires within a test. Nothing imports Spark.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from tests import oracle
+from tests.support import oracle
 
 DELAY_MS = 10 * 60_000
 

@@ -9,28 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from typing import Iterator
 
+from tests.support import ROOT
+from tests.support.servers.ports import free_port
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (the servers of the tests start on one)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager
 def moto_s3(timeout: float = 60.0) -> Iterator[dict[str, str]]:
     """Start the server; yield the AWS_* environment that points fsspec/s3fs and delta-rs at it."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "-H", "127.0.0.1", "-p", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", __name__, "-H", "127.0.0.1", "-p", str(port)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -23,3 +23,17 @@ class Harness:
         """Run a requested run to its end, as the daemon's launcher would (same job, config and tags)."""
         return self.repo.get_job(request.job_name).execute_in_process(
             run_config=request.run_config, tags=request.tags, instance=self.instance, raise_on_error=False)
+
+
+# The sensor tests' config: user_activity on 4 partitions with a 2-hour delay, thresholds for small data.
+SENSOR_JOB = "user_activity"
+SENSOR_CONFIG = f"""
+[jobs.{SENSOR_JOB}]
+shuffle_partitions = 4
+watermark_delay = "2 hours"
+
+[audit.jobs.{SENSOR_JOB}]
+skew_min_rows = 50        # the default (1000) calls a few hundred rows noise; this data is small
+growth_min_rows = 100
+growth_ratio = 1.5
+"""

@@ -1,7 +1,7 @@
 """The Dagster UI checked in a real browser: dagster-webserver on a StateOps instance, pages loaded by headless
 Chromium (Debian package `chromium`; scripts/test installs it when missing), their rendered text read back.
 
-    bash scripts/ui-check     (python -m tests.browser: the demo's instance, every job)
+    bash scripts/ui-check     (python -m tests.support.servers.browser: the demo's instance, every job)
 
 `check_pages` asserts, for each job, that its asset page shows the Delta table's row count and columns, the
 run's metadata and the latest check results, that its checks page shows every check with its result, and
@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,9 @@ from typing import Iterator
 
 from dagster import AssetKey, DagsterInstance
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support import ROOT
+from tests.support.servers.ports import free_port
+
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 CHECKS = ("state_skew", "state_growth", "state_eviction", "state_readable")
@@ -36,16 +37,10 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def webserver(stateops_home: str, dagster_home: str, timeout: float = 300) -> Iterator[str]:
     """dagster-webserver on workspace.yaml and the instance in `dagster_home`; yields its base URL."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "STATEOPS_HOME": stateops_home, "DAGSTER_HOME": dagster_home,
            "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
     log = tempfile.TemporaryFile()

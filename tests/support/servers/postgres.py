@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from typing import Iterator
 
-from tests.spark_cluster import free_port
+from tests.support.servers.ports import free_port
 
 
 def bin_dir() -> str | None:

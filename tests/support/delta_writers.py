@@ -1,0 +1,28 @@
+"""The Delta writer in force for a test: delta-rs from the driver or Delta's own Spark writer (jobs.session)."""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+
+@contextlib.contextmanager
+def delta_writer_in_force(spark, writer: str):
+    """Jobs run by this session and the `stateops` processes a test starts write Delta with `writer`
+    (jobs.session: `delta-rs`, or Delta's own Spark writer); skips `spark` without its jars."""
+    from jobs.session import DELTA_WRITER_CONF, project_jars
+
+    if writer == "spark" and not any("delta-spark" in os.path.basename(j) for j in project_jars()):
+        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
+    before_conf, before_env = spark.conf.get(DELTA_WRITER_CONF, "delta-rs"), os.environ.get("STATEOPS_DELTA_WRITER")
+    spark.conf.set(DELTA_WRITER_CONF, writer)
+    os.environ["STATEOPS_DELTA_WRITER"] = writer
+    try:
+        yield writer
+    finally:
+        spark.conf.set(DELTA_WRITER_CONF, before_conf)
+        if before_env is None:
+            os.environ.pop("STATEOPS_DELTA_WRITER", None)
+        else:
+            os.environ["STATEOPS_DELTA_WRITER"] = before_env

@@ -1,0 +1,116 @@
+"""Named homes built once per test process and copied per test: the input a test starts from and what the
+jobs made of it (checkpoints, Delta tables, progress rows), so a test pays for its own steps only.
+
+A scenario is built at a fixed path of the process's store (`live/<name>`), moved aside (`built/<name>`), and
+each test gets a fresh copy at that same path: the file source's log names its input files by absolute path,
+so a copy elsewhere would read every file again, while a copy put back where it was built restarts like the
+original (modification times kept: the file source orders files by them, and the oracle dates arrivals by
+them). One test at a time uses a worker's copy. Builders use the built-in catalog (no STATEOPS_CONFIG) and the
+test process's Spark session.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from jobs.catalog import Catalog
+from jobs.generator import GeneratorConfig, generate
+from stateops.layout import Layout
+
+# The small input of the runbook and recovery tests: late and duplicate events, a few malformed lines, four
+# files of 15 minutes each (one micro-batch each).
+SMALL = GeneratorConfig(events=400, files=4, users=30, late_share=0.05, duplicate_share=0.05, malformed_share=0.02,
+                        minutes_per_file=15, seed=43)
+
+
+def builtin(layout: Layout, job: str):
+    """A built-in job's spec for `layout`, whatever STATEOPS_CONFIG the test set."""
+    return Catalog.load(layout, None).job(job)
+
+
+def more_input(layout: Layout, hour: int, seed: int, files: int = 2, base: GeneratorConfig = SMALL) -> None:
+    """New input after a scenario's: `files` more files of `base`'s kind (as many events per file), starting at
+    `hour` o'clock."""
+    generate(layout, replace(base, files=files, events=base.events * files // base.files, seed=seed,
+                             start=f"2026-01-01T{hour:02d}:00:00+00:00"))
+
+
+def _run(spark, layout: Layout, *jobs: str) -> None:
+    from jobs.runner import run_job
+
+    for job in jobs:
+        run_job(spark, builtin(layout, job), layout)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    build: Callable[[object, Layout], None]  # (spark, layout at the live path)
+    doc: str
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "user_activity_small": Scenario(
+        lambda spark, layout: (generate(layout, SMALL), _run(spark, layout, "user_activity")),
+        "SMALL's four files, user_activity run once over them (bounded): four committed batches"),
+}
+
+
+class Store:
+    """One test process's scenarios: built on first use, then copied per test."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def copy(self, name: str, spark: Callable[[], object]) -> Layout:
+        """A fresh copy of a named scenario (SCENARIOS)."""
+        if name not in SCENARIOS:
+            raise KeyError(f"no scenario {name!r}: one of {sorted(SCENARIOS)}")
+        return self.home(name, lambda layout: SCENARIOS[name].build(spark(), layout))
+
+    def home(self, name: str, build: Callable[[Layout], None]) -> Layout:
+        """A fresh copy of the home `build` made under this name (built on the first call)."""
+        live, built = os.path.join(self.root, "live", name), os.path.join(self.root, "built", name)
+        if not os.path.isdir(built):
+            shutil.rmtree(live, ignore_errors=True)
+            build(Layout(live))
+            os.makedirs(os.path.dirname(built), exist_ok=True)
+            os.rename(live, built)
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.copytree(built, live, symlinks=True)
+        return Layout(live)
+
+
+# The input of the tests with the whole home on an S3 API (moto's server): five files of 20 minutes.
+S3_INPUT = GeneratorConfig(events=900, files=5, users=80, late_share=0.04, duplicate_share=0.06, malformed_share=0.03,
+                           orders=140, minutes_per_file=20, seed=13)
+
+
+# The Kafka jobs' input: the generator's lines produced file by file, each input to the topic of its name, plus
+# one record of invalid UTF-8 on `events`; read KAFKA_PER_TRIGGER records per micro-batch.
+KAFKA_INPUT = GeneratorConfig(events=1200, files=4, users=120, late_share=0.05, late_minutes=90, duplicate_share=0.05,
+                              malformed_share=0.03, future_share=0.02, orders=120, seed=21, minutes_per_file=20)
+KAFKA_TOPICS = ("events", "orders", "payments")
+KAFKA_BAD_BYTES = b'{"event_id": "e-\xff", "user_id": "u-1"} \xc3\x28'
+KAFKA_PER_TRIGGER = "350"
+
+
+def kafka_config(folder, bootstrap: str, job: str) -> str:
+    """A config file in `folder` that makes `job` read the broker's topics, KAFKA_PER_TRIGGER records per batch."""
+    path = os.path.join(str(folder), "kafka.toml")
+    with open(path, "w") as handle:
+        handle.write(f'[jobs.{job}]\nsource = "kafka"\nkafka_bootstrap_servers = "{bootstrap}"\n'
+                     f'kafka_options = {{ maxOffsetsPerTrigger = "{KAFKA_PER_TRIGGER}" }}\n')
+    return path
+
+
+# Seed 13: the second file of every input (events, orders, payments) holds poison rows.
+ORACLE_INPUT = GeneratorConfig(events=1800, files=6, users=250, hot_key_share=0.02, late_share=0.04,
+                               late_minutes=90, duplicate_share=0.06, malformed_share=0.03, future_share=0.02, orders=160,
+                               seed=13, minutes_per_file=20)
+
+
+# The demo on a reduced input (a few hundred lines; scripts/demo's DEMO_INPUT is about 9,000).
+DEMO_INPUT_SMALL = GeneratorConfig(events=500, files=3, users=60, minutes_per_file=30, hot_key_share=0.05,
+                                   late_share=0.03, duplicate_share=0.05, malformed_share=0.01, orders=60, seed=42)

@@ -1,0 +1,16 @@
+"""What the default run and the long tier each do (docs/testing.md).
+
+`bash scripts/test` is the default run (CI, every change); `bash scripts/test --full` sets
+STATEOPS_TEST_TIER=full and adds the tests marked `long`. A test that runs in both tiers but repeats a random
+trial asks `trials(...)` how many times: a few in the default run, the full count in the long tier.
+"""
+from __future__ import annotations
+
+import os
+
+FULL = os.environ.get("STATEOPS_TEST_TIER") == "full"
+
+
+def trials(default: int, full: int = 20) -> int:
+    """Random kill trials per chain: `default` in the default run, `full` in the long tier."""
+    return full if FULL else default
