@@ -44,15 +44,23 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 2) -> 
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> int:
-    """Send `values` (raw bytes, one record each) and wait until the broker has them all; returns the count."""
+    """Send `values` (raw bytes, one record each) and wait until the broker has them all; returns the count.
+
+    Records go round-robin over the topic's partitions in the order given, so the same values always make the
+    same partitions (the generator's promise: a seed and config make the same batches). The client's own
+    partitioner spreads keyless records by chance, and with `maxOffsetsPerTrigger` a batch is cut per
+    partition: which rows met in a batch, and so which were late, changed from one production to the next."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    if not partitions:
+        raise StateOpsError(f"topic {topic} does not exist on {bootstrap}: create it first (create_topics)")
     count = 0
     for value in values:
         while True:
             try:
-                producer.produce(topic, value=value)
+                producer.produce(topic, value=value, partition=count % partitions)
                 break
             except BufferError:  # the client's queue is full (100,000 records): let the broker catch up
                 producer.poll(0.5)

@@ -10,13 +10,6 @@ import pytest
 from stateops.layout import Layout
 from tests.support.delta_writers import delta_writer_in_force
 
-# Test JVMs live for minutes, not for days: without C2 (the JIT's optimising tier, whose compiler threads take a
-# core while a short-lived JVM warms up) and with the serial collector, a `stateops jobs run` on a small input
-# took 18 s instead of 25 s, an in-process Spark module 61 s instead of 75 s (docs/testing.md). Spark's launcher
-# passes SPARK_SUBMIT_OPTS to every driver JVM this process and its subprocesses start; the benchmarks never
-# set it. Code generation, the state stores and the results are the same.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-
 
 @pytest.fixture
 def layout(tmp_path, monkeypatch) -> Layout:
