@@ -191,17 +191,28 @@ class ProgressRecorder(StreamingQueryListener):
     def onQueryTerminated(self, event) -> None:
         pass
 
-    def wait_for(self, query: StreamingQuery, timeout: float = 10.0) -> None:
-        """Progress events arrive asynchronously; wait until the query's last one was recorded."""
-        last = query.lastProgress
-        if not last:
+    def wait_for(self, query: StreamingQuery, checkpoint: str, timeout: float = 10.0) -> None:
+        """Progress events arrive asynchronously; wait until the event of the query's last batch was recorded.
+        A trigger that found no data leaves, as the query's last progress, the batch it would have run next:
+        that batch never ran (no offsets entry in the checkpoint) and no event for it ever comes (measured on
+        Spark 4.2: a run with nothing new waited the whole timeout for each of its two queries, 20 s), so the
+        last batch is the newest progress that names a planned batch."""
+        ran = next((p for p in reversed(query.recentProgress)
+                    if p.get("numInputRows") or _planned(checkpoint, p["batchId"])), None)
+        if ran is None:
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if self._reported.get(last["id"], -1) >= last["batchId"]:
+                if self._reported.get(ran["id"], -1) >= ran["batchId"]:
                     return
             time.sleep(0.05)
+
+
+def _planned(checkpoint: str, batch_id: int) -> bool:
+    """Whether the checkpoint's offset log has an entry for the batch (Spark writes it before running it)."""
+    fs, path = filesystem(checkpoint)
+    return fs.exists(f"{path}/offsets/{batch_id}")
 
 
 def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
@@ -392,8 +403,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         for query in queries:
             if query.isActive:
                 query.stop()
-        for query in queries:
-            recorder.wait_for(query)
+        for query, query_checkpoint in zip(queries, (checkpoint, dl_checkpoint)):
+            recorder.wait_for(query, query_checkpoint)
         _settle_state_stores(spark)
         spark.streams.removeListener(recorder)
         recorder.close()

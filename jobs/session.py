@@ -40,6 +40,10 @@ _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*
 PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jars", "spark")
 DELTA_WRITERS = ("delta-rs", "spark")
 DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by jobs.runner
+# Delta 4.4 rebuilds a table's snapshot state (to read `txnVersion`) at every idempotent commit, with this many
+# tasks (default 50: a 50-task Spark job per micro-batch). On a local master one per core: user_activity's
+# micro-batch on Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events (BENCHMARKS.md, Delta sink).
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     if delta_jars_on_classpath(conf):
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        if conf["spark.master"].startswith("local"):
+            conf.setdefault(SNAPSHOT_PARTITIONS, str(max(2, os.cpu_count() or 1)))
     elif settings.delta_writer == "spark":
         raise ConfigError("STATEOPS_DELTA_WRITER", "is spark, but the delta-spark jars are not on the classpath",
                           "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "

@@ -35,33 +35,43 @@ TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databr
 
 
 def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
-                    insert_only: bool = False) -> int:
-    """One Delta commit per batch by Delta's own Spark writer (files written by the executors).
+                    insert_only: bool = False, table_exists: bool | None = None) -> int:
+    """One Delta commit per batch by Delta's own Spark writer (files written by the executors); returns the rows
+    written. `table_exists`: when the caller knows, Delta is not asked again.
 
-    Appends carry `txnAppId`/`txnVersion`: Delta skips a version it has recorded for that app id. A MERGE is
-    made idempotent only through the session's txn settings (MergeIntoCommand reads no options); they are set
-    for this MERGE and cleared after it, or a second MERGE of the same session and version (another sink of
-    the batch) would be skipped as done. The batch is persisted: counting, then writing, reads it twice.
+    An append carries `txnAppId`/`txnVersion`: Delta skips a version it has recorded for that app id. Its batch is
+    persisted and counted first (the count runs the plan once, the write reads the copy), and an empty batch
+    commits nothing (its plan ran, so its state stores committed).
+
+    A MERGE is made idempotent only through the session's txn settings (MergeIntoCommand reads no options); they
+    are set for this MERGE and cleared after it, or a second MERGE of the same session and version (another sink
+    of the batch) would be skipped as done. Its batch is not persisted: Delta materializes a MERGE's source itself
+    (a source that is no Delta scan), so a persisted and counted batch was computed and copied twice (0.9 s of
+    a 20,000-event micro-batch, BENCHMARKS.md, Delta sink); the rows come from the MERGE's own metrics.
     """
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
-    df = df.persist()
-    try:
-        rows = df.count()
-        if not merge_keys or not DeltaTable.isDeltaTable(spark, uri):
-            (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
-             .option("mergeSchema", "true").save(uri))
-            return rows
+    if table_exists is None:
+        table_exists = DeltaTable.isDeltaTable(spark, uri)
+    if merge_keys and table_exists:
         spark.conf.set(TXN_APP_ID, app_id)
         spark.conf.set(TXN_VERSION, str(batch_id))
         try:
             condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
             merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
-            (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
+            metrics = (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
         finally:
             spark.conf.unset(TXN_APP_ID)
             spark.conf.unset(TXN_VERSION)
+        done = metrics.first()  # none when Delta skipped a version it had recorded
+        return int(done["num_affected_rows"]) if done is not None else 0
+    df = df.persist()
+    try:
+        rows = df.count()
+        if rows:
+            (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+             .option("mergeSchema", "true").save(uri))
         return rows
     finally:
         df.unpersist()
@@ -91,6 +101,8 @@ class DeltaSink:
     batches_skipped: int = 0
     version: int | None = None
     _app_id: str | None = field(default=None, repr=False)
+    _written_upto: int | None = field(default=None, repr=False)  # JVM path: the newest batch in the table
+    _table_exists: bool = field(default=False, repr=False)
 
     def app_id(self) -> str:
         if self._app_id is None:
@@ -115,21 +127,7 @@ class DeltaSink:
                                                                                  F.current_timestamp())
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
-            table = open_table(self.table_uri)  # the skip, as delta-rs would decide it (Delta checks it again)
-            done = table.transaction_version(self.app_id()) if table is not None else None
-            if done is not None and done >= batch_id:
-                # The batch still runs, written nowhere: Spark 4.2 fails a batch whose state stores did not
-                # all commit (STATE_STORE_COMMIT_VALIDATION_FAILED), and only running the plan commits them.
-                df.write.format("noop").mode("overwrite").save()
-                self.batches_skipped += 1
-                return
-            if self.sink.write_floor_ms is not None and self.time_column:
-                df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
-            fault_point("sink.before_commit", **where)
-            replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
-            self.rows_written += _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
-                                                 self.row_key if replay else self.merge_keys, insert_only=replay)
-            fault_point("sink.after_commit", **where)
+            self._write_jvm(df, batch_id, where)
             return
         data, repeats = self._replayed(df.toArrow())
         if data.num_rows == 0:
@@ -142,4 +140,32 @@ class DeltaSink:
         self.version = result.version
         if not result.skipped:
             # Crash tests stop here: the batch is in Delta, Spark's commit log does not know it yet.
+            fault_point("sink.after_commit", **where)
+
+    def _write_jvm(self, df: DataFrame, batch_id: int, where: dict) -> None:
+        """Delta's Spark writer. The table is read once per run, at the first batch: only a run's first batch
+        can be one the table already holds (a batch re-run after a crash; one run writes a query's batches at a
+        time, under the job's lease), and Delta's own txn check still guards every commit."""
+        if self._written_upto is None:
+            table = open_table(self.table_uri)
+            self._table_exists = table is not None
+            done = table.transaction_version(self.app_id()) if table is not None else None
+            self._written_upto = -1 if done is None else done
+        if batch_id <= self._written_upto:
+            # The batch still runs, written nowhere: Spark 4.2 fails a batch whose state stores did not all
+            # commit (STATE_STORE_COMMIT_VALIDATION_FAILED), and only running the plan commits them.
+            df.write.format("noop").mode("overwrite").save()
+            self.batches_skipped += 1
+            return
+        if self.sink.write_floor_ms is not None and self.time_column:
+            df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
+        fault_point("sink.before_commit", **where)
+        replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
+        rows = _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
+                               self.row_key if replay else self.merge_keys, insert_only=replay,
+                               table_exists=self._table_exists)
+        self.rows_written += rows
+        self._written_upto = batch_id
+        self._table_exists = self._table_exists or rows > 0
+        if rows:
             fault_point("sink.after_commit", **where)
