@@ -23,7 +23,6 @@ dead-letter query in `deadletter`, in the gaps (jobs/scheduler_pools.xml; BENCHM
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import statistics
 import threading
@@ -36,7 +35,7 @@ from typing import Any, Callable
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
 from stateops import actions, control
 from stateops import progress as progress_table
@@ -52,6 +51,7 @@ from stateops.recovery.sinkstate import sink_state
 from jobs import transformation
 from jobs.failures import query_failed
 from jobs.plan import stateful_plan
+from jobs.query_events import JsonEvents
 from jobs.session import DEADLETTER_POOL, DELTA_WRITER_CONF, STATEFUL_POOL
 from jobs.settings import effective_spec
 from jobs.sink import DeltaSink
@@ -113,7 +113,7 @@ class RunTotals:
         self.last = progress
 
 
-class ProgressRecorder(StreamingQueryListener):
+class ProgressRecorder(JsonEvents):
     """Records every progress event of this run's queries in the `progress` ops table, in small groups
     (stateops.progress.ProgressBuffer; `close()` writes what is left), keeps the stateful query's totals
     (`totals`: RunTotals) and its new events until the run's own thread takes them (`take_new`) for its
@@ -139,13 +139,12 @@ class ProgressRecorder(StreamingQueryListener):
     def write_failures(self) -> int:
         return self.buffer.failures
 
-    def onQueryStarted(self, event) -> None:
-        if event.name in self.query_names:
+    def started(self, run_id: str, name: str | None) -> None:
+        if name in self.query_names:
             with self._lock:
-                self._names[str(event.runId)] = event.name
+                self._names[run_id] = name
 
-    def onQueryProgress(self, event) -> None:
-        progress = json.loads(event.progress.json)
+    def progressed(self, progress: dict[str, Any]) -> None:
         if progress.get("name") not in self.query_names:
             return
         try:  # on Spark's listener thread an exception would vanish
@@ -159,17 +158,17 @@ class ProgressRecorder(StreamingQueryListener):
                     self.totals.add(progress)
                     self._new.append(progress)
 
-    def onQueryIdle(self, event) -> None:
+    def idle(self, query_id: str, run_id: str, timestamp: str) -> None:
         """A new idle spell (the first idle event after the start or after a batch) is written at once; a
         record that could not be written is tried again at the next idle event (Spark's are 10 s apart)."""
         with self._lock:
-            name = self._names.get(str(event.runId))
+            name = self._names.get(run_id)
             if name is None:
                 return
             after = self._batches.get(name)
             if name not in self._idle or self._idle[name]["after_batch"] != after:
-                self._idle[name] = {"query_id": str(event.id), "spark_run_id": str(event.runId),
-                                    "idle_at": event.timestamp, "after_batch": after}
+                self._idle[name] = {"query_id": query_id, "spark_run_id": run_id,
+                                    "idle_at": timestamp, "after_batch": after}
             if self._idle == self._idle_written:
                 return
             try:
@@ -187,9 +186,6 @@ class ProgressRecorder(StreamingQueryListener):
 
     def close(self) -> None:
         self.buffer.close()
-
-    def onQueryTerminated(self, event) -> None:
-        pass
 
     def wait_for(self, query: StreamingQuery, checkpoint: str, timeout: float = 10.0) -> None:
         """Progress events arrive asynchronously; wait until the event of the query's last batch was recorded.
