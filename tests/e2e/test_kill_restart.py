@@ -35,9 +35,16 @@ FAULT_INPUT = GeneratorConfig(events=1200, files=6, users=40, late_share=0.04, l
                               duplicate_share=0.05, malformed_share=0.02, orders=150, minutes_per_file=15, seed=17)
 
 
-@pytest.mark.parametrize("job", ["order_payments", "user_activity"])
+@pytest.mark.parametrize("job, delta_writer", [
+    ("order_payments", "delta-rs"), ("user_activity", "spark"),
+    # The long tier adds the other two pairs; the default run's skips by another writer's transaction:
+    # tests/spark/test_delta_engines.py (appends and MERGEs, both engines).
+    pytest.param("order_payments", "spark", marks=pytest.mark.long),
+    pytest.param("user_activity", "delta-rs", marks=pytest.mark.long)], indirect=["delta_writer"])
 def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout, job, delta_writer):
-    """On both Delta writers (tests/conftest.py delta_writer): the killed process and the restart alike."""
+    """On both Delta writers (tests/conftest.py delta_writer): the killed process and the restart alike; the
+    append job on delta-rs and the MERGE job on Delta's Spark writer in the default run, every pair in the long
+    tier."""
     crashed = 3
     generate(layout, FAULT_INPUT)
     table = layout.table(job)

@@ -17,6 +17,7 @@ from stateops.layout import Layout
 from tests.support.scenarios import ORACLE_INPUT
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
+from tests.support.delta_writers import spark_writer_in_long_tier
 
 pytestmark = pytest.mark.spark
 
@@ -61,6 +62,7 @@ def test_user_activity_matches_oracle(spark, oracle_home):
     assert sum(row[3] for row in expected) < all_rows
 
 
+@spark_writer_in_long_tier()
 def test_user_sessions_matches_oracle(spark, oracle_home):
     spec, _ = _run(spark, oracle_home, "user_sessions")
     got = table_rows(oracle_home.table("user_sessions"), ["session_start", "session_end", "user_id", "events",
@@ -86,6 +88,7 @@ def test_order_payments_matches_oracle(spark, oracle_home):
     assert 0 < len(got) < INPUT.orders, "some orders must stay unmatched (never paid, late, out of bounds)"
 
 
+@spark_writer_in_long_tier()
 def test_user_actions_matches_oracle(spark, oracle_home):
     spec, _ = _run(spark, oracle_home, "user_actions")
     got = table_rows(oracle_home.table("user_actions"),
@@ -97,6 +100,7 @@ def test_user_actions_matches_oracle(spark, oracle_home):
     _check_poison_dead_letters(oracle_home, spec)
 
 
+@spark_writer_in_long_tier()
 def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark, oracle_home):
     _run(spark, oracle_home, "user_activity")  # the first run (or nothing new when an earlier test of the module ran it)
     spec, result = _run(spark, oracle_home, "user_activity")  # a second run: nothing new, nothing rewritten
@@ -108,6 +112,7 @@ def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark,
     assert {batch for *_, batch in dead} <= set(range(INPUT.files))
 
 
+@spark_writer_in_long_tier()
 def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",
                    checkpoint=oracle_home.checkpoint("user_actions_p3"))

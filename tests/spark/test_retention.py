@@ -461,6 +461,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
 
 # --- object store ---------------------------------------------------------------------------------------
 
+@pytest.mark.long  # the default run's retention on S3: tests/e2e/test_s3_home.py (plan, apply, the job restarts)
 def test_object_store_plan_and_apply_match_local_disk(retention_history, retention_s3_home, tmp_path, monkeypatch):
     """Inventory, plan and apply against S3 (moto on loopback) give the plan the same history gets on local
     disk, item for item; applying it leaves exactly the files the local apply leaves; the bytes the bucket

@@ -26,3 +26,10 @@ def delta_writer_in_force(spark, writer: str):
             os.environ.pop("STATEOPS_DELTA_WRITER", None)
         else:
             os.environ["STATEOPS_DELTA_WRITER"] = before_env
+
+
+def spark_writer_in_long_tier(fixture: str = "delta_writer"):
+    """Runs the test on delta-rs in the default run and on Delta's Spark writer in the long tier only: for a test
+    whose contract on the Spark writer another default-run test guards (docs/testing.md names which)."""
+    return pytest.mark.parametrize(fixture, ["delta-rs", pytest.param("spark", marks=pytest.mark.long)],
+                                   indirect=True)
