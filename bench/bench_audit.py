@@ -28,7 +28,8 @@ from typing import Sequence
 
 from jobs.session import get_session
 
-from bench.common import SHUFFLE_CONF, Report, machine, recorded_confs, sql_confs, workdir
+from bench.common import SHUFFLE_CONF, Report, machine, recorded_confs, workdir
+from tests.support.spark_confs import sql_confs
 from stateops.audit import deep_audit, fast_audit
 
 FULL_ROWS, QUICK_ROWS = 1_000_000, 100_000

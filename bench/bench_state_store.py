@@ -24,7 +24,8 @@ from jobs.session import HDFS_PROVIDER, ROCKSDB_PROVIDER, get_session
 from jobs.spec import default_shuffle_partitions
 
 from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, Report, check_effective, fmt_ms, fmt_ratio,
-                          machine, make_input, new_home, parse_args, ratio, schedule, sql_confs, warm_up, workdir)
+                          machine, make_input, new_home, parse_args, ratio, schedule, warm_up, workdir)
+from tests.support.spark_confs import sql_confs
 
 JOB = "user_activity"
 

@@ -87,21 +87,6 @@ def new_home(root: str, name: str, source: Layout) -> Layout:
     return home
 
 
-@contextmanager
-def sql_confs(spark, confs: dict[str, str]) -> Iterator[None]:
-    """Set session SQL confs for the queries started inside the block; restore them afterwards."""
-    before = {key: spark.conf.get(key, None) for key in confs}
-    for key, value in confs.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
 
 def recorded_confs(checkpoint: str) -> dict[str, str]:
     """The SQL confs Spark recorded for the query in its first offsets entry (fixed per checkpoint)."""

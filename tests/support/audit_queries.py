@@ -23,6 +23,7 @@ from jobs.catalog import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import stateful_frame
 from jobs.session import HDFS_PROVIDER
+from tests.support.spark_confs import sql_confs
 
 EVENTS_SCHEMA = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
@@ -91,17 +92,8 @@ def ids_on_partition(spark: SparkSession, partition: int, partitions: int, count
 
 def with_conf(spark: SparkSession, settings: dict[str, str], build):
     """Run `build()` with these session settings for the queries it starts; restore after."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with sql_confs(spark, settings):
         return build()
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def with_provider(spark: SparkSession, provider: str, build):
