@@ -148,8 +148,10 @@ def scenario(request, scenario_store, monkeypatch):
 # --- scheduling and reporting ---
 
 # The modules that take longest (worker-seconds measured by `scripts/test`'s JUnit XML, docs/testing.md) start
-# first, one per worker, so the longest two never share a worker and the short ones fill in behind them. Every
-# module is one xdist group: its module-scoped fixtures are built once.
+# first, one per worker, so the longest two never share a worker and the short ones fill in behind them.
+# `scripts/test` runs with `--dist loadfile --no-loadscope-reorder`: a module is one unit of work on one worker
+# (its module-scoped fixtures are built once), handed out in this order. (`--dist loadgroup` does not group under
+# pytest 9: pytest-xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 HEAVIEST_FIRST = (
     "tests/e2e/test_fault_suite.py",
     "tests/e2e/test_s3_home.py",
@@ -174,9 +176,6 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     root = str(config.rootpath)
     rank = {path: i for i, path in enumerate(HEAVIEST_FIRST)}
-    for item in items:
-        path = os.path.relpath(str(item.path), root)
-        item.add_marker(pytest.mark.xdist_group(path))
     items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), root), len(rank)))
 
 
