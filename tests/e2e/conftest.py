@@ -89,6 +89,26 @@ def s3_spark(spark, s3_homes):
         yield spark
 
 
+@pytest.fixture(scope="module")
+def s3_scenarios(s3_homes, s3_spark):
+    """The module's homes on S3 built once (tests/support/scenarios.py S3Store)."""
+    from tests.support.scenarios import S3Store
+
+    return S3Store(s3_homes, s3_spark)
+
+
+@pytest.fixture
+def s3_scenario(s3_scenarios, monkeypatch):
+    """`s3_scenario(job)`: a fresh copy of the module's home where `job` ran over S3_BASE, as STATEOPS_HOME (the
+    control records with it); returns (its Layout, the batches the run committed)."""
+    def restore(job: str):
+        layout, batches = s3_scenarios.restore(job)
+        monkeypatch.setenv("STATEOPS_HOME", layout.home)
+        monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
+        return layout, batches
+    return restore
+
+
 @pytest.fixture
 def s3_home_url(s3_homes, tmp_path) -> str:
     """A home URL of this test's own under the module's bucket and prefix (not set as STATEOPS_HOME)."""

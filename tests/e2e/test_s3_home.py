@@ -9,7 +9,6 @@ outside the prefix". The kill -9 trials on this home: tests/e2e/test_s3_kill.py 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -28,7 +27,7 @@ from stateops_cli.main import main
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror
-from tests.support.scenarios import S3_INPUT, more_input
+from tests.support.scenarios import S3_BASE, more_input
 from tests.support.servers.moto import keys
 from tests.support.trees import object_hashes
 
@@ -36,12 +35,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.usefixtures("s3_sp
 
 
 @pytest.mark.parametrize("job", ["user_activity", pytest.param("order_payments", marks=pytest.mark.long)])
-def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_homes, s3_layout, job, tmp_path):
-    home = s3_layout
-    generate(home, S3_INPUT)
+def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_homes, s3_scenario, job, tmp_path):
+    home, batches = s3_scenario(job)  # `job` run over S3_BASE on the module's bucket
     spec = load_jobs()[job]
-    result = run_job(spark, spec, home)
-    assert result.batches == S3_INPUT.files
+    assert batches == S3_BASE.files
     checkpoint = spec.checkpoint_path(home)
     assert checkpoint.startswith(f"s3://{s3_homes.bucket}/{s3_homes.prefix}/")
     stored = [key for key in keys(s3_homes.env, s3_homes.bucket) if key.startswith(checkpoint.split("/", 3)[3] + "/")]
@@ -80,20 +77,19 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
                                                        {"emitted", "in_state", "waiting_for_watermark"}), found
 
 
-def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_layout, tmp_path, monkeypatch):
+def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenario, tmp_path, monkeypatch):
     """Retention keeps 2 batches restorable (minBatchesToRetain as the jobs' settings declare it; the session
     that ran keeps Spark's 100, so the oracle still finds every batch's files in the logs) and the state
-    store snapshots every 2 deltas: the plan removes checkpoint history on S3, the objects are gone, and the
-    job restarts on what is left and stays oracle-exact."""
-    job, home = "user_activity", s3_layout
+    store snapshots every 2 deltas (S3_BASE's run, and the restart): the plan removes checkpoint history on S3,
+    the objects are gone, and the job restarts on what is left and stays oracle-exact."""
+    job = "user_activity"
+    home, _ = s3_scenario(job)  # eight batches
     monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({"spark.sql.streaming.minBatchesToRetain": "2"}))
     settings = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        generate(home, replace(S3_INPUT, files=8))
         spec = load_jobs()[job]
-        run_job(spark, spec, home)
         mirrored = local_mirror(home, spec, str(tmp_path / "mirror"))  # the logs of every batch, before retention
         cli = CliRunner()
         planned = cli.invoke(main, ["retention", "plan", "--json"])
@@ -136,19 +132,17 @@ def _break_provider(checkpoint: str):
     return hook
 
 
-def _ran_on_s3(spark, home, monkeypatch):
-    """`user_activity` run once over 4 files of the home on S3, one verified batch per runbook; its spec."""
+def _ran_on_s3(s3_scenario, monkeypatch):
+    """The module's home where `user_activity` ran over S3_BASE, one verified batch per runbook; (home, spec)."""
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    spec = load_jobs()["user_activity"]
-    generate(home, replace(S3_INPUT, files=4))
-    run_job(spark, spec, home)
-    return spec
+    home, _ = s3_scenario("user_activity")
+    return home, load_jobs()["user_activity"]
 
 
 @pytest.mark.long  # the default run's acting runbooks: adjust and repartition on Kafka, adjust from Dagster
-def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_layout, monkeypatch):
-    job, home = "user_activity", s3_layout
-    spec = _ran_on_s3(spark, home, monkeypatch)
+def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, monkeypatch):
+    job = "user_activity"
+    home, spec = _ran_on_s3(s3_scenario, monkeypatch)
     checkpoint = spec.checkpoint_path(home)
     for hour, (mode, change) in enumerate((("adjust", {"watermark_delay": "20 minutes"}),
                                            ("repartition", {"shuffle_partitions": 6})), start=3):
@@ -163,9 +157,9 @@ def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_layout, monk
     assert latest.shuffle_partitions(latest.latest_committed_batch()) == 6
 
 
-def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark, s3_layout, monkeypatch):
-    job, home = "user_activity", s3_layout
-    spec = _ran_on_s3(spark, home, monkeypatch)
+def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark, s3_scenario, monkeypatch):
+    job = "user_activity"
+    home, spec = _ran_on_s3(s3_scenario, monkeypatch)
     checkpoint = spec.checkpoint_path(home)
     more_input(home, 6, seed=6)
     before = object_hashes(checkpoint)

@@ -87,6 +87,39 @@ S3_INPUT = GeneratorConfig(events=900, files=5, users=80, late_share=0.04, dupli
                            orders=140, minutes_per_file=20, seed=13)
 
 
+# What the S3 home tests start from (S3Store): eight files of S3_INPUT's kind, one micro-batch each.
+S3_BASE = replace(S3_INPUT, files=8)
+
+
+class S3Store:
+    """Homes on an S3 API (tests/e2e/conftest.py `s3_homes`), built once per module and restored per test, as
+    `Store` does on disk: a job run over S3_BASE at `<prefix>/<job>` (the state store snapshotting every two
+    deltas, so retention has history to remove), kept aside at `<prefix>/.built/<job>` by server-side copies,
+    and copied back to the same place for each test (the file source's log names its input by URL)."""
+
+    def __init__(self, homes, spark):
+        self.homes, self.spark, self.batches = homes, spark, {}
+
+    def restore(self, job: str) -> tuple[Layout, int]:
+        """A fresh copy of `job`'s home (built on the first call) and how many batches its run committed."""
+        from tests.support.servers.moto import copy_prefix
+
+        live, built = f"{self.homes.prefix}/{job}", f"{self.homes.prefix}/.built/{job}"
+        layout = Layout.of(self.homes.url(job))
+        if job not in self.batches:
+            copy_prefix(self.homes.env, self.homes.bucket, built, live)  # nothing left of an earlier module
+            generate(layout, S3_BASE)
+            from jobs.runner import run_job
+            from tests.support.spark_confs import sql_confs
+
+            with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
+                self.batches[job] = run_job(self.spark, builtin(layout, job), layout).batches
+            copy_prefix(self.homes.env, self.homes.bucket, live, built)
+        else:
+            copy_prefix(self.homes.env, self.homes.bucket, built, live)
+        return layout, self.batches[job]
+
+
 # The Kafka jobs' input: the generator's lines produced file by file, each input to the topic of its name, plus
 # one record of invalid UTF-8 on `events`; read KAFKA_PER_TRIGGER records per micro-batch.
 KAFKA_INPUT = GeneratorConfig(events=1200, files=4, users=120, late_share=0.05, late_minutes=90, duplicate_share=0.05,
