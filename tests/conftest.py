@@ -151,16 +151,18 @@ def scenario(request, scenario_store, monkeypatch):
 # first, one per worker, so the longest two never share a worker and the short ones fill in behind them.
 # `scripts/test` runs with `--dist loadfile --no-loadscope-reorder`: a module is one unit of work on one worker
 # (its module-scoped fixtures are built once), handed out in this order. (`--dist loadgroup` does not group under
-# pytest 9: pytest-xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
+# pytest 9: pytest-xdist 3.8 appends the group to `item._nodeid`, which pytest 9 no longer reads.)
 HEAVIEST_FIRST = (
-    "tests/e2e/test_fault_suite.py",
-    "tests/e2e/test_s3_home.py",
-    "tests/spark/test_retention.py",
     "tests/spark/test_kafka_jobs.py",
+    "tests/e2e/test_s3_home.py",
+    "tests/e2e/test_fault_suite.py",
     "tests/spark/test_jobs_oracle.py",
-    "tests/e2e/test_kill_restart.py",
-    "tests/spark/test_audit_deep.py",
     "tests/e2e/test_kafka_faults.py",
+    "tests/e2e/test_kill_restart.py",
+    "tests/spark/test_retention.py",
+    "tests/e2e/test_dagster_assets.py",
+    "tests/e2e/test_demo.py",
+    "tests/spark/test_audit_deep.py",
 )
 
 
