@@ -106,8 +106,7 @@ class S3Store:
 
         live, built = f"{self.homes.prefix}/{job}", f"{self.homes.prefix}/.built/{job}"
         layout = Layout.of(self.homes.url(job))
-        if job not in self.batches:
-            copy_prefix(self.homes.env, self.homes.bucket, built, live)  # nothing left of an earlier module
+        if job not in self.batches:  # the module's bucket is new: nothing under `live` yet
             generate(layout, S3_BASE)
             from jobs.runner import run_job
             from tests.support.spark_confs import sql_confs
