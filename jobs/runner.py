@@ -274,6 +274,7 @@ def _deliver(recorder: ProgressRecorder, on_progress: ProgressCallback | None) -
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 SCHEDULER_POOL = "spark.scheduler.pool"
 
 
@@ -294,8 +295,11 @@ def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str
                 checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
     """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
     conf = frame.sparkSession.conf
-    # Read by Spark only when the checkpoint is new; afterwards the checkpoint's own value wins.
-    conf.set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions))
+    # Read by Spark only when the checkpoint is new (afterwards the checkpoint's own value wins), and only as the
+    # query starts (it runs on its own copy of the session): the caller's session gets its own value back, or a
+    # job's count would leak into the next job, audit or query of that session.
+    caller_partitions = conf.get(SHUFFLE_PARTITIONS)
+    conf.set(SHUFFLE_PARTITIONS, str(spec.shuffle_partitions))
     writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
     writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
     if mode == "bounded":
@@ -308,6 +312,7 @@ def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str
             return writer.start()
     finally:
         conf.unset(NO_DATA_BATCHES)
+        conf.set(SHUFFLE_PARTITIONS, caller_partitions)
 
 
 def run_job(

@@ -116,7 +116,9 @@ def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark,
 def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",
                    checkpoint=oracle_home.checkpoint("user_actions_p3"))
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     run_job(spark, spec, oracle_home)
     checkpoint = Checkpoint.open(spec.checkpoint)
     assert checkpoint.shuffle_partitions(checkpoint.latest_committed_batch()) == 3
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before, "the job's count stays out of the session"
     assert {f.partition_id for f in checkpoint.state_files()} == {0, 1, 2}
