@@ -83,7 +83,7 @@ def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenar
     store snapshots every 2 deltas (S3_BASE's run, and the restart): the plan removes checkpoint history on S3,
     the objects are gone, and the job restarts on what is left and stays oracle-exact."""
     job = "user_activity"
-    home, _ = s3_scenario(job)  # eight batches
+    home, _ = s3_scenario(job)  # five batches
     monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({"spark.sql.streaming.minBatchesToRetain": "2"}))
     settings = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
     for key, value in settings.items():

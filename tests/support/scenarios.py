@@ -87,8 +87,9 @@ S3_INPUT = GeneratorConfig(events=900, files=5, users=80, late_share=0.04, dupli
                            orders=140, minutes_per_file=20, seed=13)
 
 
-# What the S3 home tests start from (S3Store): eight files of S3_INPUT's kind, one micro-batch each.
-S3_BASE = replace(S3_INPUT, files=8)
+# What the S3 home tests start from (S3Store): S3_INPUT's five files, one micro-batch each. (Eight were tried:
+# every test then archived and restored more objects, and the module took longer than building a home per test.)
+S3_BASE = S3_INPUT
 
 
 class S3Store:
