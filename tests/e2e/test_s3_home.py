@@ -27,7 +27,7 @@ from stateops_cli.main import main
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror
-from tests.support.scenarios import S3_BASE, more_input
+from tests.support.scenarios import S3_INPUT, more_input
 from tests.support.servers.moto import keys
 from tests.support.trees import object_hashes
 
@@ -36,9 +36,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.usefixtures("s3_sp
 
 @pytest.mark.parametrize("job", ["user_activity", pytest.param("order_payments", marks=pytest.mark.long)])
 def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_homes, s3_scenario, job, tmp_path):
-    home, batches = s3_scenario(job)  # `job` run over S3_BASE on the module's bucket
+    home, batches = s3_scenario(job)  # `job` run over S3_INPUT on the module's bucket
     spec = load_jobs()[job]
-    assert batches == S3_BASE.files
+    assert batches == S3_INPUT.files
     checkpoint = spec.checkpoint_path(home)
     assert checkpoint.startswith(f"s3://{s3_homes.bucket}/{s3_homes.prefix}/")
     stored = [key for key in keys(s3_homes.env, s3_homes.bucket) if key.startswith(checkpoint.split("/", 3)[3] + "/")]
@@ -80,7 +80,7 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
 def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenario, tmp_path, monkeypatch):
     """Retention keeps 2 batches restorable (minBatchesToRetain as the jobs' settings declare it; the session
     that ran keeps Spark's 100, so the oracle still finds every batch's files in the logs) and the state
-    store snapshots every 2 deltas (S3_BASE's run, and the restart): the plan removes checkpoint history on S3,
+    store snapshots every 2 deltas (S3_INPUT's run, and the restart): the plan removes checkpoint history on S3,
     the objects are gone, and the job restarts on what is left and stays oracle-exact."""
     job = "user_activity"
     home, _ = s3_scenario(job)  # five batches
@@ -133,7 +133,7 @@ def _break_provider(checkpoint: str):
 
 
 def _ran_on_s3(s3_scenario, monkeypatch):
-    """The module's home where `user_activity` ran over S3_BASE, one verified batch per runbook; (home, spec)."""
+    """The module's home where `user_activity` ran over S3_INPUT, one verified batch per runbook; (home, spec)."""
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
     home, _ = s3_scenario("user_activity")
     return home, load_jobs()["user_activity"]

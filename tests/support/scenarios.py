@@ -87,16 +87,13 @@ S3_INPUT = GeneratorConfig(events=900, files=5, users=80, late_share=0.04, dupli
                            orders=140, minutes_per_file=20, seed=13)
 
 
-# What the S3 home tests start from (S3Store): S3_INPUT's five files, one micro-batch each. (Eight were tried:
-# every test then archived and restored more objects, and the module took longer than building a home per test.)
-S3_BASE = S3_INPUT
-
-
 class S3Store:
     """Homes on an S3 API (tests/e2e/conftest.py `s3_homes`), built once per module and restored per test, as
-    `Store` does on disk: a job run over S3_BASE at `<prefix>/<job>` (the state store snapshotting every two
-    deltas, so retention has history to remove), kept aside at `<prefix>/.built/<job>` by server-side copies,
-    and copied back to the same place for each test (the file source's log names its input by URL)."""
+    `Store` does on disk: a job run over S3_INPUT (five files) at `<prefix>/<job>` (the state store snapshotting
+    every two deltas, so retention has history to remove), kept aside at `<prefix>/.built/<job>` by server-side
+    copies, and copied back to the same place for each test (the file source's log names its input by URL).
+    Eight files were tried: every test then archived and restored more objects, and the module took longer
+    than a home built per test."""
 
     def __init__(self, homes, spark):
         self.homes, self.spark, self.batches = homes, spark, {}
@@ -108,7 +105,7 @@ class S3Store:
         live, built = f"{self.homes.prefix}/{job}", f"{self.homes.prefix}/.built/{job}"
         layout = Layout.of(self.homes.url(job))
         if job not in self.batches:  # the module's bucket is new: nothing under `live` yet
-            generate(layout, S3_BASE)
+            generate(layout, S3_INPUT)
             from jobs.runner import run_job
             from tests.support.spark_confs import sql_confs
 
