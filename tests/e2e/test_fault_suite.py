@@ -47,7 +47,7 @@ from tests.support.trees import file_hashes
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 TRIALS = trials(2)  # per job
-FILES = max(10, round(3.6 * TRIALS))  # about as many micro-batches as the trials may advance, and more after them
+FILES = max(7, round(3.6 * TRIALS))  # about as many micro-batches as the trials may advance, and more after them
 INPUT = GeneratorConfig(events=66 * FILES, files=FILES, users=120, late_share=0.03, duplicate_share=0.08,
                         malformed_share=0.02, orders=10 * FILES, minutes_per_file=10, seed=41)
 

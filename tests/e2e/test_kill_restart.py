@@ -31,7 +31,7 @@ pytestmark = pytest.mark.e2e
 
 # Late rows 30 minutes behind their file land in windows that already hold rows: a re-executed batch that
 # admitted them would overwrite a closed window with a smaller partial count.
-FAULT_INPUT = GeneratorConfig(events=1200, files=6, users=40, late_share=0.04, late_minutes=30,
+FAULT_INPUT = GeneratorConfig(events=800, files=4, users=40, late_share=0.04, late_minutes=30,
                               duplicate_share=0.05, malformed_share=0.02, orders=150, minutes_per_file=15, seed=17)
 
 
@@ -45,7 +45,7 @@ def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout
     """On both Delta writers (tests/conftest.py delta_writer): the killed process and the restart alike; the
     append job on delta-rs and the MERGE job on Delta's Spark writer in the default run, every pair in the long
     tier."""
-    crashed = 3
+    crashed = 2
     generate(layout, FAULT_INPUT)
     table = layout.table(job)
     run_until_fault(job, layout.home, f"sink.after_commit:table={job},batch={crashed}")

@@ -46,6 +46,7 @@ def _check_poison_dead_letters(layout: Layout, spec) -> None:
             assert json.loads(raw)[columns[source]].startswith("2099-")
 
 
+@spark_writer_in_long_tier()  # the MERGE job on the Spark writer in the default run: test_kill_restart, test_kafka_faults
 def test_user_activity_matches_oracle(spark, oracle_home):
     spec, result = _run(spark, oracle_home, "user_activity")
     got = table_rows(oracle_home.table("user_activity"),
@@ -74,6 +75,8 @@ def test_user_sessions_matches_oracle(spark, oracle_home):
     _check_poison_dead_letters(oracle_home, spec)
 
 
+@spark_writer_in_long_tier()  # the Spark writer's appends in the default run: test_delta_engines, and the
+# dead letters of test_kill_restart [user_activity-spark] (appended by it, a whole run and its restart)
 def test_order_payments_matches_oracle(spark, oracle_home):
     spec, _ = _run(spark, oracle_home, "order_payments")
     got = table_rows(oracle_home.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
