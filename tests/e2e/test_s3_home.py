@@ -157,6 +157,8 @@ def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, mo
     assert latest.shuffle_partitions(latest.latest_committed_batch()) == 6
 
 
+@pytest.mark.long  # the default run: the rollback on local disk (test_recovery), the S3 copies, renames and journal
+# of a runbook (test_runbook_s3), retention acting on this home and the job restarting (above)
 def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark, s3_scenario, monkeypatch):
     job = "user_activity"
     home, spec = _ran_on_s3(s3_scenario, monkeypatch)

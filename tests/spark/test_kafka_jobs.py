@@ -130,6 +130,7 @@ def test_user_actions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path)
     assert expected and sorted(got) == sorted(expected)
 
 
+@pytest.mark.long  # the default run: this job from outside the package on files (test_user_job), Kafka here
 def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_path, importable):
     """examples/engagement.py (dedup, then transformWithStateInPandas), registered by examples/engagement.toml
     from outside the package, reading the topic `events`: its table equals tests/support/engagement_oracle.py over the

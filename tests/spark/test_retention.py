@@ -35,10 +35,11 @@ from stateops.layout import Layout
 from stateops.recovery.surgery import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE
 from tests.support.retention_history import ARCHIVES, JOBS, ORPHAN, needs_oracle, state_rows
+from tests.support.tiers import trials
 
 pytestmark = pytest.mark.spark
 
-POLICIES = 8
+POLICIES = trials(3, full=8)  # random policies: the aggressive one and random ones (each checked in full)
 AGGRESSIVE = {"min_batches": 1, "keep_archives": 0, "keep_archives_for": "0 seconds", "rewind_batches": 0,
               "rewind_within": "0 seconds", "orphan_idle": "1 day", "orphan_action": "archive", "compact": True,
               "vacuum_after": "0 hours", "log_retention": "0 seconds", "progress_horizon": "1 day",
