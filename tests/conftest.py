@@ -153,6 +153,12 @@ def scenario(request, scenario_store, monkeypatch):
 # (its module-scoped fixtures are built once), handed out in this order. (`--dist loadgroup` does not group under
 # pytest 9: pytest-xdist 3.8 appends the group to `item._nodeid`, which pytest 9 no longer reads.)
 HEAVIEST_FIRST = (
+    # the long tier's longest (the default run deselects them): in the full tier they start first and the short
+    # modules fill in behind them (the soak alone takes about 36 minutes)
+    "tests/spark/test_soak_memory.py",
+    "tests/e2e/test_s3_kill.py",
+    "tests/spark/test_explain_key_long.py",
+    # the default run's longest
     "tests/spark/test_kafka_jobs.py",
     "tests/e2e/test_s3_home.py",
     "tests/e2e/test_fault_suite.py",
