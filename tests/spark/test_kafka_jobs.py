@@ -83,7 +83,7 @@ def test_user_activity_on_kafka_matches_the_oracle(spark, kafka_topics, each_del
                                                       "batch_id": rows[-1]["batch_id"]}
 
 
-@pytest.mark.long  # one-topic jobs on Kafka in the default run: user_activity, a user's own job
+@pytest.mark.long  # Kafka in the default run: the one-topic user_activity, the two-topic order_payments
 def test_user_sessions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_sessions")
@@ -120,7 +120,7 @@ def test_order_payments_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_pat
     assert found["reason"] != "never_arrived" and found["batch_id"] == batch
 
 
-@pytest.mark.long  # one-topic jobs on Kafka in the default run: user_activity, a user's own job
+@pytest.mark.long  # Kafka in the default run: the one-topic user_activity, the two-topic order_payments
 def test_user_actions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_actions")
