@@ -31,7 +31,7 @@ from jobs.catalog import Catalog
 from jobs.retention import retention_scope
 from stateops import progress, retention
 from stateops.audit.context import recent_progress
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.progress import FlushSettings, ProgressBuffer
 

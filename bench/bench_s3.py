@@ -19,7 +19,7 @@ from typing import Sequence
 
 from jobs.catalog import get_job
 from jobs.runner import run_job
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 from bench.bench_throughput import Progress

@@ -13,7 +13,7 @@ import traceback
 from datetime import datetime, timezone
 
 from stateops.checkpoint import Checkpoint
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from stateops.errors import ConfigError
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.hashing import spark_partition
 from stateops.timefmt import iso_millis
 from stateops.layout import Layout

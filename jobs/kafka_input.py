@@ -74,7 +74,7 @@ def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> int:
 
 def produce_files(bootstrap: str, topic: str, paths: Iterable[str]) -> int:
     """Every non-blank line of `paths`, in order, as one record each (the generator's files to their topic)."""
-    from stateops.fs import filesystem
+    from stateops.storage import filesystem
 
     lines: list[bytes] = []
     for path in paths:

@@ -44,7 +44,7 @@ from stateops.control import ControlSettings, HeldLease
 from stateops.delta import open_table
 from stateops.durations import spark_interval
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.recovery.sinkstate import sink_state
 

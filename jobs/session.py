@@ -25,6 +25,7 @@ from typing import Iterator
 
 from stateops.environment import text
 from stateops.errors import ConfigError, StateOpsError
+from stateops.storage import s3a_conf
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
@@ -139,35 +140,6 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
                           "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "
                           "spark.jars / $SPARK_HOME/jars, or use delta-rs")
     conf[DELTA_WRITER_CONF] = settings.delta_writer
-    return conf
-
-
-def s3a_conf(env) -> dict[str, str]:
-    """Spark's S3A settings from the AWS SDK's standard variables, so one environment serves fsspec, delta-rs,
-    boto3 and Spark. `s3://` is served by S3A too (fs.s3.impl): the home's URL is the same in every client
-    (s3a:// works as well). Credentials go into the Hadoop configuration, not only the driver's environment,
-    because executors on a cluster do not inherit it (Spark redacts *.access.key / *.secret.key / *token in its
-    UI and logs). A custom endpoint (a local S3 server, MinIO) gets path-style access, which such servers
-    need; set `spark.hadoop.fs.s3a.path.style.access` in STATEOPS_SPARK_CONF to override."""
-    conf: dict[str, str] = {}
-    if not any(env.get(name) for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_REGION")):
-        return conf
-    prefix = "spark.hadoop.fs.s3a."
-    conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    endpoint = env.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        conf[prefix + "endpoint"] = endpoint
-        conf[prefix + "path.style.access"] = "true"
-        conf[prefix + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    if region:
-        conf[prefix + "endpoint.region"] = region
-    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        conf[prefix + "access.key"] = env["AWS_ACCESS_KEY_ID"]
-        conf[prefix + "secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
-        if env.get("AWS_SESSION_TOKEN"):
-            conf[prefix + "session.token"] = env["AWS_SESSION_TOKEN"]
-            conf[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
     return conf
 
 

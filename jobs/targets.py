@@ -17,7 +17,7 @@ from stateops.audit.profile import kind_of
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.errors import first_line
 from stateops.explain import ExplainError, ExplainTarget, InputSource, JoinSpec
-from stateops.fs import exists
+from stateops.storage import exists
 from stateops.joins import JoinBound
 from stateops.kafka_offsets import KafkaSource
 from stateops.layout import Layout

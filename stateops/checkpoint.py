@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem, find_files
+from stateops.storage import filesystem, find_files
 
 _BATCH_FILE = re.compile(r"^\d+$")
 # RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.

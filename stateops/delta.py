@@ -25,7 +25,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
-from stateops.fs import storage_options
+from stateops.storage import storage_options
 
 COMMIT_ATTEMPTS = 20
 

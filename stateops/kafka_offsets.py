@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 
 # Consumer settings of Spark's Kafka source (`kafka.*` options) that librdkafka does not take (JVM-only).
 _JVM_ONLY = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",

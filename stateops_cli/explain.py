@@ -17,7 +17,7 @@ import click
 
 from stateops.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 
 from stateops_cli.context import CliContext
 from jobs.targets import explain_target

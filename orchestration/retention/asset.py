@@ -21,7 +21,7 @@ from pydantic import Field
 from jobs.retention import retention_scope
 from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.retention import history
 from stateops.retention.model import Plan
 

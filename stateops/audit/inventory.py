@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from stateops.audit.profile import parse_schema_file
 from stateops.checkpoint import Checkpoint, StateFile
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from stateops.audit.findings import human_bytes
 from stateops.audit.model import SEVERITIES, AuditReport, Finding, OperatorAudit
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 
 DPI = 100
 FIGSIZE = (9.0, 4.0)  # inches

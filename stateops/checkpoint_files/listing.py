@@ -1,6 +1,6 @@
 """One recursive listing per root, and the small reads retention needs, through fsspec.
 
-A root is listed once (`stateops.fs.find_files`: one scandir walk on local disk, paged LIST calls on an object
+A root is listed once (`stateops.storage.find_files`: one scandir walk on local disk, paged LIST calls on an object
 store) and everything else (checkpoints, archives, tables under it) is cut out of that listing, so the
 cost of an inventory stays close to the cost of a bare listing of the tree (bench/bench_retention.py).
 Paths are kept as the filesystem names them, with the URL scheme put back for object stores.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from stateops.fs import filesystem, find_files
+from stateops.storage import filesystem, find_files
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@
     overrides    watermark delay / shuffle partitions per job, with history (ops table `overrides`)
     status       all of it as plain data, with the checkpoint's latest batch and watermark
 
-Records live in `ops/<job>/control/` of the control home: on a local or POSIX shared filesystem
-(store.py), or in an S3 bucket (s3_store.py); the journal of what happened is the `actions` ops table
+Records live in `ops/<job>/control/` of the control home, under one lock, both from the storage layer
+(store.py: local or POSIX shared storage, or S3); the journal of what happened is the `actions` ops table
 (stateops.actions). No Spark, no Dagster here.
 """
 from stateops.control.holder import HeldLease, acquire, check_can_start, start_blocker, wait_released

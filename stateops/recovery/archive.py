@@ -9,40 +9,28 @@
         failed-attempt/                    after a rollback: the checkpoint of the attempt that failed
         report.json                        how the runbook ended
 
-A copy reads every file once (checksums computed while copying) and is then verified by reading the copy
-back against the manifest; a rename (same filesystem, modes that replace the checkpoint: rebuild, restore)
-checksums the files first, renames, and verifies the same way. The manifest is written before the data
-is final, and an archive counts as complete only once `verify` finds every file with its size and sum.
-
-On an object store (S3) the bytes stay on the server: within one store (one fsspec filesystem, i.e. one
-endpoint and credentials) each file is checksummed by reading it and then copied by the store itself
-(s3fs `copy`: CopyObject, a multipart UploadPartCopy above 5 GB), and the copy is verified by reading it
-back like any other. S3 has no rename: a "rename" there is that server-side copy, verified, then the removal
-of the source, so the source goes only once its copy is known good.
+The copies, renames and checks are the storage layer's (stateops.storage.copies: checksummed as read, verified
+by reading back; server-side on one object store). The manifest is written before the data is final, and an
+archive counts as complete only once `verify` finds every file with its size and sum.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
-
-from fsspec.implementations.local import LocalFileSystem
+from typing import Any
 
 from stateops.errors import ConfigError, OperationFailed
-from stateops.fs import S3_SCHEMES, filesystem, scheme
+from stateops.storage import filesystem
+from stateops.storage.copies import copy_tree, move_tree, remove_tree, verify_tree
 
 PLAN = "plan.json"
-JOURNAL = "journal.jsonl"
 MANIFEST = "manifest.json"
 REPORT = "report.json"
 CHECKPOINT = "checkpoint"
 FAILED = "failed-attempt"
-_CHUNK = 1 << 20
 
 
 class ArchiveError(OperationFailed):
@@ -94,159 +82,6 @@ def read_json(path: str) -> Any | None:
         return None
     with fs.open(p, "r") as handle:
         return json.load(handle)
-
-
-# --- file listings ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FileEntry:
-    path: str    # relative to the checkpoint root
-    size: int
-    sha256: str
-
-
-def tree_size(root: str) -> int:
-    fs, p = filesystem(root)
-    if not fs.exists(p):
-        return 0
-    return sum(int(info.get("size") or 0) for info in fs.find(p, detail=True).values())
-
-
-def _files(root: str) -> list[tuple[str, str]]:
-    """(relative path, absolute path) of every file under `root`, hidden ones (checksums) included. On S3 the
-    empty `<folder>/` keys Hadoop's S3A writes as directory markers (s3fs lists them as files) are no files of
-    the checkpoint: skipped, else the marker of `root` itself would be archived as a file named `.`."""
-    fs, p = filesystem(root)
-    base = p.rstrip("/")
-    return sorted((posixpath.relpath(f, base), f) for f in fs.find(base) if not f.endswith("/"))
-
-
-def _digest(fs, path: str) -> tuple[int, str]:
-    sha, size = hashlib.sha256(), 0
-    with fs.open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            sha.update(chunk)
-            size += len(chunk)
-    return size, sha.hexdigest()
-
-
-def listing(root: str) -> list[FileEntry]:
-    fs, _ = filesystem(root)
-    entries = []
-    for rel, path in _files(root):
-        size, sha = _digest(fs, path)
-        entries.append(FileEntry(rel, size, sha))
-    return entries
-
-
-def _one_store(src_fs, dst_fs) -> bool:
-    """Both sides in one object store, which can copy a file itself (no byte through this process)."""
-    return src_fs is dst_fs and not isinstance(src_fs, LocalFileSystem)
-
-
-def copy_tree(source: str, dest: str) -> list[FileEntry]:
-    """Copy every file of `source` into `dest` (created), checksumming the bytes as they are read; within one
-    object store the checksum reads the source and the store copies it (server-side; see the module doc)."""
-    src_fs, _ = filesystem(source)
-    dst_fs, dst = filesystem(dest)
-    server_side = _one_store(src_fs, dst_fs)
-    entries = []
-    for rel, path in _files(source):
-        target = posixpath.join(dst, rel)
-        if server_side:
-            size, sha = _digest(src_fs, path)
-            src_fs.copy(path, target)
-            entries.append(FileEntry(rel, size, sha))
-            continue
-        dst_fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        sha, size = hashlib.sha256(), 0
-        with src_fs.open(path, "rb") as reader, dst_fs.open(target, "wb") as writer:
-            while chunk := reader.read(_CHUNK):
-                sha.update(chunk)
-                size += len(chunk)
-                writer.write(chunk)
-        entries.append(FileEntry(rel, size, sha.hexdigest()))
-    return entries
-
-
-def verify_tree(root: str, files: Iterable[dict[str, Any]]) -> list[str]:
-    """Problems of `root` against a manifest's files (missing, extra, other size or sum); [] when it matches."""
-    fs, p = filesystem(root)
-    if not fs.exists(p):
-        return [f"{root} is missing"]
-    expected = {f["path"]: f for f in files}
-    present = dict(_files(root))
-    problems = [f"missing {rel}" for rel in sorted(set(expected) - set(present))]
-    problems += [f"unexpected {rel}" for rel in sorted(set(present) - set(expected))]
-    for rel in sorted(set(expected) & set(present)):
-        size, sha = _digest(fs, present[rel])
-        if size != expected[rel]["size"] or sha != expected[rel]["sha256"]:
-            problems.append(f"{rel}: {size} bytes sha256 {sha[:12]}, manifest says {expected[rel]['size']} bytes "
-                            f"sha256 {expected[rel]['sha256'][:12]}")
-    return problems
-
-
-def remove_tree(path: str) -> None:
-    fs, p = filesystem(path)
-    if fs.exists(p):
-        fs.rm(p, recursive=True)
-
-
-def move_tree(source: str, dest: str) -> None:
-    """Rename when both are local paths on one filesystem; else (another filesystem, or an object store,
-    which has no rename) copy, verify, and only then remove the source."""
-    if _local(source) is not None and same_filesystem(source, posixpath.dirname(dest.rstrip("/"))):
-        local_dest = _local(dest).rstrip("/")
-        os.makedirs(posixpath.dirname(local_dest), exist_ok=True)
-        os.rename(_local(source), local_dest)
-        return
-    remove_tree(dest)
-    entries = copy_tree(source, dest)
-    problems = verify_tree(dest, [e.__dict__ for e in entries])
-    if problems:
-        raise ArchiveError(f"copy of {source} to {dest} does not verify: {problems[0]}")
-    remove_tree(source)
-
-
-# --- space ------------------------------------------------------------------------------------------------
-
-def _local(path: str) -> str | None:
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    return None if "://" in path else path
-
-
-def _existing_ancestor(path: str) -> str:
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
-def same_filesystem(a: str, b: str) -> bool:
-    """Whether a checkpoint at `a` can move to `b` without this process copying its bytes: one local
-    filesystem (a rename), or one S3 store (a server-side copy; see move_tree)."""
-    la, lb = _local(a), _local(b)
-    if la is None or lb is None:
-        return (scheme(a) in S3_SCHEMES and scheme(b) in S3_SCHEMES
-                and _one_store(filesystem(a)[0], filesystem(b)[0]))
-    return os.stat(_existing_ancestor(la)).st_dev == os.stat(_existing_ancestor(lb)).st_dev
-
-
-def free_bytes(path: str) -> int | None:
-    """Free bytes on the filesystem that holds (or will hold) `path`; None where it cannot be measured: an
-    object store has no statvfs and no free space to run out of that its API tells, so the preflight's room
-    check applies to local disks (and POSIX mounts) only."""
-    local = _local(path)
-    if local is None:
-        return None
-    stats = os.statvfs(_existing_ancestor(local))
-    return stats.f_bavail * stats.f_frsize
-
-
-def writable(path: str) -> bool:
-    local = _local(path)
-    return True if local is None else os.access(_existing_ancestor(local), os.W_OK)
 
 
 # --- reading archives ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 from stateops.recovery.model import RecoveryRefused

@@ -40,7 +40,8 @@ from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, STOP, VER
 from stateops.recovery.rollback import ROLLBACK
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings
-from stateops.recovery.steps import RUNBOOK, Attempt, error_line
+from stateops.recovery.attempt import RUNBOOK, Attempt
+from stateops.recovery.steps import error_line
 from stateops.recovery.target import JobTarget
 
 

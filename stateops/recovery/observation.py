@@ -9,7 +9,7 @@ verify.py turns what was seen into the verdict.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stateops import kafka_offsets
 from stateops import progress as progress_table
@@ -22,18 +22,15 @@ from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
 from stateops.recovery import coverage, sinkstate, verify
+from stateops.recovery.attempt import AttemptView
 from stateops.recovery.target import JobTarget
 
-if TYPE_CHECKING:  # steps.py imports this module
-    from stateops.recovery.steps import Attempt
 
-
-def verification(attempt: Attempt, restart_step: str, start_audit: dict | None, expected_partitions: int | None,
-                 first_batch: int | None) -> dict[str, Any]:
-    """Watch the run `restart_step` started and judge it (verify.evaluate) against `start_audit`, the state it
-    started from: {"verification", "audit_after"}."""
+def verification(attempt: AttemptView, restart: dict[str, Any], start_audit: dict | None,
+                 expected_partitions: int | None, first_batch: int | None) -> dict[str, Any]:
+    """Watch the run a restart step started (`restart`: its journaled details) and judge it (verify.evaluate)
+    against `start_audit`, the state it started from: {"verification", "audit_after"}."""
     target, settings = attempt.target, attempt.settings
-    restart = attempt.journal.details(restart_step)
     seen = _observe(attempt, restart)
     error, progress = seen["error"], seen["progress"]
     checkpoint = Checkpoint.open(target.checkpoint)
@@ -42,7 +39,7 @@ def verification(attempt: Attempt, restart_step: str, start_audit: dict | None, 
     if error is None:
         # A long-running restart goes on while this looks: audit one committed batch and judge it by the
         # progress of exactly the batches up to it (a later batch's input would be missing from the bound).
-        audit_after = attempt.runtime.audit(target.checkpoint, audited)
+        audit_after = attempt.audit(target.checkpoint, audited)
         if seen["run_id"]:
             progress = _progress_through(attempt, seen["run_id"], audited, restart.get("latest_committed_batch"))
     end = coverage.next_watermark(checkpoint, audited)
@@ -67,7 +64,7 @@ def audited_partitions(audit: dict | None) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-def _observe(attempt: Attempt, restart: dict[str, Any]) -> dict[str, Any]:
+def _observe(attempt: AttemptView, restart: dict[str, Any]) -> dict[str, Any]:
     """How the restarted run went: error, run id, its progress rows, caught up (it read every available
     input; `reading` says what was seen), timed out. A long-running restart is watched until it completed
     K batches with input or caught up (a quiet stream), or the verification timeout."""
@@ -101,7 +98,7 @@ def _observe(attempt: Attempt, restart: dict[str, Any]) -> dict[str, Any]:
         time.sleep(settings.poll_seconds)
 
 
-def _progress(attempt: Attempt, run_id: str) -> list[dict[str, Any]]:
+def _progress(attempt: AttemptView, run_id: str) -> list[dict[str, Any]]:
     table = read_table(attempt.layout.ops_table(progress_table.TABLE), filters=[("stateops_run_id", "=", run_id)])
     rows = [] if table is None else [r for r in table.to_pylist() if r["query_name"] == attempt.target.job]
     return [{"batch_id": r["batch_id"], "input_rows": r["input_rows"],
@@ -109,7 +106,7 @@ def _progress(attempt: Attempt, run_id: str) -> list[dict[str, Any]]:
             for r in sorted(rows, key=lambda r: r["batch_id"])]
 
 
-def _progress_through(attempt: Attempt, run_id: str, batch: int, started_after: int | None) -> list[dict[str, Any]]:
+def _progress_through(attempt: AttemptView, run_id: str, batch: int, started_after: int | None) -> list[dict[str, Any]]:
     """The run's progress rows up to `batch`, once the row of `batch` is recorded (the listener appends it
     just after the commit); batches up to `started_after` ran before the restart."""
     deadline = time.monotonic() + attempt.settings.verify_timeout_seconds

@@ -13,13 +13,14 @@ import posixpath
 from dataclasses import asdict
 from datetime import datetime, timezone
 
+from stateops.storage import copies
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.control.settings import ControlSettings
 from stateops.durations import parse_seconds
 from stateops import kafka_offsets
 from stateops.errors import ConfigError
-from stateops.fs import S3_SCHEMES, exists, scheme
+from stateops.storage import can_lock, exists
 from stateops.layout import Layout
 
 from stateops.recovery import archive, coverage, journal, sinkstate, surgery
@@ -119,8 +120,8 @@ def _room(target: JobTarget, checkpoint_bytes: int, method: str, restore_bytes: 
     """Bytes the archive step, a restore and a rollback may write, against free bytes (measured)."""
     needed = (0 if method == "rename" else checkpoint_bytes) + restore_bytes + checkpoint_bytes  # + rollback copy
     required = int(needed * (1 + settings.archive_margin)) + settings.archive_min_free_bytes
-    free = archive.free_bytes(directory)
-    if not archive.writable(directory):
+    free = copies.free_bytes(directory)
+    if not copies.writable(directory):
         raise RecoveryRefused(f"{target.job}: the archive destination {directory} is not writable. Fix: make it "
                               "writable, or set the job's archive_dir")
     if free is not None and free < required:
@@ -219,7 +220,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     _check_values(target, request)
     check_confirmation(request)
     runbook_id = runbook_id or archive.new_runbook_id(target.job, now)
-    if scheme(target.archive_root) not in ("file", *S3_SCHEMES):  # journal lock: flock or S3 conditional writes
+    if not can_lock(target.archive_root):  # the journal's lock and entries: flock or S3's conditional writes
         raise RecoveryRefused(f"{target.job}: archive_dir {target.archive_root} is not a local or POSIX path or S3; "
                               "the runbook's journal needs file locks or S3's conditional writes. Fix: set "
                               "archive_dir to a path under STATEOPS_HOME")
@@ -260,9 +261,9 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         running = {**asdict(lease), "stale": lease.stale_reason(ControlSettings.from_env()) is not None}
     restart_mode = lease.mode if lease is not None and lease.mode in ("bounded", "continuous") else "bounded"
     method = ("rename" if request.mode in ("rebuild", "restore")
-              and archive.same_filesystem(target.checkpoint, target.archive_root) else "copy")
+              and copies.same_filesystem(target.checkpoint, target.archive_root) else "copy")
     restore_bytes = source["total_bytes"] if source else 0
-    room = _room(target, archive.tree_size(target.checkpoint), method, restore_bytes, settings, directory)
+    room = _room(target, copies.tree_size(target.checkpoint), method, restore_bytes, settings, directory)
     return RecoveryPlan(
         runbook_id=runbook_id, job=target.job, mode=request.mode, request=request.to_dict(),
         actor=request.actor or default_actor(), reason=request.reason.strip() or f"stateops recover {request.mode}",

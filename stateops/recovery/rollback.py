@@ -16,11 +16,13 @@ import time
 from functools import partial
 from typing import Any, Callable
 
+from stateops.storage import copies
 from stateops.control import overrides
 
 from stateops.recovery import archive, observation, sinkstate, steps, verify
 from stateops.recovery.model import ARCHIVE, ROLLBACK_STEPS, STOP
-from stateops.recovery.steps import Attempt, StepFailed
+from stateops.recovery.attempt import Attempt
+from stateops.recovery.steps import StepFailed
 
 ROLLBACK = "rollback"  # the journal's entry for the rollback as a whole (its steps are model.ROLLBACK_STEPS)
 
@@ -60,10 +62,10 @@ def _checkpoint(attempt: Attempt) -> dict[str, Any]:
     attempt.hold_lease()
     first = posixpath.join(attempt.directory, archive.FAILED)
     # an interrupted rollback may have moved the failed attempt already: a second one never overwrites it
-    failed = posixpath.join(attempt.directory, f"{archive.FAILED}-{int(time.time())}") if archive.tree_size(
+    failed = posixpath.join(attempt.directory, f"{archive.FAILED}-{int(time.time())}") if copies.tree_size(
         first) else first
     steps.put_back(attempt, attempt.plan.runbook_id, failed_to=failed)
-    return {"failed_attempt": next((p for p in (first, failed) if archive.tree_size(p)), None)}
+    return {"failed_attempt": next((p for p in (first, failed) if copies.tree_size(p)), None)}
 
 
 def _settings(attempt: Attempt) -> dict[str, Any]:
@@ -89,8 +91,9 @@ def _restart(attempt: Attempt) -> dict[str, Any]:
 
 def _verify(attempt: Attempt) -> dict[str, Any]:
     kept = attempt.manifest() or {}
-    details = observation.verification(attempt, "rollback_restart", kept.get("audit_before"),
-                                       observation.audited_partitions(kept.get("audit_before")), None)
+    details = observation.verification(attempt.view(), attempt.journal.details("rollback_restart"),
+                                       kept.get("audit_before"), observation.audited_partitions(kept.get("audit_before")),
+                                       None)
     if not details["verification"]["ok"]:
         raise StepFailed(f"the query did not run healthily after the rollback either: "
                          f"{verify.failures(details['verification'])}", details)

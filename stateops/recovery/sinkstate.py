@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from stateops.control import overrides
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")

@@ -1,6 +1,6 @@
 """The runbook's forward steps (verify the source archive, stop, audit, archive, adjust, repartition, rewind cut,
 fresh or restored checkpoint, sink alignment, restart, verify) and what the rollback does with the same hands:
-the attempt they all act on and the job's lease it holds, setting overrides, putting an archived checkpoint back,
+setting overrides, putting an archived checkpoint back,
 aligning the sink, launching the job.
 
 Apart from executor.py so that what each step does reads apart from the order in which the executor runs,
@@ -11,31 +11,23 @@ attempt read back) and raises StepFailed when it cannot complete (RecoveryRefuse
 from __future__ import annotations
 
 import posixpath
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
 from typing import Any, Callable
 
 from stateops import control
 from stateops.checkpoint import Checkpoint
-from stateops.control import Lease, current_lease, overrides
+from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
-from stateops.control.holder import HeldLease
 from stateops.control.records import now_iso
-from stateops.control.settings import ControlSettings
 from stateops.errors import OperationFailed, StateOpsError, first_line
-from stateops.fs import exists
-from stateops.layout import Layout
+from stateops.storage import copies, exists
 
 from stateops.recovery import archive, coverage, observation, sinkstate, surgery, verify
-from stateops.recovery.journal import Journal
+from stateops.recovery.attempt import Attempt
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
-                                     RecoveryPlan, RecoveryRefused)
-from stateops.recovery.runtime import Runtime, Terminate
-from stateops.recovery.settings import RecoverySettings
-from stateops.recovery.target import JobTarget
-
-RUNBOOK = "runbook"  # the journal's entry for the whole runbook, and the mode of the lease the runbook holds
+                                     RecoveryRefused)
 
 
 class StepFailed(OperationFailed):
@@ -52,56 +44,6 @@ def error_line(err: BaseException) -> str:
     if isinstance(err, StateOpsError) or not str(err).strip():
         return first_line(err)
     return f"{type(err).__name__}: {first_line(err)}"
-
-
-@dataclass
-class Attempt:
-    """One attempt at executing (or resuming) a runbook: what the steps, the rollback and the observation of the
-    restarted run act on, and the job's lease while the runbook holds it."""
-
-    layout: Layout
-    target: JobTarget
-    plan: RecoveryPlan
-    runtime: Runtime
-    settings: RecoverySettings
-    control_settings: ControlSettings
-    journal: Journal
-    terminate: Terminate | None = None
-    lease: HeldLease | None = None
-
-    @property
-    def directory(self) -> str:
-        """The runbook's own directory: its archive, plan, journal and report."""
-        return self.plan.archive["path"]
-
-    @property
-    def archived(self) -> str:
-        """The archived checkpoint (its copy, or the moved original)."""
-        return posixpath.join(self.directory, archive.CHECKPOINT)
-
-    def manifest(self) -> dict[str, Any]:
-        """The manifest of the runbook's own archive."""
-        return archive.read_json(posixpath.join(self.directory, archive.MANIFEST))
-
-    def hold_lease(self) -> None:
-        """Hold the job's lease while files change (takes over the stale lease of a crashed attempt)."""
-        if self.lease is None or self.lease.lost is not None:
-            self.lease = control.acquire(self.layout, self.target.job, run_id=f"runbook-{self.plan.runbook_id}",
-                                         runbook_id=self.plan.runbook_id, actor=self.plan.actor, mode=RUNBOOK,
-                                         settings=self.control_settings)
-        self.lease.ensure_held()
-
-    def release_lease(self) -> None:
-        if self.lease is not None:
-            self.lease.release()
-            self.lease = None
-
-    def restarted_run(self) -> Lease | None:
-        """The lease of a run this runbook started (live or stale), if such a run holds the job's lease."""
-        holder = current_lease(self.layout, self.target.job)
-        if holder is not None and holder.runbook_id == self.plan.runbook_id and holder.mode != RUNBOOK:
-            return holder
-        return None
 
 
 def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
@@ -188,7 +130,7 @@ def _audit_before(attempt: Attempt) -> dict[str, Any]:
     return {"audit": attempt.runtime.audit(attempt.target.checkpoint)}
 
 
-def _new_manifest(attempt: Attempt, files: list[archive.FileEntry]) -> dict[str, Any]:
+def _new_manifest(attempt: Attempt, files: list[copies.FileEntry]) -> dict[str, Any]:
     layout, target, plan = attempt.layout, attempt.target, attempt.plan
     checkpoint = Checkpoint.open(target.checkpoint)
     latest = checkpoint.latest_committed_batch()
@@ -219,25 +161,25 @@ def _archive(attempt: Attempt) -> dict[str, Any]:
     path = posixpath.join(attempt.directory, archive.MANIFEST)
     found = archive.read_json(path)
     source = target.roots.confine(target.checkpoint, job=target.job)
-    if found is None or archive.verify_tree(archived, found["files"]) and archive.tree_size(source):
-        archive.remove_tree(archived)
+    if found is None or copies.verify_tree(archived, found["files"]) and copies.tree_size(source):
+        copies.remove_tree(archived)
         if attempt.plan.archive["method"] == "rename":
-            found = _new_manifest(attempt, archive.listing(source))
+            found = _new_manifest(attempt, copies.listing(source))
             archive.write_json(path, found)
-            archive.move_tree(source, archived)
+            copies.move_tree(source, archived)
         else:
             partial_copy = archived + ".partial"
-            archive.remove_tree(partial_copy)
+            copies.remove_tree(partial_copy)
             try:
-                files = archive.copy_tree(source, partial_copy)
+                files = copies.copy_tree(source, partial_copy)
             except OSError as err:  # out of space or quota: give the room back; the source was only read
-                archive.remove_tree(partial_copy)
+                copies.remove_tree(partial_copy)
                 raise StepFailed(f"the copy to {partial_copy} failed ({err.strerror or err}): the checkpoint is "
                                  "untouched; point the job's archive_dir to a filesystem with room") from err
             found = _new_manifest(attempt, files)
-            archive.move_tree(partial_copy, archived)
+            copies.move_tree(partial_copy, archived)
             archive.write_json(path, found)
-    problems = archive.verify_tree(archived, found["files"])
+    problems = copies.verify_tree(archived, found["files"])
     if problems:
         raise StepFailed(f"the archive does not verify against its manifest: {problems[0]}")
     return {"path": attempt.directory, "method": found["method"], "files": len(found["files"]),
@@ -316,7 +258,7 @@ def _rewind_cut(attempt: Attempt) -> dict[str, Any]:
 def _fresh_checkpoint(attempt: Attempt) -> dict[str, Any]:
     attempt.hold_lease()
     target = attempt.target
-    archive.remove_tree(target.roots.confine(target.checkpoint, job=target.job))
+    copies.remove_tree(target.roots.confine(target.checkpoint, job=target.job))
     return {"checkpoint": target.checkpoint}
 
 
@@ -334,12 +276,12 @@ def put_back(attempt: Attempt, runbook_id: str, failed_to: str | None = None) ->
     checkpoint = target.roots.confine(target.checkpoint, job=target.job)
     kept = archive.manifest(target.archive_root, runbook_id)
     if exists(checkpoint):
-        if not archive.verify_tree(checkpoint, kept["files"]):
+        if not copies.verify_tree(checkpoint, kept["files"]):
             return  # already in place
         if failed_to:
-            archive.move_tree(checkpoint, failed_to)
+            copies.move_tree(checkpoint, failed_to)
         else:
-            archive.remove_tree(checkpoint)
+            copies.remove_tree(checkpoint)
     archive.copy_checkpoint_back(target.archive_root, runbook_id, checkpoint)
 
 
@@ -421,7 +363,7 @@ def _verify(attempt: Attempt) -> dict[str, Any]:
     partitions = (plan.settings_after["shuffle_partitions"] if mode in ("repartition", "rebuild")
                   else observation.audited_partitions(start))
     first = plan.request["to_batch"] + 1 if mode == "rewind" else None
-    details = observation.verification(attempt, RESTART, start, partitions, first)
+    details = observation.verification(attempt.view(), journal.details(RESTART), start, partitions, first)
     if not details["verification"]["ok"]:
         raise StepFailed(f"verification failed: {verify.failures(details['verification'])}", details)
     return details

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from stateops.checkpoint import Checkpoint
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
 

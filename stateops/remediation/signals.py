@@ -21,7 +21,7 @@ from deltalake.exceptions import TableNotFoundError
 from stateops import kafka_lag, progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
 from stateops.errors import OperationFailed, first_line
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 STAMP = pa.timestamp("us", tz="UTC")

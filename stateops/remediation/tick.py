@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 from stateops.audit import Thresholds, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
-from stateops.fs import exists
+from stateops.storage import exists
 from stateops.layout import Layout
 from stateops.remediation.growth import decide_growth, window_start
 from stateops.remediation.health import decide_health

@@ -7,7 +7,8 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any
 
-from stateops.fs import filesystem
+from stateops.storage import copies
+from stateops.storage import filesystem
 from stateops.recovery import archive as runbook_archive
 from stateops.retention.inventory import ARCHIVED, MANIFEST, ArchiveEntry
 
@@ -16,7 +17,7 @@ def verify(entry: ArchiveEntry) -> list[str]:
     """The runbook's check: every file of the manifest there with its size and sha256, nothing else."""
     if entry.manifest is None:
         return [f"{entry.path}: no manifest"]
-    return runbook_archive.verify_tree(posixpath.join(entry.path, ARCHIVED), entry.manifest.get("files", []))
+    return copies.verify_tree(posixpath.join(entry.path, ARCHIVED), entry.manifest.get("files", []))
 
 
 def archive_checkpoint(source: str, destination: str, details: dict[str, Any]) -> None:
@@ -26,13 +27,13 @@ def archive_checkpoint(source: str, destination: str, details: dict[str, Any]) -
     fs, path = filesystem(destination)
     if fs.exists(path):
         raise OSError(f"the archive destination {destination} exists already; nothing is written over it")
-    entries = runbook_archive.copy_tree(source, posixpath.join(destination, ARCHIVED))
+    entries = copies.copy_tree(source, posixpath.join(destination, ARCHIVED))
     files = [e.__dict__ for e in entries]
     manifest = {"archive_id": details.get("archive_id"), "job": None, "mode": "retention", "method": "copy",
                 "source": source, "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                 "reason": "orphan checkpoint archived by retention", "actor": details.get("actor"),
                 "total_bytes": sum(e.size for e in entries), "files": files}
     runbook_archive.write_json(posixpath.join(destination, MANIFEST), manifest)
-    problems = runbook_archive.verify_tree(posixpath.join(destination, ARCHIVED), files)
+    problems = copies.verify_tree(posixpath.join(destination, ARCHIVED), files)
     if problems:
         raise OSError(f"the archive of {source} at {destination} does not verify: {problems[0]}")

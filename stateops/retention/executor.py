@@ -24,7 +24,7 @@ from typing import Any, Callable
 from stateops import actions
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError, first_line
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.checkpoint_files import restart
 from stateops.retention import lock, tables
 from stateops.retention.admission import Admission

@@ -20,7 +20,7 @@ from stateops.audit.inventory import operator_meta
 from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.fs import S3_SCHEMES, filesystem, scheme
+from stateops.storage import can_lock, filesystem
 from stateops.recovery.journal import running
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
@@ -230,9 +230,7 @@ def runbook_running(path: str) -> bool:
     """A runbook process holds the archive's `.runbook.lock` now (journal.running: a flock on local disk, a live
     lock object on S3, one HEAD per archive). Runbooks archive nowhere else (their preflight refuses other object
     stores), so none runs in an archive there."""
-    if scheme(path) == "file":
-        return running(path.removeprefix("file://"))
-    return scheme(path) in S3_SCHEMES and running(path)
+    return can_lock(path) and running(path)
 
 
 def archives_in(tree: Tree, job: str | None) -> list[ArchiveEntry]:

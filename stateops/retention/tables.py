@@ -19,7 +19,7 @@ from deltalake import write_deltalake
 
 from stateops.delta import open_table
 from stateops.durations import parse_seconds
-from stateops.fs import storage_options
+from stateops.storage import storage_options
 from stateops.progress import ROLLUP_TABLE, TABLE as PROGRESS
 
 ROLLUP = ROLLUP_TABLE

@@ -136,6 +136,16 @@ def s3_bucket(s3_env, monkeypatch):
     s3fs.S3FileSystem.clear_instance_cache()
 
 
+@pytest.fixture(params=["local", "s3"])
+def storage_root(request, tmp_path) -> str:
+    """A folder on each backend of the storage layer in turn (tests/e2e/test_storage_contract.py): a local path,
+    or a prefix of a fresh bucket on the S3 API server."""
+    if request.param == "local":
+        return str(tmp_path / "store")
+    s3 = request.getfixturevalue("s3_bucket")
+    return f"s3://{s3.bucket}/contract"
+
+
 @pytest.fixture
 def s3_versioned_bucket(s3_env, monkeypatch):
     """A boto3 client on a fresh versioned bucket (`client.bucket`): its listing names every object ever written
@@ -152,7 +162,7 @@ def s3_versioned_bucket(s3_env, monkeypatch):
 def s3_calls(s3_homes):
     """The S3 API operations the process's s3fs client sends from now on, with their keys (botocore's own
     event hook on the live client: what went over the wire, not a stand-in)."""
-    from stateops.fs import filesystem
+    from stateops.storage import filesystem
 
     fs, _ = filesystem(f"s3://{s3_homes.bucket}/")
     sent: list[tuple[str, str]] = []

@@ -19,9 +19,10 @@ import pytest
 
 from stateops.control import (LeaseHeldError, MaintenanceLockedError, WatermarkBounds, acquire, current_lease,
                               job_status, maintenance, overrides, request_stop)
-from stateops.control import s3_store
-from stateops.control.s3_store import ControlStorageError
-from stateops.control.store import ControlStore
+from stateops.control import store as control_store
+from stateops.control.process import HOST
+from stateops.control.store import ControlStorageError, ControlStore
+from stateops.storage import s3 as s3_backend
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
@@ -54,8 +55,12 @@ def _assert_under_prefix(s3) -> None:
     assert written and [key for key in written if not key.startswith(PREFIX + "/")] == [], sorted(written)
 
 
+def _lock_key(store: ControlStore) -> str:
+    return store.lock.object.key
+
+
 def _lock_body(s3, store) -> dict:
-    return json.loads(s3.get_object(Bucket=s3.bucket, Key=store.lock_key)["Body"].read())
+    return json.loads(s3.get_object(Bucket=s3.bucket, Key=_lock_key(store))["Body"].read())
 
 
 RACER = """
@@ -148,35 +153,35 @@ def test_a_crashed_holders_lock_is_taken_over_after_the_ttl_by_the_servers_clock
                                                                                  caplog):
     s3 = s3_versioned_bucket
     layout = _home(s3, monkeypatch)
-    monkeypatch.setattr(s3_store, "LOCK_TTL_SECONDS", 1.0)
+    monkeypatch.setattr(control_store, "LOCK_TTL_SECONDS", 1.0)
     store = ControlStore(layout, JOB)
-    s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())
+    s3.put_object(Bucket=s3.bucket, Key=_lock_key(store), Body=json.dumps(CRASHED).encode())
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger=s3_store.__name__):
+    with caplog.at_level(logging.WARNING, logger=s3_backend.__name__):
         with store.critical():
             waited = time.monotonic() - started
             mine = _lock_body(s3, store)
             store.write("maintenance", {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "now"})
     assert waited >= 1.0, "taken over before the lock was older than the TTL"
-    assert (mine["pid"], mine["host"]) == (os.getpid(), s3_store.HOST) and mine["token"] != CRASHED["token"]
+    assert (mine["pid"], mine["host"]) == (os.getpid(), HOST) and mine["token"] != CRASHED["token"]
     assert "took over the control lock" in caplog.text and "crashed-host" in caplog.text
     assert store.read("maintenance")["runbook_id"] == "rb"
-    assert store.lock_key not in _keys(s3), "released after the takeover"
+    assert _lock_key(store) not in _keys(s3), "released after the takeover"
     _assert_under_prefix(s3)
 
 
 def test_a_live_lock_is_not_taken_over(s3_versioned_bucket, monkeypatch):
     s3 = s3_versioned_bucket
     layout = _home(s3, monkeypatch)
-    monkeypatch.setattr(s3_store, "LOCK_WAIT_SECONDS", 1.0)
+    monkeypatch.setattr(control_store, "LOCK_WAIT_SECONDS", 1.0)
     store = ControlStore(layout, JOB)
-    planted = s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())["ETag"]
+    planted = s3.put_object(Bucket=s3.bucket, Key=_lock_key(store), Body=json.dumps(CRASHED).encode())["ETag"]
     with pytest.raises(StateOpsError) as err:
         maintenance.acquire(layout, JOB, runbook_id="rb", actor="t", reason="r")
     message = str(err.value)
     assert f"the control lock s3://{s3.bucket}/{PREFIX}/ops/{JOB}/control/.lock is held by pid 1" in message
     assert "crashed-host" in message and "Fix: retry" in message and "\n" not in message
-    assert s3.head_object(Bucket=s3.bucket, Key=store.lock_key)["ETag"] == planted, "the live lock stays"
+    assert s3.head_object(Bucket=s3.bucket, Key=_lock_key(store))["ETag"] == planted, "the live lock stays"
     assert store.read("maintenance") is None
     _assert_under_prefix(s3)
 
@@ -190,7 +195,7 @@ def test_a_holder_whose_lock_was_taken_over_writes_nothing_and_leaves_the_new_lo
     store = ControlStore(layout, JOB)
     with pytest.raises(ControlStorageError, match="taken over while this process held it"):
         with store.critical():
-            s3.put_object(Bucket=s3.bucket, Key=store.lock_key, Body=json.dumps(CRASHED).encode())  # the taker
+            s3.put_object(Bucket=s3.bucket, Key=_lock_key(store), Body=json.dumps(CRASHED).encode())  # the taker
             store.write("maintenance", {"job": JOB, "runbook_id": "rb", "actor": "t", "reason": "r", "since": "x"})
     assert store.read("maintenance") is None
     assert _lock_body(s3, store) == CRASHED, "the release did not delete the new holder's lock"

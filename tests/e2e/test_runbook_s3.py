@@ -14,7 +14,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from stateops.fs import filesystem
+from stateops.storage import copies
+from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.recovery import archive, journal
 from stateops.recovery.journal import Journal, RunbookActive, read_entries, running
@@ -53,7 +54,7 @@ def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_obj
     for marker in ("", "offsets/"):  # Hadoop S3A's directory markers: empty keys ending in /, no files
         s3.put_object(Bucket=s3.bucket, Key=f"{source.removeprefix(f's3://{s3.bucket}/')}/{marker}", Body=b"")
     calls.clear()
-    entries = archive.copy_tree(source, copy)
+    entries = copies.copy_tree(source, copy)
     assert {e.path: e.sha256 for e in entries} == sums
     copied = [key for op, key in calls if op == "CopyObject"]
     assert len(copied) == len(sums), "one server-side CopyObject per file"
@@ -63,12 +64,12 @@ def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_obj
     assert all("/checkpoints/" in key for key in read), "only the source is read (for its sums)"
 
     files = [e.__dict__ for e in entries]
-    assert archive.verify_tree(copy, files) == []
+    assert copies.verify_tree(copy, files) == []
     bucket_key = copy.removeprefix(f"s3://{s3.bucket}/")
     s3.put_object(Bucket=s3.bucket, Key=f"{bucket_key}/offsets/1", Body=b"v1\n{changed}")
     s3.delete_object(Bucket=s3.bucket, Key=f"{bucket_key}/metadata")
     filesystem(copy)[0].invalidate_cache()
-    problems = archive.verify_tree(copy, files)
+    problems = copies.verify_tree(copy, files)
     assert problems[0] == "missing metadata"
     assert problems[1].startswith("offsets/1: 12 bytes sha256") and "manifest says" in problems[1]
 
@@ -78,27 +79,27 @@ def test_a_rename_on_s3_is_a_server_side_copy_verified_before_the_source_is_remo
     s3, home, calls = s3_homes_client, s3_home_url, s3_calls
     source, root = f"{home}/checkpoints/{JOB}", f"{home}/ops/{JOB}/archives"
     sums = _upload_checkpoint(s3, tmp_path, source)
-    assert archive.same_filesystem(source, root)  # the preflight plans method "rename" for rebuild/restore
-    assert not archive.same_filesystem(source, str(tmp_path))
-    files = [e.__dict__ for e in archive.listing(source)]
+    assert copies.same_filesystem(source, root)  # the preflight plans method "rename" for rebuild/restore
+    assert not copies.same_filesystem(source, str(tmp_path))
+    files = [e.__dict__ for e in copies.listing(source)]
     runbook = "user_activity-20260101T000000Z-abcdef"
     archive.write_json(f"{archive.runbook_dir(root, runbook)}/{archive.MANIFEST}", {"files": files})
     archived = f"{archive.runbook_dir(root, runbook)}/{archive.CHECKPOINT}"
     calls.clear()
-    archive.move_tree(source, archived)
+    copies.move_tree(source, archived)
     moved = list(calls)
     assert _keys_under(s3, source) == []
     assert archive.verify(root, runbook) == []
     assert not [key for op, key in moved if op in ("PutObject", "UploadPart")]
-    copies = {key for op, key in moved if op == "CopyObject"}
-    assert len(copies) == len(sums) and all("/archives/" in key for key in copies)
+    copied = {key for op, key in moved if op == "CopyObject"}
+    assert len(copied) == len(sums) and all("/archives/" in key for key in copied)
     last_read_of_copy = max(i for i, (op, key) in enumerate(moved) if op == "GetObject" and "/archives/" in key)
     first_delete = next(i for i, (op, _) in enumerate(moved) if op.startswith("Delete"))
     assert last_read_of_copy < first_delete, "the source is removed only after its copy was read back"
 
     archive.copy_checkpoint_back(root, runbook, source)  # a restore / a rollback putting the archive back
-    assert archive.verify_tree(source, files) == [] and archive.verify(root, runbook) == []
-    assert {e.path: e.sha256 for e in archive.listing(source)} == sums
+    assert copies.verify_tree(source, files) == [] and archive.verify(root, runbook) == []
+    assert {e.path: e.sha256 for e in copies.listing(source)} == sums
     assert _keys_under(s3, source + ".restoring") == []
 
 
@@ -168,7 +169,7 @@ def test_a_killed_runbooks_journal_on_s3_is_read_and_resumed_and_the_cli_shows_i
 
     source = f"{home}/checkpoints/{JOB}"
     _upload_checkpoint(s3, tmp_path, source)
-    files = [e.__dict__ for e in archive.copy_tree(source, f"{directory}/{archive.CHECKPOINT}")]
+    files = [e.__dict__ for e in copies.copy_tree(source, f"{directory}/{archive.CHECKPOINT}")]
     archive.write_json(f"{directory}/{archive.MANIFEST}", {
         "archive_id": runbook, "job": JOB, "created_at": "2026-01-01T00:00:00+00:00", "actor": "me",
         "reason": "test", "mode": "adjust", "method": "copy", "latest_committed_batch": 3,

@@ -21,7 +21,7 @@ from jobs.session import HDFS_PROVIDER
 from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
-from stateops.fs import filesystem
+from stateops.storage import filesystem
 from stateops.recovery import RecoveryRequest, archive
 from stateops_cli.main import main
 from tests.support.audit_queries import nonzero, oracle_rows

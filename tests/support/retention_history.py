@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from jobs.catalog import load_jobs
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
+from stateops.storage import copies
 from stateops import progress
 from stateops.layout import Layout
 from stateops.recovery import archive as runbook_archive
@@ -60,7 +61,7 @@ def _archive(layout: Layout, job: str, archive_id: str, days: int, finished: boo
     """An archive made by the recovery runbook's archive code: <archive root>/<id>/{manifest.json, checkpoint/,
     report.json when the runbook ended}."""
     folder = posixpath.join(layout.archives(job), archive_id)
-    entries = runbook_archive.copy_tree(layout.checkpoint(job), posixpath.join(folder, runbook_archive.CHECKPOINT))
+    entries = copies.copy_tree(layout.checkpoint(job), posixpath.join(folder, runbook_archive.CHECKPOINT))
     created = datetime.now(timezone.utc) - timedelta(days=days)
     runbook_archive.write_json(posixpath.join(folder, runbook_archive.MANIFEST), {
         "archive_id": archive_id, "job": job, "created_at": created.isoformat(), "mode": "restore",

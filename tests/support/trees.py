@@ -23,7 +23,7 @@ def file_hashes(root: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
 def object_hashes(url: str) -> dict[str, str]:
     """Key relative to `url` -> sha256, for every object under `url` (s3://...), read afresh through fsspec
     (S3A's directory markers, keys ending in `/`, are no files)."""
-    from stateops.fs import filesystem
+    from stateops.storage import filesystem
 
     fs, base = filesystem(url)
     fs.invalidate_cache()

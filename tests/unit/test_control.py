@@ -21,7 +21,6 @@ from stateops.control import (ControlSettings, LeaseHeldError, LeaseLostError, M
                               UnsupportedStorageError, WatermarkBounds, acquire, current_lease, job_status,
                               maintenance, overrides, request_stop, start_blocker, wait_released)
 from stateops.control.process import HOST, start_ticks
-from stateops.control.s3_store import S3ControlStore
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError, StateOpsError
 from stateops.retention import lock as retention_lock
@@ -115,7 +114,7 @@ def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
         print(wins, overlaps)
         """) for i in range(4)]
     _wait_for(lambda: all((tmp_path / f"started-{i}").exists() for i in range(4)), "the racers to start")
-    with open(os.path.join(ControlStore(layout, JOB).dir, ".lock"), "a") as lock:
+    with open(ControlStore(layout, JOB).lock.path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # while anyone holds the control lock, nobody takes the lease
         go.touch()
         _wait_for(lambda: all((tmp_path / f"trying-{i}").exists() for i in range(4)), "every racer to try")
@@ -290,9 +289,8 @@ def test_an_s3_control_home_is_accepted(home):
     """S3 has conditional writes: its control records live in the bucket under the home (s3a:// read as s3://);
     tests/e2e/test_control_s3.py runs the control plane there. Building the store touches no server."""
     store = ControlStore(Layout(home), JOB)
-    assert isinstance(store, S3ControlStore)
-    assert (store.bucket, store.lock_key) == ("bucket", f"stateops/ops/{JOB}/control/.lock")
-    assert store.url(store.key("lease")) == f"s3://bucket/stateops/ops/{JOB}/control/lease.json"
+    assert store.lock.url == f"s3://bucket/stateops/ops/{JOB}/control/.lock"
+    assert store.records.where("lease") == f"{home}/ops/{JOB}/control/lease.json"
 
 
 @pytest.mark.parametrize("home", ["gs://b/x", "memory://stateops"])

@@ -2,7 +2,8 @@
 function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the CLI (`stateops_cli`), the
 Dagster code (`orchestration`, `sensors`) nor Dagster; `jobs` imports neither the CLI nor Dagster code; the CLI
 and the Dagster code are siblings that never import each other; `sensors` are composed by `orchestration` and
-never import it; and no two packages or subpackages import each other."""
+never import it; no two packages or subpackages import each other, and no two modules either (directly or round
+a loop); and no code outside the storage layer (`stateops/storage/`) branches on a storage scheme."""
 from __future__ import annotations
 
 import ast
@@ -97,6 +98,90 @@ def test_no_package_cycle():
     for node in sorted(edges):
         if node not in state:
             visit(node, [])
+
+
+# A URL's scheme as code compares it: a branch on one of these outside stateops/storage is a backend the storage
+# layer should hold (a lock, a record, a copy that works differently per storage).
+_SCHEMES = {"s3", "s3a", "s3://", "s3a://", "gs", "gs://", "gcs", "gcs://", "abfs", "abfs://", "az", "az://",
+            "hdfs", "hdfs://", "memory", "memory://"}
+
+
+def _scheme_branches(path: str) -> list[str]:
+    """Scheme names compared or matched in `path`'s code (==, in, startswith...): not in docstrings or messages."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "startswith", "endswith", "removeprefix"):
+            parts = list(node.args)
+        elif isinstance(node, (ast.Tuple, ast.Set, ast.List)):  # a set of schemes, as a constant
+            parts = list(node.elts)
+        else:
+            continue
+        found += [f"{os.path.relpath(path, ROOT)}:{c.lineno} {c.value!r}" for part in parts for c in ast.walk(part)
+                  if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.lower() in _SCHEMES]
+    return found
+
+
+def test_no_scheme_branch_outside_the_storage_layer():
+    """Locks, records and copies are written once per backend, in stateops/storage; the rest asks it
+    (`kind`, `can_lock`, `one_store`) or just passes URLs to fsspec and delta-rs."""
+    found = [hit for package in PACKAGES for folder, _dirs, files in os.walk(os.path.join(ROOT, package))
+             if not os.path.relpath(folder, ROOT).startswith(os.path.join("stateops", "storage"))
+             for name in files if name.endswith(".py") for hit in _scheme_branches(os.path.join(folder, name))]
+    assert found == []
+    assert _scheme_branches(os.path.join(ROOT, "stateops", "storage", "paths.py")), "the check finds a branch"
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Module -> the project's modules it imports: `from package import name` counts as an import of the
+    submodule `package.name` when there is one, else of the package (its __init__)."""
+    files = {}
+    for package in PACKAGES:
+        for folder, _dirs, names in os.walk(os.path.join(ROOT, package)):
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    files[os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
+    graph = {}
+    for module, path in files.items():
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.update(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
+                             for alias in node.names)
+        graph[module] = {imported for imported in found if imported in files and imported != module}
+    return graph
+
+
+def test_no_import_circle_between_modules():
+    """No two modules import each other, directly or round a loop (a circle means one of them belongs below
+    the other, or both share something that belongs below both)."""
+    graph = _module_imports()
+    state: dict[str, str] = {}
+    circles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join(path[path.index(nxt):] + [node, nxt]) if nxt in path else
+                               f"{node} -> {nxt}")
+            elif nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert circles == []
 
 
 def _python_files(*folders: str):

@@ -11,6 +11,7 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from jobs.sink import DeltaSink
+from stateops.storage import copies
 from stateops.control import maintenance, overrides
 from stateops.delta import write_batch
 from stateops.errors import ConfigError
@@ -156,13 +157,13 @@ def test_archive_copy_verifies_and_any_change_is_named(tmp_path):
     (source / "offsets" / "0").write_text("v1\n{}\n")
     (source / "offsets" / ".0.crc").write_bytes(b"crc")
     (source / "metadata").write_text('{"id":"q"}')
-    files = [f.__dict__ for f in archive.copy_tree(str(source), str(tmp_path / "copy"))]
+    files = [f.__dict__ for f in copies.copy_tree(str(source), str(tmp_path / "copy"))]
     assert {f["path"] for f in files} == {"metadata", "offsets/0", "offsets/.0.crc"}
-    assert archive.verify_tree(str(tmp_path / "copy"), files) == []
+    assert copies.verify_tree(str(tmp_path / "copy"), files) == []
     (tmp_path / "copy" / "offsets" / "0").write_text("v1\n{changed}\n")
     (tmp_path / "copy" / "extra").write_text("x")
     os.remove(tmp_path / "copy" / "metadata")
-    problems = archive.verify_tree(str(tmp_path / "copy"), files)
+    problems = copies.verify_tree(str(tmp_path / "copy"), files)
     assert problems[0] == "missing metadata" and problems[1] == "unexpected extra"
     assert problems[2].startswith("offsets/0: 13 bytes sha256") and "manifest says 6 bytes" in problems[2]
 

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, s3a_conf, spark_conf
+from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, spark_conf
+from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -51,9 +51,9 @@ def moto_s3(timeout: float = 60.0) -> Iterator[dict[str, str]]:
 @contextlib.contextmanager
 def s3a_session(spark, env: dict[str, str]) -> Iterator[None]:
     """The test process's shared Spark session pointed at the server: the S3A settings the session factory
-    derives from the AWS_* environment (jobs.session.s3a_conf), set on the live Hadoop configuration and
+    derives from the AWS_* environment (stateops.storage.s3a_conf), set on the live Hadoop configuration and
     removed after (a session built in that environment gets them at start)."""
-    from jobs.session import s3a_conf
+    from stateops.storage import s3a_conf
 
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     settings = {key.removeprefix("spark.hadoop."): value for key, value in s3a_conf(env).items()}

@@ -1,26 +1,22 @@
-"""One filesystem layer (fsspec) for every path, so the same code serves local disk, HDFS or object stores.
+"""Paths: one filesystem layer (fsspec) for every path, so the same code serves local disk, HDFS or object
+stores, and the one place that reads a URL's scheme (`kind`).
 
-Object stores are configured by URL plus environment, the same for both clients: fsspec's s3fs (botocore)
-and delta-rs read the standard AWS_* variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-AWS_SESSION_TOKEN, AWS_REGION). `storage_options(uri)` hands them to delta-rs explicitly (plus
-AWS_ALLOW_HTTP for an http:// endpoint, e.g. a test server on loopback), merged with
-STATEOPS_STORAGE_OPTIONS, a JSON object of further delta-rs options that wins over the environment.
+Three kinds of storage, by what they can do: `local` (a path or file://: POSIX files, flock, rename),
+`s3` (s3:// and s3a://, the same bucket either way: conditional writes, server-side copies, no rename) and
+`other` (any other fsspec URL: readable and writable, but no atomic create, so no lock or record lives there).
 """
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from stateops.environment import text
-from stateops.errors import ConfigError
-
-S3_SCHEMES = ("s3", "s3a")
-_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
+Kind = Literal["local", "s3", "other"]
+LOCAL, S3, OTHER = "local", "s3", "other"
+_S3_SCHEMES = ("s3", "s3a")
 
 
 # No listing cache for object stores: Spark (S3A), delta-rs and other processes write the same prefixes, and
@@ -29,6 +25,27 @@ _AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "A
 fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
 
 _LOCAL = LocalFileSystem()  # fsspec caches instances: url_to_fs hands out this same one for local paths
+
+
+def kind(url: str) -> Kind:
+    """What storage `url` is on (see the module doc): the one place a scheme is read."""
+    if "://" not in url:
+        return LOCAL
+    scheme = url.split("://", 1)[0].lower()
+    return LOCAL if scheme == "file" else S3 if scheme in _S3_SCHEMES else OTHER
+
+
+def local_path(url: str) -> str | None:
+    """`url` as a local path (file:// stripped), None for any other storage."""
+    return url.removeprefix("file://") if kind(url) == LOCAL else None
+
+
+def one_store(a: str, b: str) -> bool:
+    """Both URLs on one object store (one fsspec filesystem: one endpoint and credentials), which can copy a file
+    from one to the other itself, with no byte through this process."""
+    if kind(a) != S3 or kind(b) != S3:
+        return False
+    return filesystem(a)[0] is filesystem(b)[0]
 
 
 def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -71,33 +88,3 @@ def find_files(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, dict[str, 
     return found
 
 
-def scheme(uri: str) -> str:
-    return uri.split("://", 1)[0].lower() if "://" in uri else "file"
-
-
-def extra_storage_options() -> dict[str, str]:
-    raw = text("STATEOPS_STORAGE_OPTIONS") or ""
-    if not raw:
-        return {}
-    try:
-        options = json.loads(raw)
-    except ValueError as err:
-        raise ConfigError("STATEOPS_STORAGE_OPTIONS", f"is not JSON ({err})",
-                          'write a JSON object of delta-rs storage options, e.g. {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}') from None
-    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
-        raise ConfigError("STATEOPS_STORAGE_OPTIONS", "is not an object of text values",
-                          'write e.g. {"AWS_REGION": "eu-west-1"} (every value in quotes)')
-    return options
-
-
-def storage_options(uri: str) -> dict[str, str] | None:
-    """delta-rs storage options for `uri`: from the environment (S3: AWS_*), then STATEOPS_STORAGE_OPTIONS."""
-    options: dict[str, str] = {}
-    if scheme(uri) in S3_SCHEMES:
-        options = {name: os.environ[name] for name in _AWS_ENV if os.environ.get(name)}
-        if "AWS_REGION" not in options and os.environ.get("AWS_DEFAULT_REGION"):
-            options["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"]
-        if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-    options.update(extra_storage_options())
-    return options or None
