@@ -16,9 +16,10 @@ import posixpath
 
 import click
 
-from stateops.recovery import MODES, RecoveryEvent, RecoveryRequest, archive
+from stateops.recovery import MODES, RecoveryEvent, RecoveryRequest, RequestRefused, archive
 from stateops.recovery.journal import read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
+from stateops.recovery.request import cli_words, described, request_fields
 
 from jobs.catalog import Catalog
 from stateops_cli.context import CliContext
@@ -26,33 +27,42 @@ from jobs.recovery import plan as plan_recovery
 from jobs.recovery import recover
 
 
-def _request_options(command):
-    options = [
-        click.argument("job"),
-        click.option("--mode", required=True, type=click.Choice(MODES),
-                     help="adjust: new watermark delay; repartition: state partitions, offline; rebuild: fresh "
-                          "checkpoint replaying the retained input; rewind: back to --to-batch; restore: --archive."),
-        click.option("--watermark", "watermark_delay", default=None,
-                     help='New watermark delay, e.g. "20 minutes" (adjust; rebuild optionally), within the bounds.'),
-        click.option("--partitions", "shuffle_partitions", type=int, default=None,
-                     help="State partitions (repartition; rebuild optionally: the new checkpoint's partitions)."),
-        click.option("--to-batch", type=int, default=None, help="rewind: the last batch kept; batch N+1 runs again."),
-        click.option("--archive", "archive_id", default=None,
-                     help="restore: the archive id (stateops archives list JOB)."),
-        click.option("--reason", default="", help="Why (journaled, in the maintenance lock and the archive)."),
-        click.option("--actor", default=None, help="Who (default: user@host)."),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+def _parameter(name: str, info):
+    """One request field as a click argument or option: named by its flag, typed from the model (int; `mode` a
+    choice of MODES), its description in the CLI's words as the help. `--dry-run` is a flag here: without
+    --confirm a run is a dry run anyway, with it the flag keeps it one."""
+    if name == "job":
+        return click.argument("job")
+    if name == "dry_run":
+        return click.option("--dry-run", "dry_run", is_flag=True, help="Only print the plan, even with --confirm.")
+    kwargs = {"default": info.default, "help": described(name, cli_words())}
+    if name == "mode":
+        kwargs.update(required=True, type=click.Choice(MODES))
+    elif int in getattr(info.annotation, "__args__", ()):
+        kwargs["type"] = int
+    return click.option(info.json_schema_extra["flag"], name, **kwargs)
 
 
-def _request(job, mode, watermark_delay, shuffle_partitions, to_batch, archive_id, reason, actor, confirm=None,
-             dry_run=True) -> RecoveryRequest:
-    return RecoveryRequest(job=job, mode=mode, watermark_delay=watermark_delay, shuffle_partitions=shuffle_partitions,
-                           to_batch=to_batch, archive_id=archive_id, reason=reason, confirm=confirm, dry_run=dry_run,
-                           actor=actor)
+def _request_options(*, acting: bool):
+    """The request's fields as the CLI's options (`acting`: `run`'s --confirm and --dry-run too), and --json."""
+    only_run = ("confirm", "dry_run")
+
+    def decorate(command):
+        parameters = [_parameter(name, info) for name, info in request_fields().items()
+                      if acting or name not in only_run]
+        parameters.append(click.option("--json", "as_json", is_flag=True, help="Print JSON."))
+        for parameter in reversed(parameters):
+            command = parameter(command)
+        return command
+    return decorate
+
+
+def _in_cli_words(call):
+    """Run `call`; a refusal of the request is said with the CLI's flags."""
+    try:
+        return call()
+    except RequestRefused as err:
+        raise RecoveryRefused(err.words(cli_words())) from None
 
 
 @click.group("recover")
@@ -61,11 +71,11 @@ def recover_group() -> None:
 
 
 @recover_group.command("plan")
-@_request_options
+@_request_options(acting=False)
 @click.pass_obj
 def plan_command(obj: CliContext, as_json: bool, **values) -> None:
     """Show what `recover run` would do (no JVM, nothing changed)."""
-    planned = plan_recovery(obj.layout, _request(**values), catalog=obj.catalog)
+    planned = _in_cli_words(lambda: plan_recovery(obj.layout, RecoveryRequest(**values), catalog=obj.catalog))
     click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
 
 
@@ -76,16 +86,14 @@ def _echo_event(event: RecoveryEvent) -> None:
 
 
 @recover_group.command("run")
-@_request_options
-@click.option("--confirm", default=None, help="The job's name, to act; without it the run is a dry run (the plan).")
-@click.option("--dry-run", is_flag=True, help="Only print the plan, even with --confirm.")
+@_request_options(acting=True)
 @click.pass_context
-def run_command(ctx: click.Context, as_json: bool, confirm: str | None, dry_run: bool, **values) -> None:
+def run_command(ctx: click.Context, as_json: bool, dry_run: bool, **values) -> None:
     """Run the runbook for JOB (a dry run without --confirm JOB). Exit 1 when it rolled back."""
     obj = ctx.obj
-    request = _request(**values, confirm=confirm, dry_run=dry_run or confirm is None)
-    report = recover(obj.layout, request, catalog=obj.catalog,
-                     on_event=None if as_json or request.dry_run else _echo_event)
+    request = RecoveryRequest(**values, dry_run=dry_run or values["confirm"] is None)
+    report = _in_cli_words(lambda: recover(obj.layout, request, catalog=obj.catalog,
+                                           on_event=None if as_json or request.dry_run else _echo_event))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
     elif report.outcome == "planned":

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Optional
 
 from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Definitions, Failure, MetadataValue,
                      OpExecutionContext, Output, job, op)
-from pydantic import Field
+from pydantic import Field, create_model
 
 from jobs.recovery import recover
 from stateops.control.lease import Lease
@@ -29,7 +29,7 @@ from stateops.control.process import HOST, alive
 from stateops.errors import ConfigError, StateOpsError, first_line
 from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
 from stateops.recovery.model import RecoveryPlan
-from stateops.recovery.preflight import _FLAGS
+from stateops.recovery.request import described, launchpad_words, request_fields
 
 from orchestration.catalog import SPECS, catalog_for
 from orchestration.resources import PathsResource, SparkResource
@@ -38,40 +38,28 @@ JOB_NAME = "state_recovery"
 POOL = "stateops_recovery"
 JOB_TAG = "stateops/job"
 TERMINATE_GRACE_SECONDS = 60.0  # after the run launcher's terminate, before SIGKILL
-FIELD_OF_FLAG = {**{flag: name for name, flag in _FLAGS.items()}, "--confirm": "confirm"}
 
 
-class RecoveryConfig(Config):
-    """The runbook request (stateops.recovery.RecoveryRequest), one field per `stateops recover run` flag."""
+def _config_fields() -> dict[str, Any]:
+    """The Launchpad's fields: the request's (stateops.recovery.request), each described in the Launchpad's words;
+    `job` lists the jobs and `mode` is a choice."""
+    words, found = launchpad_words(), {}
+    for name, info in request_fields().items():
+        if not info.json_schema_extra["launchpad"]:
+            continue
+        description = described(name, words)
+        annotation = {"job": str, "mode": Literal[MODES]}.get(name, info.annotation)
+        if name == "job":
+            description += f" One of {', '.join(sorted(SPECS))}."
+        found[name] = (annotation, Field(... if info.is_required() else info.default, description=description))
+    return found
 
-    job: str = Field(description=f"The streaming job to recover: one of {', '.join(sorted(SPECS))}.")
-    mode: Literal[MODES] = Field(description=(
-        "adjust: same checkpoint, new watermark_delay (admits later rows from now on; cannot bring back rows "
-        "already dropped). repartition: same checkpoint, shuffle_partitions state partitions, offline. "
-        "rebuild: fresh checkpoint replaying the retained input (optional watermark_delay, shuffle_partitions). "
-        "rewind: back to to_batch, replaying what follows. restore: put archive_id back."))
-    watermark_delay: Optional[str] = Field(None, description=(
-        'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
-        "rebuild, not allowed otherwise."))
-    shuffle_partitions: Optional[int] = Field(None, description=(
-        "State partitions: required for repartition, optional for rebuild (the new checkpoint's), not allowed "
-        "otherwise."))
-    to_batch: Optional[int] = Field(None, description=(
-        "rewind only: the last committed batch kept; batch to_batch + 1 runs again."))
-    archive_id: Optional[str] = Field(None, description=(
-        "restore only: the archive to put back (stateops archives list JOB)."))
-    reason: str = Field("", description="Why: journaled, shown in the maintenance lock and the archive manifest.")
-    confirm: Optional[str] = Field(None, description=(
-        "The job's name, to act (with dry_run false). Without it the run only shows the plan."))
-    dry_run: bool = Field(True, description=(
-        "true (default): plan only, nothing is changed; the plan is in the run's metadata. false (with confirm): "
-        "stop, archive, adjust, restart, verify, roll back on failure."))
+
+class RecoveryConfig(create_model("RecoveryRequestFields", __base__=Config, **_config_fields())):
+    """The runbook request (stateops.recovery.RecoveryRequest) as the Launchpad asks for it."""
 
     def request(self, actor: str) -> RecoveryRequest:
-        return RecoveryRequest(job=self.job, mode=self.mode, watermark_delay=self.watermark_delay,
-                               shuffle_partitions=self.shuffle_partitions, to_batch=self.to_batch,
-                               archive_id=self.archive_id, reason=self.reason, confirm=self.confirm,
-                               dry_run=self.dry_run, actor=actor)
+        return RecoveryRequest(**self.model_dump(), actor=actor)
 
 
 def check_config(config: RecoveryConfig) -> None:
@@ -82,14 +70,6 @@ def check_config(config: RecoveryConfig) -> None:
         got = f"confirm {config.confirm!r}" if config.confirm else "no confirm"
         raise ConfigError("confirm", f"{got} does not confirm the runbook on {config.job}",
                           f"set confirm: {config.job} (the job's name) to act, or dry_run: true to see the plan")
-
-
-def launchpad_words(err: StateOpsError) -> str:
-    """The core's one-line error with CLI flags replaced by the config fields they stand for."""
-    line = first_line(err)
-    for flag in sorted(FIELD_OF_FLAG, key=len, reverse=True):
-        line = line.replace(flag, FIELD_OF_FLAG[flag])
-    return line
 
 
 def terminate_holder(instance: DagsterInstance, log: Callable[[str], None],
@@ -206,7 +186,7 @@ def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: Spark
                          catalog=catalog_for(paths.layout), spark=lambda: spark.spark_session,
                          on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
     except StateOpsError as err:
-        raise Failure(description=launchpad_words(err), allow_retries=False) from None
+        raise Failure(description=first_line(err), allow_retries=False) from None
     metadata = report_metadata(report)
     if report.outcome in ("rolled_back", "failed"):
         raise Failure(description=report.summary(), metadata=metadata, allow_retries=False)

@@ -37,32 +37,6 @@ class RecoveryRefused(StateOpsError):
 
 
 @dataclass(frozen=True)
-class RecoveryRequest:
-    """What an operator asks for: the `stateops recover run` flags and the Dagster op's Config, one to one."""
-
-    job: str
-    mode: str
-    watermark_delay: str | None = None   # adjust (required), rebuild (optional)
-    shuffle_partitions: int | None = None  # repartition (required), rebuild (optional): state partitions
-    to_batch: int | None = None          # rewind (required): the last batch kept; N+1 runs again
-    archive_id: str | None = None        # restore (required): the archive to put back
-    reason: str = ""
-    confirm: str | None = None           # must equal `job` to act
-    dry_run: bool = True                 # only plan
-    actor: str | None = None
-
-    def parameters(self) -> dict[str, Any]:
-        """What the runbook does (not who asks or whether it acts): two requests with equal parameters are the
-        same runbook, so running it again after a crash resumes it."""
-        return {"job": self.job, "mode": self.mode, "watermark_delay": self.watermark_delay,
-                "shuffle_partitions": self.shuffle_partitions, "to_batch": self.to_batch,
-                "archive_id": self.archive_id}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Step:
     name: str
     action: str          # what it does, in one line

@@ -19,14 +19,14 @@ from stateops.control import current_lease, default_actor, maintenance, override
 from stateops.control.settings import ControlSettings
 from stateops.durations import parse_seconds
 from stateops import kafka_offsets
-from stateops.errors import ConfigError
 from stateops.storage import can_lock, exists
 from stateops.layout import Layout
 
 from stateops.recovery import archive, coverage, journal, sinkstate, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
-                                     RecoveryPlan, RecoveryRefused, RecoveryRequest, Step)
+                                     RecoveryPlan, RecoveryRefused, Step)
+from stateops.recovery.request import RecoveryRequest, RequestRefused, refuse_field, safe
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
 
@@ -37,8 +37,6 @@ _NEEDS = {  # mode -> (request field, required?)
     "rewind": {"to_batch": True},
     "restore": {"archive_id": True},
 }
-_FLAGS = {"watermark_delay": "--watermark", "shuffle_partitions": "--partitions", "to_batch": "--to-batch",
-          "archive_id": "--archive"}
 NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
                   "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
                   "of duplicates and losses, and verification does not count this as a failure")
@@ -46,23 +44,23 @@ NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted r
 
 def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
     if request.mode not in MODES:
-        raise ConfigError("mode", f"unknown mode {request.mode!r}", f"use one of {', '.join(MODES)}")
+        raise refuse_field("mode", f"unknown mode {request.mode!r}", f"use one of {', '.join(MODES)}")
     needs = _NEEDS[request.mode]
-    for name, flag in _FLAGS.items():
+    for name in ("watermark_delay", "shuffle_partitions", "to_batch", "archive_id"):
         value = getattr(request, name)
         if value is not None and name not in needs:
             users = [m for m, n in _NEEDS.items() if name in n]
-            raise ConfigError(flag, f"does not apply to mode {request.mode}", f"use it with {' or '.join(users)}, "
-                              "or leave it out")
+            raise refuse_field(name, f"does not apply to mode {request.mode}",
+                               f"use it with {' or '.join(users)}, or leave it out")
         if value is None and needs.get(name):
-            raise ConfigError(flag, f"is required for mode {request.mode}", f"pass {flag} {_example(name)}")
+            raise refuse_field(name, f"is required for mode {request.mode}", f"pass {{{name}}} {_example(name)}")
     if request.watermark_delay is not None:
         overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)
     if request.shuffle_partitions is not None:
         overrides.validate(target.job, overrides.SHUFFLE_PARTITIONS, request.shuffle_partitions, target.bounds)
     if request.to_batch is not None and (isinstance(request.to_batch, bool) or not isinstance(request.to_batch, int)
                                          or request.to_batch < 0):
-        raise ConfigError("--to-batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
+        raise refuse_field("to_batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
 
 
 def _example(name: str) -> str:
@@ -75,8 +73,8 @@ def check_confirmation(request: RecoveryRequest) -> None:
         return
     if request.confirm != request.job:
         got = f"{request.confirm!r}" if request.confirm else "no confirmation"
-        raise RecoveryRefused(f"{request.job}: {got} does not confirm the runbook. Fix: pass --confirm "
-                              f"{request.job} (the job's name) to act, or leave it out for a dry run")
+        raise RequestRefused(f"{request.job}: {safe(got)} does not confirm the runbook. Fix: pass {{confirm}} "
+                             f"{request.job} (the job's name) to act, or leave it out for a dry run")
 
 
 def _open_checkpoint(target: JobTarget) -> tuple[Checkpoint, int]:
@@ -236,11 +234,11 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     if request.mode == "adjust" and parse_seconds(overrides.validate(
             target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)) == \
             parse_seconds(target.watermark_delay):  # "600 seconds" is "10 minutes"
-        raise RecoveryRefused(f"{target.job}: the watermark delay is already {target.watermark_delay}; nothing to "
-                              "adjust. Fix: pass another --watermark")
+        raise RequestRefused(f"{target.job}: the watermark delay is already {safe(target.watermark_delay)}; nothing "
+                             "to adjust. Fix: pass another {watermark_delay}")
     if request.mode == "repartition" and current == request.shuffle_partitions:
-        raise RecoveryRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
-                              "--partitions")
+        raise RequestRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
+                             "{shuffle_partitions}")
     if request.mode == "rewind":
         problems = surgery.rewind_problems(checkpoint, request.to_batch)
         if problems:

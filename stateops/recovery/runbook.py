@@ -8,7 +8,8 @@ from stateops.layout import Layout
 
 from stateops.recovery import preflight
 from stateops.recovery.executor import execute, planned_report
-from stateops.recovery.model import RecoveryEvent, RecoveryPlan, RecoveryReport, RecoveryRequest
+from stateops.recovery.model import RecoveryEvent, RecoveryPlan, RecoveryReport
+from stateops.recovery.request import RecoveryRequest
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
