@@ -26,7 +26,7 @@ from stateops.recovery import archive, coverage, journal, sinkstate, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
                                      RecoveryPlan, RecoveryRefused, Step)
-from stateops.recovery.request import RecoveryRequest, RequestRefused, refuse_field, safe
+from stateops.recovery.request import RecoveryRequest, RequestRefused, example, refuse_field, safe
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
 
@@ -53,19 +53,13 @@ def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
             raise refuse_field(name, f"does not apply to mode {request.mode}",
                                f"use it with {' or '.join(users)}, or leave it out")
         if value is None and needs.get(name):
-            raise refuse_field(name, f"is required for mode {request.mode}", f"pass {{{name}}} {_example(name)}")
+            raise refuse_field(name, f"is required for mode {request.mode}", f"pass {{{name}}} {example(name)}")
     if request.watermark_delay is not None:
         overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)
     if request.shuffle_partitions is not None:
         overrides.validate(target.job, overrides.SHUFFLE_PARTITIONS, request.shuffle_partitions, target.bounds)
-    if request.to_batch is not None and (isinstance(request.to_batch, bool) or not isinstance(request.to_batch, int)
-                                         or request.to_batch < 0):
+    if request.to_batch is not None and request.to_batch < 0:
         raise refuse_field("to_batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
-
-
-def _example(name: str) -> str:
-    return {"watermark_delay": '"20 minutes"', "shuffle_partitions": "8", "to_batch": "N",
-            "archive_id": "ID (stateops archives list JOB)"}[name]
 
 
 def check_confirmation(request: RecoveryRequest) -> None:

@@ -11,20 +11,24 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any, Mapping, Optional
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 from pydantic.dataclasses import dataclass
 
+from stateops.errors import ConfigError, StateOpsError
 from stateops.recovery.model import RecoveryRefused
 
 
-def _about(description: str, flag: str | None, *, launchpad: bool = True) -> dict[str, Any]:
-    """A field's description and how the front ends show it: the CLI's flag, whether the Launchpad asks for it."""
-    return {"description": description, "json_schema_extra": {"flag": flag, "launchpad": launchpad}}
+def _about(description: str, flag: str | None, *, example: str = "", launchpad: bool = True) -> dict[str, Any]:
+    """A field's description and how the front ends show it: the CLI's flag, an example value for fixes, whether
+    the Launchpad asks for it."""
+    return {"description": description, "json_schema_extra": {"flag": flag, "example": example,
+                                                              "launchpad": launchpad}}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(strict=True))
 class RecoveryRequest:
-    """A runbook request (see the module doc)."""
+    """A runbook request (see the module doc). Values are taken as they are typed (no "3" for 3, no true for 1):
+    a value of another type is refused naming its field."""
 
     job: str = Field(**_about("The streaming job to recover.", "JOB"))
     mode: str = Field(**_about(
@@ -35,14 +39,15 @@ class RecoveryRequest:
         "back.", "--mode"))
     watermark_delay: Optional[str] = Field(None, **_about(
         'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
-        "rebuild, not allowed otherwise.", "--watermark"))
+        "rebuild, not allowed otherwise.", "--watermark", example='"20 minutes"'))
     shuffle_partitions: Optional[int] = Field(None, **_about(
         "State partitions: required for repartition, optional for rebuild (the new checkpoint's), not allowed "
-        "otherwise.", "--partitions"))
+        "otherwise.", "--partitions", example="8"))
     to_batch: Optional[int] = Field(None, **_about(
-        "rewind only: the last committed batch kept; the batch after it runs again.", "--to-batch"))
+        "rewind only: the last committed batch kept; the batch after it runs again.", "--to-batch", example="N"))
     archive_id: Optional[str] = Field(None, **_about(
-        "restore only: the archive to put back (stateops archives list JOB).", "--archive"))
+        "restore only: the archive to put back (stateops archives list JOB).", "--archive",
+        example="ID (stateops archives list JOB)"))
     reason: str = Field("", **_about("Why: journaled, shown in the maintenance lock and the archive manifest.",
                                      "--reason"))
     confirm: Optional[str] = Field(None, **_about(
@@ -51,6 +56,17 @@ class RecoveryRequest:
         "true (default): plan only, nothing is changed; the plan is in the run's metadata. false (with "
         "{confirm}): stop, archive, adjust, restart, verify, roll back on failure.", "--dry-run"))
     actor: Optional[str] = Field(None, **_about("Who (default: user@host).", "--actor", launchpad=False))
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _typed(cls, values: Any, handler: Any) -> Any:
+        try:
+            return handler(values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else "job"
+            raise refuse_field(name, f"{first['input']!r} is not {_KINDS.get(first['type'], 'valid')}",
+                               f"pass {{{name}}} {example(name) or 'of its type'}") from None
 
     def parameters(self) -> dict[str, Any]:
         """What the runbook does (not who asks or whether it acts): two requests with equal parameters are the
@@ -68,6 +84,15 @@ def request_fields() -> dict[str, Any]:
     declaration order."""
     info = RecoveryRequest.__pydantic_fields__
     return {f.name: info[f.name] for f in fields(RecoveryRequest)}
+
+
+_KINDS = {"int_type": "a whole number", "string_type": "text", "bool_type": "true or false",
+          "missing_argument": "given"}
+
+
+def example(name: str) -> str:
+    """An example value of a field, for fixes ("" when it has none)."""
+    return request_fields()[name].json_schema_extra["example"]
 
 
 def cli_words() -> dict[str, str]:
@@ -102,8 +127,18 @@ class RequestRefused(RecoveryRefused):
         return self.template.format_map(names)
 
 
-def refuse_field(name: str, problem: str, fix: str) -> RequestRefused:
+class RequestFieldError(ConfigError, RequestRefused):
+    """One field of the request is wrong or missing: a ConfigError naming the field (`field`), said by each front
+    end in its words."""
+
+    def __init__(self, name: str, problem: str, fix: str):
+        self.field, self.problem, self.fix = name, problem, fix.format_map(launchpad_words())
+        self.template = f"{{{name}}}: {safe(problem)}. Fix: {fix}"
+        StateOpsError.__init__(self, f"{name}: {problem}. Fix: {self.fix}")  # ConfigError's message, said once
+
+
+def refuse_field(name: str, problem: str, fix: str) -> RequestFieldError:
     """`<field>: <problem>. Fix: <fix>`: `problem` is plain text (values in it are quoted as they are), `fix` a
     template naming fields as `{field}`."""
-    return RequestRefused(f"{{{name}}}: {safe(problem)}. Fix: {fix}")
+    return RequestFieldError(name, problem, fix)
 

@@ -84,28 +84,32 @@ def _refused(layout: Layout, request: RecoveryRequest, error=RecoveryRefused, ta
 
 @pytest.mark.parametrize("mode, values, field", [
     ("shrink", {}, "mode"),
-    ("adjust", {}, "--watermark"),                                           # required
-    ("repartition", {}, "--partitions"),
-    ("rewind", {}, "--to-batch"),
-    ("restore", {}, "--archive"),
-    ("adjust", {"watermark_delay": "20 minutes", "shuffle_partitions": 4}, "--partitions"),  # not for this mode
-    ("rewind", {"to_batch": 2, "watermark_delay": "20 minutes"}, "--watermark"),
-    ("rewind", {"to_batch": 2, "archive_id": RUNBOOK}, "--archive"),
-    ("repartition", {"shuffle_partitions": 6, "to_batch": 2}, "--to-batch"),
+    ("adjust", {}, "watermark_delay"),                                           # required
+    ("repartition", {}, "shuffle_partitions"),
+    ("rewind", {}, "to_batch"),
+    ("restore", {}, "archive_id"),
+    ("adjust", {"watermark_delay": "20 minutes", "shuffle_partitions": 4}, "shuffle_partitions"),  # not for this mode
+    ("rewind", {"to_batch": 2, "watermark_delay": "20 minutes"}, "watermark_delay"),
+    ("rewind", {"to_batch": 2, "archive_id": RUNBOOK}, "archive_id"),
+    ("repartition", {"shuffle_partitions": 6, "to_batch": 2}, "to_batch"),
     ("adjust", {"watermark_delay": "2 hours"}, "watermark_delay"),           # outside the job's bounds
     ("adjust", {"watermark_delay": "30 seconds"}, "watermark_delay"),
     ("rebuild", {"watermark_delay": "soon"}, "watermark_delay"),
     ("repartition", {"shuffle_partitions": 0}, "shuffle_partitions"),
     ("rebuild", {"shuffle_partitions": -2}, "shuffle_partitions"),
-    ("rewind", {"to_batch": -1}, "--to-batch"),
-    ("rewind", {"to_batch": True}, "--to-batch"),
-    ("rewind", {"to_batch": "3"}, "--to-batch"),
+    ("rewind", {"to_batch": -1}, "to_batch"),
+    ("rewind", {"to_batch": True}, "to_batch"),
+    ("rewind", {"to_batch": "3"}, "to_batch"),
     ("restore", {"archive_id": "../../etc"}, "archive id"),                  # not of the runbook id grammar
 ])
 def test_a_value_the_mode_does_not_take_lacks_or_cannot_use_is_a_config_error_naming_it(layout, mode, values, field):
+    """The core names the request's fields (the CLI says its flags: tests/spark/test_recovery.py); a value of
+    another type is refused as the request is made, the rest when it is planned; nothing is written."""
     _alpha_checkpoint(layout)
-    err = _refused(layout, RecoveryRequest(JOB, mode, **values), ConfigError)
-    assert err.field == field
+    before = _snapshot(layout.home)
+    with pytest.raises(ConfigError) as caught:
+        _plan(layout, RecoveryRequest(JOB, mode, **values))
+    assert caught.value.field == field and _snapshot(layout.home) == before
 
 
 @pytest.mark.parametrize("confirm", [None, "beta", "ALPHA"])
@@ -149,7 +153,6 @@ def test_another_runbooks_lock_refuses_and_the_same_runbooks_lock_resumes(layout
     _alpha_checkpoint(layout)
     request = RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes")
     store = ControlStore(layout, JOB)
-    os.makedirs(store.dir)
     store.write("maintenance", {"job": JOB, "runbook_id": "alpha-20251231T000000Z-000000", "actor": "a",
                                 "reason": "r", "since": "2025-12-31T00:00:00+00:00"})
     _refused(layout, request)
@@ -302,7 +305,6 @@ def test_sink_epochs_continue_from_the_override_history(layout):
 def _lease(layout: Layout, *, mode: str | None, heartbeat_age: float = 0.0) -> None:
     beat = (datetime.now(timezone.utc) - timedelta(seconds=heartbeat_age)).isoformat(timespec="milliseconds")
     store = ControlStore(layout, JOB)
-    os.makedirs(store.dir, exist_ok=True)
     store.write("lease", {"lease_id": "l1", "job": JOB, "run_id": "run-1", "dagster_run_id": None, "runbook_id": None,
                           "pid": os.getpid(), "pid_started": start_ticks(os.getpid()), "host": HOST, "started": beat,
                           "heartbeat": beat, "mode": mode})
@@ -333,7 +335,6 @@ def test_an_interrupted_runbook_is_resumed_only_for_the_same_request(layout):
     directory = f"{layout.archives(JOB)}/{RUNBOOK}"
     archive.write_json(f"{directory}/{archive.PLAN}", plan.to_dict())
     store = ControlStore(layout, JOB)
-    os.makedirs(store.dir)
     store.write("maintenance", {"job": JOB, "runbook_id": RUNBOOK, "actor": "a", "reason": "r", "since": "x"})
     again = RecoveryRequest(JOB, "rewind", to_batch=3, reason="second try", confirm=JOB, dry_run=False)
     assert preflight.unfinished(layout, _target(layout), again) == plan
