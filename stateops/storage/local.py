@@ -67,6 +67,9 @@ class LocalLock(Lock):
     def renew(self) -> None:
         """Nothing to renew: the kernel holds the lock for as long as the process lives."""
 
+    def _busy(self) -> LockBusy:
+        return LockBusy(self.url, self.holder(), None, self.ttl)
+
     def holder(self) -> dict[str, Any]:
         try:
             fd = os.open(self.path, os.O_RDONLY)

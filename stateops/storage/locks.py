@@ -82,7 +82,7 @@ class Lock(ABC):
         mine = thread_lock(self.url)
         taken = mine.acquire(timeout=wait) if wait > 0 else mine.acquire(blocking=False)
         if not taken:
-            raise LockBusy(self.url, self.holder(), None, self.ttl)
+            raise self._busy()
         try:
             self._take(record, deadline)
         except BaseException:
@@ -114,6 +114,10 @@ class Lock(ABC):
     @abstractmethod
     def _give_up(self) -> None:
         """Release it across processes."""
+
+    @abstractmethod
+    def _busy(self) -> LockBusy:
+        """LockBusy for the current holder (another thread of this process holds the lock)."""
 
     @abstractmethod
     def renew(self) -> None:

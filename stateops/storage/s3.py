@@ -157,7 +157,7 @@ class ObjectLock(Lock):
             if found is not None:
                 if found.holder.get("token") == token:  # created, but the answer was lost and the SDK's retry refused
                     return self._hold(found.etag, body)
-                if found.age > self.ttl:
+                if found.age >= self.ttl:  # stale: the one rule, live() is its negation
                     taken = self.object.call("put_object", Body=body, IfMatch=found.etag)
                     if taken is not None:
                         log.warning("took over the %s %s of %s, %.0f s old by the server's clock (its holder is "
@@ -205,7 +205,7 @@ class ObjectLock(Lock):
             return
         try:
             if self.object.call("delete_object", IfMatch=etag) is None:
-                log.warning("the %s %s was taken over while held; left to its new holder", self.name, self.url)
+                log.info("the %s %s was taken over while held; left to its new holder", self.name, self.url)
         except StorageFailure as err:
             log.warning("the %s %s was not released (%s); it is taken over once %g s old", self.name, self.url, err,
                         self.ttl)
@@ -213,6 +213,10 @@ class ObjectLock(Lock):
     def holder(self) -> dict[str, Any]:
         found = self._found()
         return found.holder if found else {}
+
+    def _busy(self) -> LockBusy:
+        found = self._found()
+        return LockBusy(self.url, found.holder if found else {}, found.age if found else 0.0, self.ttl)
 
     def live(self) -> bool:
         answer = self.object.call("head_object")

@@ -212,7 +212,7 @@ def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(
         with store.critical():
             store.write("maintenance", record)
     body = s3.get_object(Bucket=s3.bucket, Key=f"{PREFIX}/ops/{JOB}/control/maintenance.json")["Body"].read()
-    with open(on_disk.path("maintenance"), "rb") as handle:
+    with open(on_disk.records.where("maintenance"), "rb") as handle:
         assert body == handle.read()
     s3.put_object(Bucket=s3.bucket, Key=f"{PREFIX}/ops/{JOB}/control/lease.json", Body=b'{"lease_id": ')
     with pytest.raises(StateOpsError) as err:

@@ -173,12 +173,13 @@ def test_a_copy_is_verified_by_its_checksums_and_a_move_removes_the_source_only_
     fs, base = filesystem(f"{storage_root}/tree")
     files = {"offsets/0": b"v1\n{}", "state/0/1/1.changelog": os.urandom(3000), ".hidden.crc": b"crc"}
     for name, data in files.items():
+        fs.makedirs(os.path.dirname(f"{base}/{name}"), exist_ok=True)
         fs.pipe(f"{base}/{name}", data)
     entries = copies.copy_tree(f"{storage_root}/tree", f"{storage_root}/copy")
     assert {e.path: e.size for e in entries} == {name: len(data) for name, data in files.items()}
     listed = [e.__dict__ for e in entries]
     assert copies.verify_tree(f"{storage_root}/copy", listed) == []
-    fs.pipe(f"{base.rsplit('/', 1)[0]}/copy/state/0/1/1.changelog", b"torn")
+    fs.pipe(f"{base.rsplit('/', 1)[0]}/copy/state/0/1/1.changelog", b"torn")  # a changed byte (and size)
     (problem,) = copies.verify_tree(f"{storage_root}/copy", listed)
     assert problem.startswith("state/0/1/1.changelog: 4 bytes")
     copies.move_tree(f"{storage_root}/tree", f"{storage_root}/moved")
