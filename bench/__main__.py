@@ -63,9 +63,9 @@ def main(argv: list[str]) -> None:
                 spark.stop()
                 spark = None
         elif spark is None:
-            from jobs.session import get_session
+            from jobs.session import SparkSettings, get_session
 
-            spark = get_session()
+            spark = get_session(SparkSettings.from_env())
         reports[benchmark.key] = module.main(rest, spark=spark)
     if spark is not None:
         spark.stop()

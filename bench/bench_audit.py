@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Sequence
 
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 
 from bench.common import SHUFFLE_CONF, Report, machine, recorded_confs, workdir
 from tests.support.spark_confs import sql_confs
@@ -114,7 +114,7 @@ def timed(fn):
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(argv)
     audit = Report("audit")
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     print(f"audit benchmark: {machine()}")
     print(f"{args.rows:,} distinct events, {USERS:,} users; {args.repeats} round(s) after a warm-up; fast audit "
           f"on {args.partitions} partitions, {args.fast_runs} runs", flush=True)

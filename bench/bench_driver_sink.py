@@ -153,7 +153,7 @@ def measure(spark, args: argparse.Namespace, root: str):
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     """Needs its own cluster session: `python -m bench` stops its local one first (one SparkContext per
     process) and passes none."""
-    from jobs.session import get_session
+    from jobs.session import SparkSettings, get_session
     from tests.support.servers.spark_cluster import spark_cluster
 
     if spark is not None:
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                 os.environ["STATEOPS_SPARK_MASTER"] = args.master
             else:
                 os.environ.update(stack.enter_context(spark_cluster(os.path.join(root, "cluster"))).env())
-            spark = get_session()
+            spark = get_session(SparkSettings.from_env())
             try:
                 report.note(f"master {spark.sparkContext.master} (2 workers x 1 core, 1 GiB executors unless "
                             f"--master); rows per batch {list(args.rows)}; {args.repeats} run(s) per side and size")

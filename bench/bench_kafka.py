@@ -21,11 +21,12 @@ from dataclasses import replace
 from typing import Sequence
 
 from jobs import kafka_input
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 from stateops.layout import Layout
+from stateops.settings import Settings
 
 from bench.bench_throughput import Progress, run_floor
 from bench.common import Measured, Report, fmt_ms, fmt_ratio, machine, parse_args, ratio, schedule, workdir
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     report = Report("kafka")
     if not (os.path.isfile(JARS) and os.path.isfile(CONNECTOR)):
         raise SystemExit("bench_kafka: the Kafka jars are missing (.jars/): run bash scripts/setup (needs mvn)")
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     listener = Progress()
     spark.streams.addListener(listener)
     print(f"kafka benchmark: {machine()}", flush=True)
@@ -68,7 +69,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                     for n, side in enumerate(schedule(SIDES, i, args.repeats)):
                         layout = Layout(f"{root}/{size}-{side}-{n}")
                         if side == "job":
-                            run_job(spark, spec, layout)
+                            run_job(spark, spec, layout, settings=Settings.from_env())
                             listener.wait(JOB, args.files)
                             events = listener.take(JOB)
                         else:

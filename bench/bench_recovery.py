@@ -16,6 +16,8 @@ median runbook / median bare (target <= 1.3x); the per-step breakdown comes from
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import statistics
 import time
@@ -23,15 +25,16 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
 
-from jobs.catalog import get_job
+from jobs.environment import Environment, get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover
 from jobs.runner import run_job
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 from jobs.settings import watermark_bounds
 from stateops.control import overrides
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings
+from stateops.settings import Settings
 
 from bench.common import (fmt_ms, fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up,
                           workdir)
@@ -44,7 +47,7 @@ def prepare(spark, root: str, name: str, source: Layout, args) -> Layout:
     """A home with a copy of `source`'s landing files, the job run over them (bounded), then new files landed:
     built per side and repetition (a checkpoint's source log holds absolute paths, so it cannot be copied)."""
     layout = new_home(root, name, source)
-    run_job(spark, get_job(JOB), layout)
+    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
     more = args.files // 2 + 1
     minutes = args.files * 15
     generate(layout, GeneratorConfig(events=args.sizes[0] * more, files=more, users=args.users, late_share=0.05,
@@ -58,17 +61,19 @@ def bare(spark, layout: Layout) -> dict:
     started = time.monotonic()
     overrides.set_override(layout, JOB, overrides.WATERMARK_DELAY, DELAY, bounds=watermark_bounds(spec),
                            reason="bench", actor="bench")
-    result = run_job(spark, spec, layout)
+    result = run_job(spark, spec, layout, settings=Settings.from_env())
     if not result.batches:
         raise RuntimeError("the bare restart processed no batch")
     return {"seconds": time.monotonic() - started}
 
 
 def runbook(spark, layout: Layout) -> dict:
-    settings = RecoverySettings(verify_batches=1, archive_min_free_bytes=0)
+    environment = Environment.from_env(layout=layout)
+    recovery = RecoverySettings(verify_batches=1, archive_min_free_bytes=0)
+    environment = replace(environment, settings=replace(environment.settings, recovery=recovery))
     started = time.monotonic()
-    report = recover(layout, RecoveryRequest(JOB, "adjust", watermark_delay=DELAY, reason="bench", confirm=JOB,
-                                             dry_run=False, actor="bench"), spark=spark, settings=settings)
+    report = recover(environment, RecoveryRequest(JOB, "adjust", watermark_delay=DELAY, reason="bench", confirm=JOB,
+                                                  dry_run=False, actor="bench"), spark=spark)
     seconds = time.monotonic() - started
     if report.outcome != "succeeded":
         raise RuntimeError(f"the runbook did not succeed: {report.summary()}")
@@ -92,7 +97,7 @@ SIDES = {"bare": bare, "runbook": runbook}
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     size = args.sizes[0]
     print(f"recovery benchmark: {machine()}")
     print(f"job {JOB}; {size} events per file, {args.files} files before, {args.files // 2 + 1} new; adjust to "
@@ -103,7 +108,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         source = Layout(os.path.join(root, "input"))
         generate(source, GeneratorConfig(events=size * args.files, files=args.files, users=args.users,
                                          late_share=0.05, duplicate_share=0.02, minutes_per_file=15, seed=42))
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
         for n, name in enumerate(schedule(list(SIDES), 0, args.repeats)):
             measured = SIDES[name](spark, prepare(spark, root, f"{name}-{n}", source, args))
             seconds[name].append(measured["seconds"])

@@ -21,6 +21,8 @@ of the same stream; the runbook's steps come from its journal.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import signal
 import statistics
@@ -32,23 +34,25 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from jobs.catalog import Catalog, get_job
+from jobs.environment import Environment, get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import job_target, recover
 from jobs.runner import run_job
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 from jobs.settings import watermark_bounds
 from stateops.checkpoint import Checkpoint
 from stateops.control import ControlSettings, current_lease, overrides, request_stop, wait_released
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings, verify
 from stateops.recovery.observation import observe_reading
+from stateops.settings import Settings
 
 from bench.bench_recovery import DELAY, JOB, step_seconds
 from bench.common import fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up, workdir
 
 STREAMS = ("quiet", "busy")
 SIDES = ("bare", "runbook")
+CONTROL = ControlSettings.from_env()  # the benchmark is an entry point: its environment, read once
 BATCHES = RecoverySettings().verify_batches  # K, for the runbook's verification and the bare side's health
 WAIT = 600  # a JVM start and batches on a loaded 2-core machine
 LAND_SECONDS = 4.0  # busy stream: a new file this often
@@ -80,9 +84,9 @@ def latest_batch(layout: Layout) -> int:
 def caught_up(layout: Layout, pid: int, start_batch: int | None) -> bool:
     """Run `pid` holds the lease and has read every available input (the runbook's own verdict)."""
     lease = current_lease(layout, JOB)
-    if lease is None or lease.pid != pid or lease.stale_reason(ControlSettings.from_env()) is not None:
+    if lease is None or lease.pid != pid or lease.stale_reason(CONTROL) is not None:
         return False
-    target = job_target(get_job(JOB), Catalog.current(layout, None))
+    target = job_target(get_job(JOB), Environment.from_env(layout=layout).catalog)
     return verify.caught_up(observe_reading(layout, target, lease.run_id, True, start_batch))[0]
 
 
@@ -127,8 +131,8 @@ class Lander:
 def bare(spark, layout: Layout, stream: str, pids: list[int]) -> dict:
     spec = get_job(JOB)
     started = time.monotonic()
-    request = request_stop(layout, JOB, actor="bench", reason="bench: bare stop and restart")
-    if request is None or not wait_released(layout, JOB, request.lease_id, WAIT):
+    request = request_stop(layout, JOB, actor="bench", reason="bench: bare stop and restart", settings=CONTROL)
+    if request is None or not wait_released(layout, JOB, request.lease_id, WAIT, settings=CONTROL):
         raise RuntimeError("the running query did not stop")
     overrides.set_override(layout, JOB, overrides.WATERMARK_DELAY, DELAY, bounds=watermark_bounds(spec),
                            reason="bench", actor="bench")
@@ -144,10 +148,12 @@ def bare(spark, layout: Layout, stream: str, pids: list[int]) -> dict:
 
 
 def runbook(spark, layout: Layout, stream: str, pids: list[int]) -> dict:
-    settings = RecoverySettings(archive_min_free_bytes=0)
+    environment = Environment.from_env(layout=layout)
+    recovery = RecoverySettings(archive_min_free_bytes=0)
+    environment = replace(environment, settings=replace(environment.settings, recovery=recovery))
     started = time.monotonic()
-    report = recover(layout, RecoveryRequest(JOB, "adjust", watermark_delay=DELAY, reason="bench", confirm=JOB,
-                                             dry_run=False, actor="bench"), spark=spark, settings=settings)
+    report = recover(environment, RecoveryRequest(JOB, "adjust", watermark_delay=DELAY, reason="bench", confirm=JOB,
+                                                  dry_run=False, actor="bench"), spark=spark)
     seconds = time.monotonic() - started
     pids += [e["details"]["pid"] for e in report.steps if e["step"] == "restart" and e["phase"] == "done"]
     if report.outcome != "succeeded":
@@ -164,9 +170,9 @@ SIDE = {"bare": bare, "runbook": runbook}
 def stop_all(layout: Layout, pids: list[int]) -> None:
     """Stop whatever runs the job (a stop request), then make sure every process this side started is gone."""
     lease = current_lease(layout, JOB)
-    request = request_stop(layout, JOB, actor="bench", reason="bench: side done") if lease else None
+    request = request_stop(layout, JOB, actor="bench", reason="bench: side done", settings=CONTROL) if lease else None
     if request is not None:
-        wait_released(layout, JOB, request.lease_id, 120)
+        wait_released(layout, JOB, request.lease_id, 120, settings=CONTROL)
     for pid in pids:
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -176,7 +182,8 @@ def stop_all(layout: Layout, pids: list[int]) -> None:
 
 def measure(spark, root: str, name: str, side: str, stream: str, source: Layout, args) -> dict:
     layout = new_home(root, name, source)
-    run_job(spark, get_job(JOB), layout)  # the input read (bounded, in this process), then long-running:
+    # the input read (bounded, in this process), then long-running:
+    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
     before = latest_batch(layout)
     first = start_run(layout, "first-run")
     pids = [first.pid]
@@ -193,7 +200,7 @@ def measure(spark, root: str, name: str, side: str, stream: str, source: Layout,
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     size = args.sizes[0]
     print(f"recovery on a live stream: {machine()}")
     print(f"job {JOB} long-running; {size} events per file, {args.files} files before; busy: a file every "
@@ -206,7 +213,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         source = Layout(os.path.join(root, "input"))
         generate(source, GeneratorConfig(events=size * args.files, files=args.files, users=args.users,
                                          late_share=0.05, duplicate_share=0.02, minutes_per_file=15, seed=42))
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
         for s, stream in enumerate(STREAMS):
             for n, side in enumerate(schedule(SIDES, s, args.repeats)):
                 measured = measure(spark, root, f"{stream}-{side}-{n}", side, stream, source, args)

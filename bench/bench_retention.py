@@ -27,7 +27,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from jobs.catalog import Catalog
+from jobs.environment import Environment
 from jobs.retention import retention_scope
 from stateops import progress, retention
 from stateops.audit.context import recent_progress
@@ -123,7 +123,7 @@ def timed(fn: Callable[[], object]) -> float:
 def plan_vs_listing(home: str, repeats: int) -> tuple[float, float, int, int]:
     """(median plan seconds, median listing seconds, files listed, planned items)."""
     os.environ["STATEOPS_HOME"] = home
-    scope = retention_scope(Catalog.current(Layout.from_env()))
+    scope = retention_scope(Environment.from_env(layout=Layout.from_env()))
     fs, base = filesystem(home)
 
     def listing() -> int:
@@ -198,7 +198,7 @@ def progress_week(root: str, commits: int, reads: int) -> dict[str, object]:
     with open(config, "w") as handle:
         handle.write(OPS_POLICY)
     os.environ["STATEOPS_HOME"] = home
-    scope = retention_scope(Catalog.current(layout, config))
+    scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
     for _ in range(2):  # the second run vacuums the files the first run's compaction replaced
         report = retention.apply(scope, retention.make_plan(scope), actor="bench", fresh=True)
         assert report.ok, report.render()

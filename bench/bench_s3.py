@@ -17,10 +17,11 @@ import os
 import statistics
 from typing import Sequence
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.runner import run_job
 from stateops.storage import filesystem
 from stateops.layout import Layout
+from stateops.settings import Settings
 
 from bench.bench_throughput import Progress
 from bench.common import Measured, Report, fmt_ms, fmt_ratio, machine, make_input, parse_args, ratio, schedule
@@ -67,21 +68,22 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         os.environ["AWS_ALLOW_HTTP"] = "true"
         import boto3
 
-        from jobs.session import get_session
+        from jobs.session import SparkSettings, get_session
 
         boto3.client("s3").create_bucket(Bucket=BUCKET)
-        spark = spark or get_session()
+        spark = spark or get_session(SparkSettings.from_env())
         listener = Progress()
         spark.streams.addListener(listener)
         try:
             warm = make_input(root, 1_000, 3, args.users, name="warm-up-input")
             for side in SIDES:
-                run_job(spark, get_job(JOB), _home(root, side, f"warm-up-{side}", warm))
+                run_job(spark, get_job(JOB), _home(root, side, f"warm-up-{side}", warm), settings=Settings.from_env())
             listener.take(JOB)
             for i, size in enumerate(args.sizes):
                 source = make_input(root, size, args.files, args.users)
                 for n, side in enumerate(schedule(SIDES, i, args.repeats)):
-                    run_job(spark, get_job(JOB), _home(root, side, f"{size}-{side}-{n}", source))
+                    run_job(spark, get_job(JOB), _home(root, side, f"{size}-{side}-{n}", source),
+                            settings=Settings.from_env())
                     listener.wait(JOB, args.files)
                     events = listener.take(JOB)
                     durations = [e["batchDuration"] for e in events]

@@ -181,12 +181,12 @@ def measure(figure: str, ticks: int) -> dict[str, Any]:
     if figure in SENSORS:
         return {"seconds": statistics.median(_ticks(figure, ticks))}
     if figure == "fast_audits":
-        from jobs.catalog import Catalog
+        from jobs.environment import Environment
         from jobs.targets import resolve_audit
         from stateops.audit import fast_audits
 
         started = time.perf_counter()
-        catalog = Catalog.current()
+        catalog = Environment.from_env().catalog
         targets = {name: resolve_audit(name, catalog) for name in catalog.jobs}
         reports = fast_audits(catalog.layout, {name: (t.checkpoint, t.thresholds) for name, t in targets.items()})
         seconds = time.perf_counter() - started

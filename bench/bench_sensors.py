@@ -29,9 +29,9 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from jobs.catalog import get_job
+from jobs.environment import Environment, get_job
 from jobs.generator import GeneratorConfig, generate
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 
 from bench.common import Report, machine, sensor_ticks, workdir
 from stateops import progress
@@ -39,9 +39,11 @@ from stateops.audit import deep_audit
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, audit_rows, finding_rows
 from stateops.delta import append_rows
 from stateops.layout import Layout
+from stateops.settings import Settings
 
 SENSORS = ("state_skew_sensor", "state_growth_sensor", "query_health_sensor")
-SPARK_PROBE = "from jobs.session import get_session; get_session().range(1).count()"
+SPARK_PROBE = ("from jobs.session import SparkSettings, get_session; "
+               "get_session(SparkSettings.from_env()).range(1).count()")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -106,7 +108,7 @@ def _spark_seconds(runs: int) -> list[float]:
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(argv)
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     report = Report("sensors")
     with workdir(args) as root:
         layout = Layout(os.path.join(root, "home"))
@@ -115,7 +117,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         generate(layout, GeneratorConfig(events=2000, files=4, users=200, seed=42))
         from jobs.runner import run_job
 
-        run_job(spark, get_job("user_activity"), layout)
+        run_job(spark, get_job("user_activity"), layout, settings=Settings.from_env())
         counts = _history(spark, layout, args.audit_rows, args.progress_rows, args.commits)
         print(f"history: {counts} in {args.commits} commits per table; {machine()}")
         spark_s = statistics.median(_spark_seconds(args.spark_runs))
@@ -134,14 +136,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
 def _compact_ops_tables(layout: Layout, root: str) -> None:
     """The daily retention run on the ops tables (compact, checkpoint, vacuum), as the `retention` asset does."""
     from bench.bench_retention import OPS_POLICY
-    from jobs.catalog import Catalog
     from jobs.retention import retention_scope
     from stateops import retention
 
     config = os.path.join(root, "ops-policy.toml")
     with open(config, "w") as handle:
         handle.write(OPS_POLICY)
-    scope = retention_scope(Catalog.current(layout, config))
+    scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
     for _ in range(2):  # the second run vacuums what the first one's compaction replaced
         applied = retention.apply(scope, retention.make_plan(scope), actor="bench", fresh=True)
         assert applied.ok, applied.render()

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.runner import run_job
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
+
+from stateops.settings import Settings
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, ratio,
                           schedule, warm_up, workdir)
@@ -23,11 +25,11 @@ JOB = "user_activity"
 
 
 def run_delta(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout).batch_durations_ms
+    return run_job(spark, spec, layout, settings=Settings.from_env()).batch_durations_ms
 
 
 def run_noop(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout, dry_run=True).batch_durations_ms
+    return run_job(spark, spec, layout, settings=Settings.from_env(), dry_run=True).batch_durations_ms
 
 
 SINKS = {"delta": run_delta, "noop": run_noop}
@@ -36,7 +38,7 @@ SINKS = {"delta": run_delta, "noop": run_noop}
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("sink")
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     spec = get_job(JOB)
     print(f"sink benchmark: {machine()}")
     print(f"job {JOB}; project defaults ({spec.shuffle_partitions} partitions, "

@@ -18,14 +18,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.runner import run_job
-from jobs.session import HDFS_PROVIDER, ROCKSDB_PROVIDER, get_session
+from jobs.session import HDFS_PROVIDER, ROCKSDB_PROVIDER, SparkSettings, get_session
 from jobs.spec import default_shuffle_partitions
 
 from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, Report, check_effective, fmt_ms, fmt_ratio,
                           machine, make_input, new_home, parse_args, ratio, schedule, warm_up, workdir)
 from tests.support.spark_confs import sql_confs
+from stateops.settings import Settings
 
 JOB = "user_activity"
 
@@ -39,7 +40,7 @@ def run_config(spark, layout, size: int, name: str) -> list[int]:
     partitions, provider = configs()[name]
     spec = dataclasses.replace(get_job(JOB), shuffle_partitions=partitions)
     with sql_confs(spark, {SHUFFLE_CONF: str(partitions), PROVIDER_CONF: provider}):
-        result = run_job(spark, spec, layout)
+        result = run_job(spark, spec, layout, settings=Settings.from_env())
     evidence = check_effective(spec.checkpoint_path(layout), partitions, provider)
     print(f"  {name:<8} {size:>7} events/batch: batches ms {result.batch_durations_ms}  [{evidence}]", flush=True)
     return result.batch_durations_ms
@@ -48,13 +49,13 @@ def run_config(spark, layout, size: int, name: str) -> list[int]:
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("state_store")
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     print(f"state store benchmark: {machine()}")
     print(f"job {JOB}; {args.files} micro-batches per run (first = warm-up, excluded); {args.repeats} run(s) "
           f"per configuration and size; sizes {list(args.sizes)}; {args.users} users", flush=True)
     results = {(size, name): Measured(size, name) for size in args.sizes for name in configs()}
     with workdir(args) as root:
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
         for i, size in enumerate(args.sizes):
             source = make_input(root, size, args.files, args.users)
             for n, name in enumerate(schedule(list(configs()), i, args.repeats)):

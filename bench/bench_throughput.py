@@ -30,13 +30,14 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import deadletter_query_name, run_job, start_query, stateful_frame
-from jobs.session import get_session
+from jobs.session import SparkSettings, get_session
 from jobs.sources import raw_lines, valid_rows
 from jobs.spec import JobSpec
 from stateops.layout import Layout
+from stateops.settings import Settings
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,
                           warm_up, workdir)
@@ -149,7 +150,7 @@ def breakdown(events: list[dict[str, Any]]) -> dict[str, float | None]:
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("throughput")
-    spark = spark or get_session()
+    spark = spark or get_session(SparkSettings.from_env())
     listener = Progress()
     spark.streams.addListener(listener)
     print(f"throughput benchmark: {machine()}")
@@ -161,7 +162,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     rates: dict[tuple[str, int], list[float]] = {}  # sustained events/s of each job run (both queries)
     try:
         with workdir(args) as root:
-            warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout))
+            warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout,
+                                                             settings=Settings.from_env()))
             listener.take("")
             for i, size in enumerate(args.sizes):
                 for name in JOBS:
@@ -170,7 +172,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                     for n, side in enumerate(schedule(SIDES, i, args.repeats)):
                         layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
                         if side == "job":
-                            run_job(spark, spec, layout)
+                            run_job(spark, spec, layout, settings=Settings.from_env())
                             listener.wait(name, args.files)
                             dl = [e for e in listener.events.get(deadletter_query_name(name), [])
                                   if e.get("numInputRows", 0) > 0]

@@ -27,7 +27,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from stateops.audit.thresholds import Thresholds
 from stateops.config import ConfigFile
-from stateops.environment import Locations
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.remediation.policy import Policy
@@ -187,6 +186,8 @@ class Catalog:
     config: ConfigFile
     jobs: Mapping[str, JobSpec]
     retention: Policies
+    thresholds_by_job: Mapping[str | None, Thresholds]  # None: the defaults, for a job not configured
+    policies: Mapping[str | None, Policy]
 
     @classmethod
     def load(cls, layout: Layout, config_path: str | None) -> "Catalog":
@@ -197,19 +198,12 @@ class Catalog:
         config = ConfigFile.load(config_path)
         jobs = _load_jobs(config, layout)
         config.check_job_names(jobs)
-        for name in jobs:
-            Thresholds.from_config(config, name), Policy.from_config(config, name)
-        catalog = cls(layout, config, jobs, load_policies(config, list(jobs)))
+        thresholds = {name: Thresholds.from_config(config, name) for name in (None, *jobs)}
+        policies = {name: Policy.from_config(config, name) for name in (None, *jobs)}
+        catalog = cls(layout, config, jobs, load_policies(config, list(jobs)), thresholds, policies)
         if content is not None:
             _kept[(layout, config_path)] = (content, catalog)
         return catalog
-
-    @classmethod
-    def current(cls, layout: Layout | None = None, config_path: str | None = None) -> "Catalog":
-        """A catalog loaded now, from what is given, else from the environment (STATEOPS_CONFIG,
-        STATEOPS_HOME): for an entry point, or for a caller that got none handed down."""
-        return cls.load(layout or Layout.from_env(),
-                        config_path if config_path is not None else Locations.read().config_path)
 
     def job(self, name: str) -> JobSpec:
         if name not in self.jobs:
@@ -217,10 +211,12 @@ class Catalog:
         return self.jobs[name]
 
     def thresholds(self, job: str | None) -> Thresholds:
-        return Thresholds.from_config(self.config, job)
+        """The audit thresholds in force for `job` (parsed once, at load)."""
+        return self.thresholds_by_job.get(job) or self.thresholds_by_job[None]
 
     def policy(self, job: str) -> Policy:
-        return Policy.from_config(self.config, job)
+        """The job's remediation policy (parsed once, at load)."""
+        return self.policies.get(job) or self.policies[None]
 
     def configured(self, job: str) -> Mapping[str, Any]:
         """The `[jobs.NAME]` table of the config file (what it sets for the job), empty when none."""
@@ -232,13 +228,3 @@ class Catalog:
                                  {name: spec.archive_dir for name, spec in self.jobs.items() if spec.archive_dir},
                                  {name: spec.sink_table for name, spec in self.jobs.items()})
 
-
-def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
-    """The jobs of a fresh catalog (`config_path`, default STATEOPS_CONFIG; `layout`, default STATEOPS_HOME):
-    for scripts, benchmarks and tests. An entry point loads its Catalog once and passes it down instead."""
-    return dict(Catalog.current(layout, config_path).jobs)
-
-
-def get_job(name: str, config_path: str | None = None, layout: Layout | None = None) -> JobSpec:
-    """One job of a fresh catalog (see load_jobs)."""
-    return Catalog.current(layout, config_path).job(name)

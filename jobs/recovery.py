@@ -3,7 +3,7 @@ deep audits (state reader), the offline repartition, restarts (bounded in this p
 a process of its own, as the query ran before).
 
     target = job_target(spec, catalog)
-    report = recover(layout, request, catalog=catalog, on_event=..., terminate=..., launcher=...)
+    report = recover(environment, request, on_event=..., terminate=..., launcher=...)
 
 An orchestrator passes `terminate(lease) -> bool` (end the run holding the lease by force, e.g. through
 the Dagster instance) and may pass `launcher(runbook_id, previous_lease) -> dict` to start long-running
@@ -18,14 +18,14 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from stateops.audit import deep_audit, record
-from stateops.layout import Layout
-from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, RecoverySettings, Terminate
+from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, Terminate
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
 from stateops.sparkstate import ensure_state_coordinator
 
 from jobs.catalog import Catalog
+from jobs.environment import Environment
 from jobs.runner import run_job
 from jobs.settings import effective_spec, watermark_bounds
 from jobs.spec import JobSpec
@@ -71,17 +71,18 @@ def process_launcher(catalog: Catalog, job: str) -> Launcher:
 class SparkRuntime:
     """stateops.recovery.Runtime with a Spark session, built on first use (planning never starts a JVM)."""
 
-    def __init__(self, catalog: Catalog, spec: JobSpec, *, spark: Any = None, launcher: Launcher | None = None):
-        self.layout, self.spec = catalog.layout, spec
+    def __init__(self, environment: Environment, spec: JobSpec, *, spark: Any = None,
+                 launcher: Launcher | None = None):
+        self.environment, self.layout, self.spec = environment, environment.layout, spec
         self._spark = spark
-        self.launcher = launcher or process_launcher(catalog, spec.name)
+        self.launcher = launcher or process_launcher(environment.catalog, spec.name)
 
     @property
     def spark(self):
         if self._spark is None:
             from jobs.session import get_session
 
-            self._spark = get_session()
+            self._spark = get_session(self.environment.spark)
         elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):
             self._spark = self._spark()
         return self._spark
@@ -96,7 +97,8 @@ class SparkRuntime:
         self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
-        result = run_job(self.spark, self.spec, self.layout, runbook_id=runbook_id)
+        result = run_job(self.spark, self.spec, self.layout, settings=self.environment.settings,
+                         runbook_id=runbook_id)
         return {key: value for key, value in asdict(result).items()
                 if key in ("run_id", "query_id", "batches", "input_rows", "output_rows", "watermark", "delta_version")}
 
@@ -104,26 +106,22 @@ class SparkRuntime:
         return self.launcher(runbook_id, previous)
 
 
-def _catalog(layout: Layout, config_path: str | None, catalog: Catalog | None) -> Catalog:
-    """The entry point's catalog when it passes one, else one loaded for this call (scripts, tests)."""
-    return catalog or Catalog.current(layout, config_path)
-
-
-def plan(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None,
-         settings: RecoverySettings | None = None, catalog: Catalog | None = None) -> RecoveryPlan:
+def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
     """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line."""
-    catalog = _catalog(layout, config_path, catalog)
-    return plan_runbook(layout, job_target(catalog.job(request.job), catalog), request, settings)
+    catalog = environment.catalog
+    settings = environment.settings
+    return plan_runbook(environment.layout, job_target(catalog.job(request.job), catalog), request,
+                        settings=settings.recovery, control=settings.control)
 
 
-def recover(layout: Layout, request: RecoveryRequest, *, config_path: str | None = None, spark: Any = None,
+def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = None,
             on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
-            launcher: Launcher | None = None, settings: RecoverySettings | None = None,
-            catalog: Catalog | None = None) -> RecoveryReport:
+            launcher: Launcher | None = None) -> RecoveryReport:
     """Plan and (unless a dry run) run the runbook `request` asks for. `spark`: a session, or a callable making
     one, used only by steps that need it (default: the session factory's)."""
-    catalog = _catalog(layout, config_path, catalog)
+    catalog = environment.catalog
     spec = catalog.job(request.job)
-    runtime = SparkRuntime(catalog, spec, spark=spark, launcher=launcher)
-    return run_runbook(layout, job_target(spec, catalog), request, runtime, settings=settings,
-                       on_event=on_event, terminate=terminate)
+    runtime = SparkRuntime(environment, spec, spark=spark, launcher=launcher)
+    settings = environment.settings
+    return run_runbook(environment.layout, job_target(spec, catalog), request, runtime, settings=settings.recovery,
+                       control=settings.control, on_event=on_event, terminate=terminate)

@@ -6,15 +6,15 @@ from __future__ import annotations
 from stateops.errors import ConfigError
 from stateops.retention import JobArea, Scope
 
-from jobs.catalog import Catalog
+from jobs.environment import Environment
 from jobs.session import SparkSettings, spark_conf
 
 MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
 SPARK_DEFAULT_MIN_BATCHES = 100
 
 
-def min_batches_to_retain() -> int:
-    value = spark_conf(SparkSettings.from_env()).get(MIN_BATCHES, str(SPARK_DEFAULT_MIN_BATCHES))
+def min_batches_to_retain(spark: SparkSettings) -> int:
+    value = spark_conf(spark).get(MIN_BATCHES, str(SPARK_DEFAULT_MIN_BATCHES))
     try:
         number = int(value)
     except ValueError:
@@ -25,7 +25,10 @@ def min_batches_to_retain() -> int:
     return number
 
 
-def retention_scope(catalog: Catalog) -> Scope:
+def retention_scope(environment: Environment) -> Scope:
+    """What retention may look at and act on: the catalog's jobs, its roots and policies, and the
+    minBatchesToRetain of the entry point's Spark sessions."""
+    catalog = environment.catalog
     layout, jobs = catalog.layout, catalog.jobs
     areas = {name: JobArea(job=name, checkpoint=spec.checkpoint_path(layout),
                            deadletter_checkpoint=layout.deadletter_checkpoint(name),
@@ -33,4 +36,4 @@ def retention_scope(catalog: Catalog) -> Scope:
                            sink_table=layout.table(spec.sink_table), deadletter_table=layout.deadletter_table(name))
              for name, spec in jobs.items()}
     return Scope(layout=layout, jobs=areas, roots=catalog.roots(), policies=catalog.retention,
-                 min_batches_to_retain=min_batches_to_retain())
+                 min_batches_to_retain=min_batches_to_retain(environment.spark))

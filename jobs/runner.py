@@ -40,13 +40,14 @@ from pyspark.sql.streaming import StreamingQuery
 from stateops import actions, control
 from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
-from stateops.control import ControlSettings, HeldLease
+from stateops.control import HeldLease
 from stateops.delta import open_table
 from stateops.durations import spark_interval
 from stateops.errors import StateOpsError
 from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.recovery.sinkstate import sink_state
+from stateops.settings import Settings
 
 from jobs import transformation
 from jobs.failures import query_failed
@@ -123,7 +124,7 @@ class ProgressRecorder(JsonEvents):
     that a runbook knows the query it restarted has looked at its source and found nothing new."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
-                 flush: progress_table.FlushSettings | None = None):
+                 flush: progress_table.FlushSettings):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.totals = RunTotals()
         self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
@@ -320,6 +321,7 @@ def run_job(
     spec: JobSpec,
     layout: Layout,
     *,
+    settings: Settings,
     mode: str = "bounded",
     run_id: str | None = None,
     dagster_run_id: str | None = None,
@@ -327,13 +329,14 @@ def run_job(
     max_seconds: float | None = None,
     poll_seconds: float = 2.0,
     dry_run: bool = False,
-    control_settings: ControlSettings | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous), holding
     the job's lease. Raises LeaseHeldError while another run holds it, MaintenanceLockedError while a
     runbook other than `runbook_id` holds the maintenance lock, LeaseLostError when it was taken over, and
     ConfigError, before any query starts, when the transformation returns no stateful streaming frame.
+
+    settings: the entry point's (the lease's timing, the progress buffer's groups).
 
     dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
     on_progress: called on this thread with each progress event of the stateful query, within
@@ -342,17 +345,17 @@ def run_job(
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     run_id = run_id or uuid.uuid4().hex
-    settings = control_settings or ControlSettings.from_env()
     with control.acquire(layout, spec.name, run_id=run_id, dagster_run_id=dagster_run_id, runbook_id=runbook_id,
-                         mode=mode, settings=settings) as lease:
+                         mode=mode, settings=settings.control) as lease:
         return _run_queries(spark, effective_spec(spec, layout), layout, lease, mode=mode, run_id=run_id,
                             max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
-                            grace_seconds=settings.stop_grace_seconds, on_progress=on_progress)
+                            grace_seconds=settings.control.stop_grace_seconds, flush=settings.flush,
+                            on_progress=on_progress)
 
 
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
                  max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
-                 on_progress: ProgressCallback | None) -> RunResult:
+                 flush: progress_table.FlushSettings, on_progress: ProgressCallback | None) -> RunResult:
     _ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
     checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
@@ -363,7 +366,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                         use_jvm=use_jvm)
     names = {spec.name, deadletter_query_name(spec.name)}
     gap = _note_progress_gaps(layout, spec.name, run_id, (checkpoint, dl_checkpoint))
-    recorder = ProgressRecorder(layout, spec.name, run_id, names)
+    recorder = ProgressRecorder(layout, spec.name, run_id, names, flush)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     started = time.monotonic()

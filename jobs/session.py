@@ -183,15 +183,14 @@ def _console_to(path: str | None) -> Iterator[None]:
         os.close(target)
 
 
-def get_session(settings: SparkSettings | None = None, console_log: str | None = None):
-    """The process's Spark session, created with the factory's settings on first use.
+def get_session(settings: SparkSettings, console_log: str | None = None):
+    """The process's Spark session, created with `settings` (the entry point's) on first use.
 
     console_log: a local file for the JVM's console output when this call starts the JVM (the CLI keeps
     the terminal for its own lines); by default the JVM shares this process's stderr.
     """
     from pyspark.sql import SparkSession
 
-    settings = settings or SparkSettings.from_env()
     conf = spark_conf(settings)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from stateops.layout import Layout
 
 from jobs.catalog import Catalog, reusing_unchanged
+from jobs.environment import Environment
 from jobs.spec import JobSpec
 
-SPECS: dict[str, JobSpec] = dict(Catalog.current().jobs)
+SPECS: dict[str, JobSpec] = dict(Environment.from_env().catalog.jobs)
 
 
 def catalog_for(layout: Layout) -> Catalog:
@@ -17,5 +18,6 @@ def catalog_for(layout: Layout) -> Catalog:
     server evaluates schedule ticks again and again (with 1,000 jobs, a thousand hourly audit schedules): an
     unchanged config file is validated once, not at every tick (jobs.catalog.reusing_unchanged); a run's
     own process validates it when it starts."""
+    environment = Environment.from_env(layout=layout)
     with reusing_unchanged():
-        return Catalog.current(layout)
+        return environment.catalog

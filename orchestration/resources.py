@@ -8,6 +8,7 @@ from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
+from jobs.environment import Environment
 from jobs.session import SparkSettings, get_session, spark_conf
 from stateops.layout import Layout
 
@@ -38,6 +39,11 @@ class PathsResource(ConfigurableResource):
     @property
     def layout(self) -> Layout:
         return Layout(self.home) if self.home else Layout.from_env()
+
+    def environment(self) -> Environment:
+        """Everything a run or a tick reads from the process environment, under this home, read now: call it
+        once per run or tick and pass it down (jobs.environment)."""
+        return Environment.from_env(layout=self.layout)
 
 
 def default_resources() -> dict[str, ConfigurableResource]:

@@ -8,13 +8,15 @@ from dagster import (DefaultSensorStatus, RunFailureSensorContext, SensorDefinit
                      run_failure_sensor, sensor)
 
 from stateops.control import job_status, overrides
-from stateops.layout import Layout
-from stateops.remediation.alerts import Alert
+from stateops.errors import StateOpsError
+from stateops.remediation.alerts import Alert, WebhookSettings, sender_for
 from stateops.remediation.model import TAG
 from stateops.remediation.tick import Watched, health_decisions
 
+from jobs.environment import Environment
+
 from sensors import runs
-from sensors.ticks import Paths, Targets, alert_sender, evaluate
+from sensors.ticks import Paths, Targets, evaluate
 
 HEALTH_DESCRIPTION = (
     "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "
@@ -26,14 +28,16 @@ def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDe
     @sensor(name="query_health_sensor", description=HEALTH_DESCRIPTION, jobs=jobs, minimum_interval_seconds=interval,
             default_status=DefaultSensorStatus.STOPPED)
     def _sensor(context: SensorEvaluationContext, paths: Paths):
-        def decide(layout: Layout, watched: list[Watched], now: _dt.datetime):
+        def decide(environment: Environment, watched: list[Watched], now: _dt.datetime):
+            layout, settings = environment.layout, environment.settings.control
             forced = overrides.in_force_by_job(layout)  # one read of each table and of the runs for all jobs
-            statuses = {w.job: job_status(layout, w.job, w.checkpoint, forced=forced.get(w.job, {})) for w in watched}
+            statuses = {w.job: job_status(layout, w.job, w.checkpoint, settings, forced=forced.get(w.job, {}))
+                        for w in watched}
             finished = runs.last_finished_by_job(context.instance, [targets.job_run(w.job) for w in watched])
             last = {w.job: finished[targets.job_run(w.job)] for w in watched}
             return health_decisions(layout, watched, statuses, last, now)
 
-        return evaluate(context, "query_health_sensor", paths.layout, decide, targets)
+        return evaluate(context, "query_health_sensor", paths, decide, targets)
 
     return _sensor
 
@@ -46,7 +50,12 @@ def run_failure_alert(context: RunFailureSensorContext):
     error = (context.failure_event.message or "").strip().splitlines()
     text = f"run {run.run_id} of {run.job_name} failed: {error[0] if error else 'no message'}"
     context.log.info(text)
-    sender = alert_sender(context)
+    try:
+        webhook = WebhookSettings.from_env()  # a sensor tick is an entry point: its environment, read once
+    except StateOpsError as err:
+        context.log.warning(f"no webhook alerts: {err}")
+        return
+    sender = sender_for(webhook)
     if sender is not None:
         tags = {k: v for k, v in run.tags.items() if k.startswith(f"{TAG}/")}
         sender.send(Alert(f"{run.job_name} failed", text, "error", {"run": run.run_id, **tags}))

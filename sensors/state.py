@@ -2,11 +2,15 @@
 checkpoint's file listing, acted on through the recovery runbook under the job's remediation policy."""
 from __future__ import annotations
 
+import datetime as _dt
+from typing import Callable
+
 from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, sensor
 
+from stateops.layout import Layout
 from stateops.remediation.tick import growth_decisions, skew_decisions
 
-from sensors.ticks import Decide, Paths, Targets, evaluate
+from sensors.ticks import Paths, Targets, evaluate
 
 SKEW_DESCRIPTION = (
     "STATE_SKEW on M consecutive deep audits (policy skew_audits) -> by cause: many keys -> the runbook "
@@ -20,12 +24,13 @@ GROWTH_DESCRIPTION = (
     "job's deep audit.")
 
 
-def build_state_sensor(name: str, description: str, decide: Decide, targets: Targets, jobs: list,
-                       interval: int) -> SensorDefinition:
+def build_state_sensor(name: str, description: str, decide: Callable[[Layout, list, _dt.datetime], dict],
+                       targets: Targets, jobs: list, interval: int) -> SensorDefinition:
     @sensor(name=name, description=description, jobs=jobs, minimum_interval_seconds=interval,
             default_status=DefaultSensorStatus.STOPPED)
     def _sensor(context: SensorEvaluationContext, paths: Paths):
-        return evaluate(context, name, paths.layout, decide, targets)
+        return evaluate(context, name, paths, lambda environment, jobs, now: decide(environment.layout, jobs, now),
+                        targets)
 
     return _sensor
 

@@ -15,12 +15,13 @@ from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataV
                      SensorResult)
 
 from jobs.catalog import Catalog, reusing_unchanged
+from jobs.environment import Environment
 from jobs.settings import effective_spec
 from jobs.spec import JobSpec
 from stateops.control import maintenance, overrides
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
-from stateops.remediation.alerts import Alert, sender_from_env
+from stateops.remediation.alerts import Alert, sender_for
 from stateops.remediation.guards import Cursor, guard, guard_escalation
 from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
@@ -29,9 +30,9 @@ from stateops.remediation.tick import Watched
 from sensors import runs
 from sensors.runbook import RUNBOOK_JOB, runbook_run_config
 
-Decide = Callable[[Layout, list[Watched], _dt.datetime], "dict[str, Decision]"]
-# A sensor's `paths` parameter: the code location's orchestration.resources.PathsResource (it has `.layout`),
-# typed by its base class so that sensors never import orchestration, which composes them.
+Decide = Callable[[Environment, list[Watched], _dt.datetime], "dict[str, Decision]"]
+# A sensor's `paths` parameter: the code location's orchestration.resources.PathsResource (it has `.layout` and
+# `.environment()`), typed by its base class so that sensors never import orchestration, which composes them.
 Paths = ConfigurableResource
 
 
@@ -56,20 +57,23 @@ def watched(catalog: Catalog) -> tuple[Mapping[str, JobSpec], list[Watched]]:
     return catalog.jobs, out
 
 
-def evaluate(context: SensorEvaluationContext, sensor: str, layout: Layout, decide: Decide, targets: Targets,
+def evaluate(context: SensorEvaluationContext, sensor: str, paths: Paths, decide: Decide, targets: Targets,
              now: _dt.datetime | None = None) -> SensorResult:
+    """One tick: the environment read once (paths.environment()), the catalog, `decide`, then the guards."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     cursor = Cursor.parse(context.cursor)
     try:
+        environment = paths.environment()
+        layout = environment.layout
         with reusing_unchanged():  # once per tick: a policy edited applies next tick; an unchanged file is
-            catalog = Catalog.current(layout)  # not validated again
+            catalog = environment.catalog  # not validated again
         specs, jobs = watched(catalog)
-        decisions = decide(layout, jobs, now)
+        decisions = decide(environment, jobs, now)
     except StateOpsError as err:  # an unreadable ops table, a broken config: skip, the next tick tries again
         return SensorResult(skip_reason=f"{sensor}: {first_line(err)}", cursor=cursor.dumps())
     policies = {w.job: w.policy for w in jobs}
     requests, events, reasons = [], [], []
-    sender = alert_sender(context)
+    sender = sender_for(environment.settings.webhook)
     for job, decision in sorted(decisions.items()):
         decision = _guarded(context, layout, decision, policies[job], targets, cursor, now)
         spec = specs[job]
@@ -144,14 +148,6 @@ def _observation(sensor: str, decision: Decision, spec: JobSpec, run_key: str | 
         metadata["remediation/run_config"] = MetadataValue.json(dict(decision.run_config))
     return AssetObservation(asset_key=AssetKey(spec.sink_table),
                             metadata={k: v for k, v in metadata.items() if v is not None})
-
-
-def alert_sender(context):
-    try:
-        return sender_from_env()
-    except StateOpsError as err:
-        context.log.warning(f"no webhook alerts: {err}")
-        return None
 
 
 def _alert(sender, sensor: str, decision: Decision) -> None:

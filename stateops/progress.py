@@ -187,8 +187,8 @@ class ProgressBuffer:
     are counted in `failures` and each logged as a warning. Thread-safe.
     """
 
-    def __init__(self, layout: Layout, settings: FlushSettings | None = None, *, name: str = "progress"):
-        self.layout, self.settings = layout, settings or FlushSettings.from_env()
+    def __init__(self, layout: Layout, settings: FlushSettings, *, name: str = "progress"):
+        self.layout, self.settings = layout, settings
         self.rows: list[dict[str, Any]] = []
         self.failures = 0
         self.commits = 0

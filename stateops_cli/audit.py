@@ -20,7 +20,7 @@ from stateops.audit.findings import human_bytes
 from stateops.timefmt import human_duration
 from stateops.errors import StateOpsError
 
-from stateops_cli.context import CliContext
+from jobs.environment import Environment
 from jobs.targets import resolve_audit
 
 
@@ -72,7 +72,7 @@ def render(report: AuditReport) -> str:
 @click.pass_context
 def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_json: bool, no_record: bool) -> None:
     """Audit the state of a job (by name) or of a checkpoint path: exit 1 on error findings."""
-    obj: CliContext = ctx.obj
+    obj: Environment = ctx.obj
     if fast and batch_id is not None:
         raise StateOpsError("--batch-id needs the deep audit (the fast audit reads the latest state only); "
                             "drop --fast")
@@ -83,8 +83,9 @@ def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_
         from jobs.session import get_session
         from stateops.audit import deep_audit
 
-        report = deep_audit(get_session(), resolved.checkpoint, batch_id=batch_id, thresholds=resolved.thresholds,
-                            layout=layout, job=resolved.job, join_bound=resolved.join_bound)
+        report = deep_audit(get_session(obj.spark), resolved.checkpoint, batch_id=batch_id,
+                            thresholds=resolved.thresholds, layout=layout, job=resolved.job,
+                            join_bound=resolved.join_bound)
     if not no_record:
         record(layout, report)
     if as_json:

@@ -19,7 +19,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
 from stateops.storage import filesystem
 
-from stateops_cli.context import CliContext
+from jobs.environment import Environment
 from jobs.targets import explain_target
 
 def render(result: KeyExplanation) -> str:
@@ -50,7 +50,7 @@ def render(result: KeyExplanation) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: job, key, batch_id, watermark, in_state, "
               "reason, explanation (and history, inputs, output_rows, change_feed).")
 @click.pass_obj
-def explain_key_command(obj: CliContext, job: str, key: str, batch_id: int | None, as_json: bool) -> None:
+def explain_key_command(obj: Environment, job: str, key: str, batch_id: int | None, as_json: bool) -> None:
     """Why is a key in state (or not), where, with which value, and why it has not been emitted."""
     layout, spec = obj.layout, obj.catalog.job(job)
     fs, path = filesystem(spec.checkpoint_path(layout))
@@ -62,5 +62,5 @@ def explain_key_command(obj: CliContext, job: str, key: str, batch_id: int | Non
     target = explain_target(spec, layout)
     from jobs.session import get_session
 
-    result = explain_key(get_session(), target, key, batch_id)
+    result = explain_key(get_session(obj.spark), target, key, batch_id)
     click.echo(result.to_json(indent=2) if as_json else render(result))

@@ -15,16 +15,14 @@ import click
 from stateops import control, progress
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
-from stateops.control.settings import ControlSettings
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
 from jobs.catalog import Catalog
+from jobs.environment import Environment
 from jobs.runner import MODES, RunResult, deadletter_query_name, run_job
 from jobs.settings import CLI_NAMES, settings_report, watermark_bounds
 from jobs.spec import JobSpec
-
-from stateops_cli.context import CliContext
 
 
 @click.group("jobs")
@@ -34,7 +32,7 @@ def jobs_group() -> None:
 
 @jobs_group.command("list")
 @click.pass_obj
-def jobs_list(obj: CliContext) -> None:
+def jobs_list(obj: Environment) -> None:
     for spec in obj.catalog.jobs.values():
         click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
 
@@ -87,7 +85,7 @@ def _setting_line(name: str, entry: dict) -> str:
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def jobs_describe(obj: CliContext, name: str, as_json: bool) -> None:
+def jobs_describe(obj: Environment, name: str, as_json: bool) -> None:
     info = describe(obj.catalog.job(name), obj.catalog)
     if as_json:
         click.echo(json.dumps(info, indent=2))
@@ -123,17 +121,18 @@ def summary(result: RunResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as JSON.")
 @click.option("--runbook-id", default=None, help="Start while this runbook holds the job's maintenance lock.")
 @click.pass_obj
-def jobs_run(obj: CliContext, name: str, mode: str, max_seconds: float | None, as_json: bool,
+def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, as_json: bool,
              runbook_id: str | None) -> None:
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
     from jobs.session import get_session
 
     spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
-    control.check_can_start(layout, name, runbook_id=runbook_id)  # before a JVM starts; run_job decides
+    # Refused before a JVM starts; run_job decides atomically.
+    control.check_can_start(layout, name, settings=obj.settings.control, runbook_id=runbook_id)
     # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
     console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
-    result = run_job(get_session(console_log=console_log), spec, layout, mode=mode, max_seconds=max_seconds,
-                     run_id=run_id, runbook_id=runbook_id)
+    result = run_job(get_session(obj.spark, console_log=console_log), spec, layout, settings=obj.settings, mode=mode,
+                     max_seconds=max_seconds, run_id=run_id, runbook_id=runbook_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else summary(result))
 
 
@@ -174,15 +173,16 @@ def render_status(status: dict) -> str:
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (an object for NAME, else a list).")
 @click.pass_obj
-def status_command(obj: CliContext, name: str | None, as_json: bool) -> None:
+def status_command(obj: Environment, name: str | None, as_json: bool) -> None:
     """Lease (holder, heartbeat, live or stale), latest batch and watermark, pending stop, lock, overrides."""
     layout: Layout = obj.layout
     specs = [obj.catalog.job(name)] if name else list(obj.catalog.jobs.values())
     # The first job's status refuses a control home the control plane cannot use, before any table is read;
     # the others share one read of the overrides table (once per job, each read scanned the whole table).
-    states = [job_status(layout, specs[0].name, specs[0].checkpoint_path(layout))]
+    settings = obj.settings.control
+    states = [job_status(layout, specs[0].name, specs[0].checkpoint_path(layout), settings)]
     forced = overrides.in_force_by_job(layout) if len(specs) > 1 else {}
-    states += [job_status(layout, spec.name, spec.checkpoint_path(layout), forced=forced.get(spec.name, {}))
+    states += [job_status(layout, spec.name, spec.checkpoint_path(layout), settings, forced=forced.get(spec.name, {}))
                for spec in specs[1:]]
     if any(spec.source == "kafka" for spec in specs):
         lags = progress.kafka_lags(layout)
@@ -210,7 +210,7 @@ def stop_command(ctx: click.Context, name: str, wait_seconds: float | None, grac
     """Ask the run holding NAME's lease to stop after its batch in flight."""
     layout: Layout = ctx.obj.layout
     ctx.obj.catalog.job(name)
-    settings = ControlSettings.from_env()
+    settings = ctx.obj.settings.control
     request = request_stop(layout, name, actor=actor or default_actor(), reason=reason, grace_seconds=grace,
                            settings=settings)
     if request is None:
@@ -247,7 +247,7 @@ def stop_command(ctx: click.Context, name: str, wait_seconds: float | None, grac
 @click.option("--runbook-id", default=None, help="The runbook making the change, if any.")
 @click.option("--json", "as_json", is_flag=True, help="Print the history as JSON (without changes).")
 @click.pass_obj
-def override_command(obj: CliContext, name: str, watermark_delay: str | None, shuffle_partitions: str | None,
+def override_command(obj: Environment, name: str, watermark_delay: str | None, shuffle_partitions: str | None,
                      clear: tuple[str, ...], reason: str | None, actor: str | None, runbook_id: str | None,
                      as_json: bool) -> None:
     """Set or clear NAME's overrides (applied at its next start); without changes, print their history."""
@@ -290,7 +290,7 @@ def override_command(obj: CliContext, name: str, watermark_delay: str | None, sh
 @click.option("--runbook-id", default=None, help="Hold the lock under this id (default: a new one, printed).")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def lock_command(obj: CliContext, name: str, reason: str, runbook_id: str | None, actor: str | None) -> None:
+def lock_command(obj: Environment, name: str, reason: str, runbook_id: str | None, actor: str | None) -> None:
     """Take NAME's maintenance lock: no run starts unless it presents the runbook id."""
     obj.catalog.job(name)
     lock = maintenance.acquire(obj.layout, name, runbook_id=runbook_id or f"manual-{uuid.uuid4().hex[:12]}",
@@ -305,7 +305,7 @@ def lock_command(obj: CliContext, name: str, reason: str, runbook_id: str | None
 @click.option("--runbook-id", required=True, help="The runbook id holding the lock (see stateops jobs status).")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def unlock_command(obj: CliContext, name: str, runbook_id: str, actor: str | None) -> None:
+def unlock_command(obj: Environment, name: str, runbook_id: str, actor: str | None) -> None:
     """Release NAME's maintenance lock."""
     obj.catalog.job(name)
     released = maintenance.release(obj.layout, name, runbook_id=runbook_id, actor=actor or default_actor())

@@ -11,16 +11,14 @@ from dataclasses import fields
 import click
 
 from stateops.delta import open_table
-from stateops.environment import Locations
 from stateops.errors import StateOpsError
-from stateops.layout import Layout
 
+from jobs.environment import Environment
 from jobs.failures import QueryFailed
 from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
 from jobs.runner import run_job
 
 from stateops_cli.audit import audit
-from stateops_cli.context import CliContext
 from stateops_cli.explain import explain_key_command
 from stateops_cli.jobs import jobs_group, summary
 from stateops_cli.recover import COMMANDS as RECOVERY_COMMANDS
@@ -50,8 +48,7 @@ class StateOpsGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
     """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
-    found = Locations.read()
-    ctx.obj = CliContext(Layout.of(home or found.home, found.control_home), config_path or found.config_path)
+    ctx.obj = Environment.from_env(home, config_path)
 
 
 def _generator_options(command):
@@ -68,7 +65,7 @@ def _generator_options(command):
               help="Also produce every generated line, in file order, to the topic named after its input "
                    "(events, orders, payments; created with LogAppendTime when missing).")
 @click.pass_obj
-def generate_command(obj: CliContext, bootstrap: str | None, **knobs) -> None:
+def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
     """Write deterministic event files (and orders/payments) into the landing zone."""
     generated = generate(obj.layout, GeneratorConfig(**knobs))
     for source, count in generated.lines.items():
@@ -86,7 +83,7 @@ def generate_command(obj: CliContext, bootstrap: str | None, **knobs) -> None:
 
 @main.command("demo")
 @click.pass_obj
-def demo(obj: CliContext) -> None:
+def demo(obj: Environment) -> None:
     """Generate input, then run every job once (bounded), without Dagster, and show what they produced
     (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
     from jobs.session import get_session
@@ -94,9 +91,9 @@ def demo(obj: CliContext) -> None:
     layout = obj.layout
     click.echo(f"StateOps demo under {layout.home}")
     generate(layout, DEMO_INPUT)
-    spark = get_session()
+    spark = get_session(obj.spark)
     for spec in obj.catalog.jobs.values():
-        result = run_job(spark, spec, layout)
+        result = run_job(spark, spec, layout, settings=obj.settings)
         table = open_table(layout.table(spec.sink_table))
         click.echo(summary(result))
         click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")

@@ -22,7 +22,7 @@ from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields
 
 from jobs.catalog import Catalog
-from stateops_cli.context import CliContext
+from jobs.environment import Environment
 from jobs.recovery import plan as plan_recovery
 from jobs.recovery import recover
 
@@ -73,9 +73,9 @@ def recover_group() -> None:
 @recover_group.command("plan")
 @_request_options(acting=False)
 @click.pass_obj
-def plan_command(obj: CliContext, as_json: bool, **values) -> None:
+def plan_command(obj: Environment, as_json: bool, **values) -> None:
     """Show what `recover run` would do (no JVM, nothing changed)."""
-    planned = _in_cli_words(lambda: plan_recovery(obj.layout, RecoveryRequest(**values), catalog=obj.catalog))
+    planned = _in_cli_words(lambda: plan_recovery(obj, RecoveryRequest(**values)))
     click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
 
 
@@ -92,7 +92,7 @@ def run_command(ctx: click.Context, as_json: bool, dry_run: bool, **values) -> N
     """Run the runbook for JOB (a dry run without --confirm JOB). Exit 1 when it rolled back."""
     obj = ctx.obj
     request = RecoveryRequest(**values, dry_run=dry_run or values["confirm"] is None)
-    report = _in_cli_words(lambda: recover(obj.layout, request, catalog=obj.catalog,
+    report = _in_cli_words(lambda: recover(obj, request,
                                            on_event=None if as_json or request.dry_run else _echo_event))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
@@ -134,7 +134,7 @@ def archives_group() -> None:
 @click.argument("job")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def list_command(obj: CliContext, job: str, as_json: bool) -> None:
+def list_command(obj: Environment, job: str, as_json: bool) -> None:
     """Archives of JOB, oldest first."""
     root = obj.catalog.job(job).archive_path(obj.layout)
     found = archive.list_archives(root)

@@ -20,7 +20,7 @@ from stateops.errors import StateOpsError
 from stateops.retention import history
 from stateops.retention.model import Plan
 
-from stateops_cli.context import CliContext
+from jobs.environment import Environment
 from jobs.retention import retention_scope
 
 
@@ -52,9 +52,9 @@ def _inventory_lines(data: dict) -> list[str]:
 @click.command("inventory")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def inventory_command(obj: CliContext, as_json: bool) -> None:
+def inventory_command(obj: Environment, as_json: bool) -> None:
     """Everything under the roots: checkpoints, archives, Delta tables, with sizes and restorable batches."""
-    data = retention.take_inventory(retention_scope(obj.catalog)).to_dict()
+    data = retention.take_inventory(retention_scope(obj)).to_dict()
     click.echo(json.dumps(data, indent=2) if as_json else "\n".join(_inventory_lines(data)))
 
 
@@ -66,9 +66,9 @@ def retention_group() -> None:
 @retention_group.command("plan")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (what `apply --plan` takes).")
 @click.pass_obj
-def plan_command(obj: CliContext, as_json: bool) -> None:
+def plan_command(obj: Environment, as_json: bool) -> None:
     """List every item retention would act on, with its bytes, files and rule (changes nothing)."""
-    plan = retention.make_plan(retention_scope(obj.catalog))
+    plan = retention.make_plan(retention_scope(obj))
     click.echo(json.dumps(plan.to_dict(), indent=1) if as_json else plan.render())
 
 
@@ -79,12 +79,12 @@ def plan_command(obj: CliContext, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--actor", default=None, help="Who (default: user@host).")
 @click.pass_obj
-def apply_command(obj: CliContext, yes: bool, plan_file: str | None, as_json: bool, actor: str | None) -> None:
+def apply_command(obj: Environment, yes: bool, plan_file: str | None, as_json: bool, actor: str | None) -> None:
     """Apply a retention plan: every item re-checked just before it acts, journaled in `actions`."""
     if not yes:
         raise StateOpsError("retention apply deletes files and needs --yes. Fix: review `stateops retention plan`, "
                             "then run `stateops retention apply --yes`")
-    scope = retention_scope(obj.catalog)
+    scope = retention_scope(obj)
     if plan_file:
         try:
             with open(plan_file) as handle:

@@ -21,9 +21,9 @@ def layout(tmp_path, monkeypatch) -> Layout:
 @pytest.fixture(scope="session")
 def spark():
     """Real Spark, local mode, built by the project's session factory (RocksDB, UTC, machine-sized)."""
-    from jobs.session import get_session
+    from jobs.session import SparkSettings, get_session
 
-    session = get_session()
+    session = get_session(SparkSettings.from_env())
     yield session
     session.stop()
 

@@ -31,7 +31,7 @@ from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequ
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
 
-from orchestration.catalog import SPECS, catalog_for
+from orchestration.catalog import SPECS
 from orchestration.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -182,8 +182,8 @@ def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: Spark
             context.log_event(step_event(asset, event))
 
     try:
-        report = recover(paths.layout, config.request(actor=f"dagster run {context.run_id}"),
-                         catalog=catalog_for(paths.layout), spark=lambda: spark.spark_session,
+        report = recover(paths.environment(), config.request(actor=f"dagster run {context.run_id}"),
+                         spark=lambda: spark.spark_session,
                          on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
     except StateOpsError as err:
         raise Failure(description=first_line(err), allow_retries=False) from None

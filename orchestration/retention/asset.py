@@ -66,7 +66,7 @@ def _save(home: str, plan: Plan, chart: bytes | None) -> str:
        "when config `apply` is true (stateops retention plan / apply --yes).")
 def retention_asset(context: AssetExecutionContext, config: RetentionConfig, paths: PathsResource) -> MaterializeResult:
     try:
-        scope = retention_scope(catalog_for(paths.layout))
+        scope = retention_scope(paths.environment())
         inventory = core.take_inventory(scope)
         plan = core.make_plan(scope, inventory)
         report = core.apply(scope, plan, actor=f"dagster:{context.run_id}", run_id=context.run_id, fresh=True) \

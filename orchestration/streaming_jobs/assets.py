@@ -130,9 +130,12 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
                 context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(progress)))
 
         try:
-            control.check_can_start(layout, spec.name)  # before Spark starts; run_job decides atomically
-            result = run_job(spark.spark_session, spec, layout, mode=config.mode, max_seconds=config.max_seconds,
-                             run_id=context.run_id, dagster_run_id=context.run_id, on_progress=observe)
+            settings = paths.environment().settings
+            # Refused before Spark starts; run_job decides atomically.
+            control.check_can_start(layout, spec.name, settings=settings.control)
+            result = run_job(spark.spark_session, spec, layout, settings=settings, mode=config.mode,
+                             max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
+                             on_progress=observe)
         except StateOpsError as err:
             raise one_line_failure(err) from None
         return MaterializeResult(metadata=run_metadata(result, layout.table(spec.sink_table)))

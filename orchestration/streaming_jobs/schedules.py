@@ -36,7 +36,8 @@ def build_job_schedule(spec: JobSpec, job) -> ScheduleDefinition:
         if running:
             return SkipReason(running)
         try:
-            blocker = start_blocker(paths.layout, spec.name)
+            environment = paths.environment()
+            blocker = start_blocker(environment.layout, spec.name, settings=environment.settings.control)
         except StateOpsError as err:  # e.g. STATEOPS_HOME on a storage the control plane refuses
             blocker = err
         return SkipReason(str(blocker)) if blocker is not None else RunRequest()

@@ -46,15 +46,15 @@ def _blocker(store: ControlStore, runbook_id: str | None,
     return None, holder
 
 
-def start_blocker(layout: Layout, job: str, *, runbook_id: str | None = None,
-                  settings: ControlSettings | None = None) -> StateOpsError | None:
+def start_blocker(layout: Layout, job: str, *, settings: ControlSettings,
+                  runbook_id: str | None = None) -> StateOpsError | None:
     """Why a run of `job` could not start now (maintenance lock, live lease), or None. A cheap read without
     the lock, for schedules and for failing before a JVM starts; `acquire` decides atomically."""
-    return _blocker(ControlStore(layout, job), runbook_id, settings or ControlSettings.from_env())[0]
+    return _blocker(ControlStore(layout, job), runbook_id, settings)[0]
 
 
-def check_can_start(layout: Layout, job: str, *, runbook_id: str | None = None,
-                    settings: ControlSettings | None = None) -> None:
+def check_can_start(layout: Layout, job: str, *, settings: ControlSettings,
+                    runbook_id: str | None = None) -> None:
     blocker = start_blocker(layout, job, runbook_id=runbook_id, settings=settings)
     if blocker is not None:
         raise blocker
@@ -121,9 +121,8 @@ class HeldLease:
 
 def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None = None,
             runbook_id: str | None = None, actor: str | None = None, mode: str | None = None,
-            settings: ControlSettings | None = None) -> HeldLease:
+            settings: ControlSettings) -> HeldLease:
     """Take the job's lease for this process, or raise MaintenanceLockedError / LeaseHeldError."""
-    settings = settings or ControlSettings.from_env()
     store = ControlStore(layout, job)
     with store.critical():
         blocker, previous = _blocker(store, runbook_id, settings)
@@ -152,9 +151,8 @@ def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None
 
 
 def wait_released(layout: Layout, job: str, lease_id: str, timeout: float, *, poll_seconds: float = 0.5,
-                  settings: ControlSettings | None = None) -> bool:
+                  settings: ControlSettings) -> bool:
     """Wait up to `timeout` s until lease `lease_id` is no longer live (released, replaced, or stale)."""
-    settings = settings or ControlSettings.from_env()
     deadline = time.monotonic() + timeout
     while True:
         holder = leases.current(layout, job)

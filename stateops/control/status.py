@@ -28,12 +28,11 @@ def checkpoint_summary(path: str) -> dict[str, Any]:
     return summary
 
 
-def job_status(layout: Layout, job: str, checkpoint: str, settings: ControlSettings | None = None,
+def job_status(layout: Layout, job: str, checkpoint: str, settings: ControlSettings,
                forced: Mapping[str, overrides.Override] | None = None) -> dict[str, Any]:
     """state: running (live lease), stale (a lease nobody renews: the next run takes it over), idle.
     `forced`: the job's overrides in force, when the caller read them for every job at once
     (overrides.in_force_by_job); read here otherwise."""
-    settings = settings or ControlSettings.from_env()
     store = ControlStore(layout, job)
     holder = leases.read(store)
     lease = None

@@ -42,9 +42,8 @@ def pending(store: ControlStore, lease_id: str) -> StopRequest | None:
 
 
 def request_stop(layout: Layout, job: str, *, actor: str, reason: str = "", grace_seconds: float | None = None,
-                 settings: ControlSettings | None = None) -> StopRequest | None:
+                 settings: ControlSettings) -> StopRequest | None:
     """Ask the live holder to stop. None when nothing runs (no lease, or a stale one): nothing to stop."""
-    settings = settings or ControlSettings.from_env()
     grace = settings.stop_grace_seconds if grace_seconds is None else grace_seconds
     store = ControlStore(layout, job)
     with store.critical():

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 from stateops.control import maintenance
 from stateops.control.records import now_iso
-from stateops.control.settings import ControlSettings
 from stateops.faults import fault_point
+from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 
 from stateops.recovery import archive, rollback, steps
@@ -38,8 +38,8 @@ from stateops.recovery.journal import Journal
 from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, STOP, VERIFY, RecoveryEvent, RecoveryPlan,
                                      RecoveryRefused, RecoveryReport)
 from stateops.recovery.rollback import ROLLBACK
-from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings
+from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.attempt import RUNBOOK, Attempt
 from stateops.recovery.steps import error_line
 from stateops.recovery.target import JobTarget
@@ -47,14 +47,12 @@ from stateops.recovery.target import JobTarget
 
 class Executor:
     def __init__(self, layout: Layout, target: JobTarget, plan: RecoveryPlan, runtime: Runtime, *,
-                 settings: RecoverySettings | None = None, on_event: Callable[[RecoveryEvent], None] | None = None,
-                 terminate: Terminate | None = None):
-        settings = settings or RecoverySettings.from_env()
-        control_settings = ControlSettings.from_env()
+                 settings: RecoverySettings, control: ControlSettings,
+                 on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None):
         self.layout, self.target, self.plan = layout, target, plan
         self.directory = plan.archive["path"]
         self.journal = Journal(layout, target.job, plan.runbook_id, self.directory, plan.actor, on_event)
-        self.attempt = Attempt(layout, target, plan, runtime, settings, control_settings, self.journal, terminate)
+        self.attempt = Attempt(layout, target, plan, runtime, settings, control, self.journal, terminate)
         self.handlers = {**steps.handlers(self.attempt), **rollback.handlers(self.attempt)}
 
     def run(self) -> RecoveryReport:
@@ -145,10 +143,12 @@ class Executor:
 
 
 def execute(layout: Layout, target: JobTarget, plan: RecoveryPlan, runtime: Runtime, *,
-            settings: RecoverySettings | None = None, on_event: Callable[[RecoveryEvent], None] | None = None,
+            settings: RecoverySettings, control: ControlSettings,
+            on_event: Callable[[RecoveryEvent], None] | None = None,
             terminate: Terminate | None = None) -> RecoveryReport:
     """Apply a confirmed plan (or resume it): see the module doc."""
-    return Executor(layout, target, plan, runtime, settings=settings, on_event=on_event, terminate=terminate).run()
+    return Executor(layout, target, plan, runtime, settings=settings, control=control, on_event=on_event,
+                    terminate=terminate).run()
 
 
 def planned_report(plan: RecoveryPlan) -> RecoveryReport:

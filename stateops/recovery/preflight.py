@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from stateops.storage import copies
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
-from stateops.control.settings import ControlSettings
 from stateops.durations import parse_seconds
 from stateops import kafka_offsets
 from stateops.storage import can_lock, exists
+from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 
 from stateops.recovery import archive, coverage, journal, sinkstate, surgery
@@ -206,9 +206,8 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
 
 
 def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, runbook_id: str | None = None,
-               settings: RecoverySettings | None = None, now: datetime | None = None) -> RecoveryPlan:
+               settings: RecoverySettings, control: ControlSettings, now: datetime | None = None) -> RecoveryPlan:
     """The plan for `request`, or a one-line refusal. Writes nothing."""
-    settings = settings or RecoverySettings.from_env()
     _check_values(target, request)
     check_confirmation(request)
     runbook_id = runbook_id or archive.new_runbook_id(target.job, now)
@@ -250,7 +249,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     lease = current_lease(layout, target.job)
     running = None
     if lease is not None:
-        running = {**asdict(lease), "stale": lease.stale_reason(ControlSettings.from_env()) is not None}
+        running = {**asdict(lease), "stale": lease.stale_reason(control) is not None}
     restart_mode = lease.mode if lease is not None and lease.mode in ("bounded", "continuous") else "bounded"
     method = ("rename" if request.mode in ("rebuild", "restore")
               and copies.same_filesystem(target.checkpoint, target.archive_root) else "copy")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 
 from stateops.recovery import preflight
@@ -15,8 +16,8 @@ from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
 
 
-def plan(layout: Layout, target: JobTarget, request: RecoveryRequest,
-         settings: RecoverySettings | None = None) -> RecoveryPlan:
+def plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, settings: RecoverySettings,
+         control: ControlSettings) -> RecoveryPlan:
     """The plan `request` would execute: the interrupted runbook of the same request (resumed), or a new one.
     Refuses with one line (RecoveryRefused, ConfigError); writes nothing."""
     resumed = preflight.unfinished(layout, target, request)
@@ -24,15 +25,15 @@ def plan(layout: Layout, target: JobTarget, request: RecoveryRequest,
         preflight.check_confirmation(request)
         return replace(resumed, dry_run=request.dry_run,
                        notes=(*resumed.notes, f"resumes runbook {resumed.runbook_id}, interrupted before it ended"))
-    return preflight.build_plan(layout, target, request, settings=settings)
+    return preflight.build_plan(layout, target, request, settings=settings, control=control)
 
 
 def run(layout: Layout, target: JobTarget, request: RecoveryRequest, runtime: Runtime, *,
-        settings: RecoverySettings | None = None, on_event: Callable[[RecoveryEvent], None] | None = None,
+        settings: RecoverySettings, control: ControlSettings, on_event: Callable[[RecoveryEvent], None] | None = None,
         terminate: Terminate | None = None) -> RecoveryReport:
     """Plan, then (unless a dry run) execute: the report says how it ended (succeeded, rolled_back, failed)."""
-    settings = settings or RecoverySettings.from_env()
-    chosen = plan(layout, target, request, settings)
+    chosen = plan(layout, target, request, settings=settings, control=control)
     if request.dry_run:
         return planned_report(chosen)
-    return execute(layout, target, chosen, runtime, settings=settings, on_event=on_event, terminate=terminate)
+    return execute(layout, target, chosen, runtime, settings=settings, control=control, on_event=on_event,
+                   terminate=terminate)

@@ -149,9 +149,9 @@ _SENDERS: dict[WebhookSettings, WebhookSender] = {}
 _SENDERS_GUARD = threading.Lock()
 
 
-def sender_from_env() -> WebhookSender | None:
-    """The process's sender for the configured webhook (one thread per distinct setting), or None."""
-    settings = WebhookSettings.from_env()
+def sender_for(settings: WebhookSettings | None) -> WebhookSender | None:
+    """The process's sender for the webhook `settings` name (one thread per distinct setting, shared by every
+    tick), or None when no webhook is configured."""
     if settings is None:
         return None
     with _SENDERS_GUARD:

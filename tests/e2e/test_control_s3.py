@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from stateops.control import (LeaseHeldError, MaintenanceLockedError, WatermarkBounds, acquire, current_lease,
-                              job_status, maintenance, overrides, request_stop)
+from stateops.control import (ControlSettings, LeaseHeldError, MaintenanceLockedError, WatermarkBounds, acquire,
+                              current_lease, job_status, maintenance, overrides, request_stop)
 from stateops.control import store as control_store
 from stateops.control.process import HOST
 from stateops.control.store import ControlStorageError, ControlStore
@@ -65,11 +65,11 @@ def _lock_body(s3, store) -> dict:
 
 RACER = """
     import os, sys, time
-    from stateops.control import LeaseHeldError, acquire, start_blocker
+    from stateops.control import ControlSettings, LeaseHeldError, acquire, start_blocker
     from stateops.layout import Layout
 
-    layout, name, held = Layout.from_env(), sys.argv[1], None
-    start_blocker(layout, {job!r})  # the S3 client and the imports, before the first round
+    layout, name, held, settings = Layout.from_env(), sys.argv[1], None, ControlSettings.from_env()
+    start_blocker(layout, {job!r}, settings=settings)  # the S3 client and the imports, before the first round
     print("ready", flush=True)
     for line in sys.stdin:
         command, *args = line.split()
@@ -77,7 +77,7 @@ RACER = """
             time.sleep(max(0.0, float(args[1]) - time.time()))
             began = time.time()
             try:
-                held = acquire(layout, {job!r}, run_id=f"{{name}}-{{args[0]}}")
+                held = acquire(layout, {job!r}, run_id=f"{{name}}-{{args[0]}}", settings=settings)
                 outcome = "won"
             except LeaseHeldError:
                 outcome = "refused"
@@ -225,11 +225,12 @@ def test_records_are_the_local_backends_json_and_a_corrupt_one_is_refused_alike(
 def test_stop_request_maintenance_lock_and_overrides_round_trip(s3_versioned_bucket, monkeypatch):
     s3 = s3_versioned_bucket
     layout = _home(s3, monkeypatch)
-    held = acquire(layout, JOB, run_id="run-1")
+    settings = ControlSettings.from_env()
+    held = acquire(layout, JOB, run_id="run-1", settings=settings)
     try:
-        request = request_stop(layout, JOB, actor="operator", reason="deploy", grace_seconds=5)
+        request = request_stop(layout, JOB, actor="operator", reason="deploy", grace_seconds=5, settings=settings)
         assert held.stop_request() == request and request.lease_id == held.lease.lease_id
-        status = job_status(layout, JOB, layout.checkpoint(JOB))
+        status = job_status(layout, JOB, layout.checkpoint(JOB), settings)
         assert (status["state"], status["lease"]["run_id"], status["stop_request"]["reason"]) == \
             ("running", "run-1", "deploy")
     finally:
@@ -239,11 +240,11 @@ def test_stop_request_maintenance_lock_and_overrides_round_trip(s3_versioned_buc
     lock = maintenance.acquire(layout, JOB, runbook_id="rb-1", actor="operator", reason="rebuild")
     assert maintenance.current(layout, JOB) == lock
     with pytest.raises(MaintenanceLockedError):
-        acquire(layout, JOB, run_id="run-2")
-    with acquire(layout, JOB, run_id="run-3", runbook_id="rb-1") as by_runbook:
+        acquire(layout, JOB, run_id="run-2", settings=settings)
+    with acquire(layout, JOB, run_id="run-3", runbook_id="rb-1", settings=settings) as by_runbook:
         assert current_lease(layout, JOB).lease_id == by_runbook.lease.lease_id
         with pytest.raises(LeaseHeldError):
-            acquire(layout, JOB, run_id="run-4", runbook_id="rb-1")
+            acquire(layout, JOB, run_id="run-4", runbook_id="rb-1", settings=settings)
     assert maintenance.release(layout, JOB, runbook_id="rb-1", actor="operator") == lock
     assert maintenance.current(layout, JOB) is None
 

@@ -16,6 +16,7 @@ from jobs.generator import GeneratorConfig, generate
 from stateops import progress
 from stateops.control import request_stop
 from stateops.delta import open_table
+from stateops.control import ControlSettings
 
 from orchestration.streaming_jobs.assets import SPECS, job_assets
 from orchestration.resources import default_resources
@@ -157,7 +158,7 @@ def test_a_continuous_run_reports_each_batch_in_its_event_log_while_it_runs(layo
             assert runner.is_alive() and run.status == DagsterRunStatus.STARTED, "the run ended before it reported"
             assert not instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
         finally:
-            request_stop(layout, spec.name, actor="test", reason="progress seen")
+            request_stop(layout, spec.name, actor="test", reason="progress seen", settings=ControlSettings.from_env())
             runner.join(timeout=600)
     result = outcome["result"]
     assert result.success

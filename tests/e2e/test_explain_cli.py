@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from stateops_cli.main import main
+from stateops.settings import Settings
 from tests.support.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.e2e
@@ -68,12 +69,12 @@ def test_entry_point_usage_error_has_no_traceback(layout):
 
 @pytest.mark.spark
 def test_explain_key_json_on_a_real_checkpoint(spark, layout):
-    from jobs.catalog import get_job
+    from jobs.environment import get_job
     from jobs.generator import GeneratorConfig, generate
     from jobs.runner import run_job
 
     generated = generate(layout, GeneratorConfig(events=0, orders=30, files=3, seed=5))
-    run_job(spark, get_job("order_payments"), layout)
+    run_job(spark, get_job("order_payments"), layout, settings=Settings.from_env())
     paid = sorted(k for k, case in generated.payment_cases.items() if case == "paid")[0]
 
     result = _invoke(["order_payments", "--key", paid, "--json"], layout.home)

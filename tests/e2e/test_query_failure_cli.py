@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import load_jobs
+from jobs.environment import load_jobs
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.checkpoint import Checkpoint
+from stateops.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +27,7 @@ STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
 def test_corrupt_state_is_one_line_exit_1_and_a_full_log(spark, layout):
     generate(layout, INPUT)
     spec = load_jobs()["user_activity"]
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     failing_batch = checkpoint.latest_committed_batch() + 1
     # What a torn write or a bad disk leaves: the newest changelog of one state partition is garbage.

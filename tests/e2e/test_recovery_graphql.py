@@ -26,7 +26,7 @@ import yaml
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides

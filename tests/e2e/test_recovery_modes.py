@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobs.catalog import get_job
+from jobs.environment import Environment, get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover
 from stateops.checkpoint import Checkpoint
@@ -117,7 +117,8 @@ def _state_partitions(spark, checkpoint: str) -> set[int]:
 
 
 def _run(layout, spark, lander, settings=None, terminate=None, **request) -> object:
-    report = recover(layout, RecoveryRequest(job=JOB, confirm=JOB, dry_run=False, reason="e2e", **request),
+    environment = Environment.from_env(layout=layout)
+    report = recover(environment, RecoveryRequest(job=JOB, confirm=JOB, dry_run=False, reason="e2e", **request),
                      spark=spark, on_event=lander.after_stop, settings=settings, terminate=terminate)
     assert report.outcome == "succeeded", (report.error, report.verification)
     assert not archive.verify(get_job(JOB).archive_path(layout), report.runbook_id), "the archive verifies"

@@ -23,7 +23,7 @@ from datetime import datetime
 
 import pytest
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from stateops import progress
 from stateops.checkpoint import Checkpoint

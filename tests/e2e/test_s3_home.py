@@ -13,7 +13,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from jobs.catalog import load_jobs
+from jobs.environment import Environment, load_jobs
 from jobs.generator import GeneratorConfig, generate
 from jobs.recovery import recover
 from jobs.runner import run_job
@@ -24,6 +24,8 @@ from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.storage import filesystem
 from stateops.recovery import RecoveryRequest, archive
 from stateops_cli.main import main
+from stateops.settings import Settings
+from stateops.control import ControlSettings
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror
@@ -45,9 +47,9 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
     assert any(key.endswith(".changelog") for key in stored), "RocksDB changelog checkpointing wrote to S3"
     assert_equals_oracle(home, spec, local_mirror(home, spec, str(tmp_path / "mirror")))
 
-    with acquire(home, job, run_id="holder", mode="bounded"):
+    with acquire(home, job, run_id="holder", mode="bounded", settings=ControlSettings.from_env()):
         with pytest.raises(LeaseHeldError):
-            run_job(spark, spec, home)
+            run_job(spark, spec, home, settings=Settings.from_env())
 
     report = deep_audit(spark, checkpoint)
     assert report.operators
@@ -107,7 +109,7 @@ def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenar
             assert not {f"{target}/{path}" for path, _ in item["paths"]} & stored, "removed from the bucket"
         generate(home, GeneratorConfig(events=300, files=2, users=40, start="2026-01-01T04:00:00+00:00",
                                        minutes_per_file=20, seed=14))
-        assert run_job(spark, load_jobs()[job], home).batches == 2
+        assert run_job(spark, load_jobs()[job], home, settings=Settings.from_env()).batches == 2
         local_mirror(home, spec, mirrored.home)  # the new batches' logs added to the earlier mirror
         assert_equals_oracle(home, spec, mirrored)
     finally:
@@ -147,7 +149,8 @@ def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, mo
     for hour, (mode, change) in enumerate((("adjust", {"watermark_delay": "20 minutes"}),
                                            ("repartition", {"shuffle_partitions": 6})), start=3):
         more_input(home, hour, seed=hour)
-        report = recover(home, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
+        environment = Environment.from_env(layout=home)
+        report = recover(environment, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
                          spark=spark)
         assert report.outcome == "succeeded", (mode, report.error)
         assert report.archive_path.startswith(home.home + "/")
@@ -165,9 +168,10 @@ def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark,
     checkpoint = spec.checkpoint_path(home)
     more_input(home, 6, seed=6)
     before = object_hashes(checkpoint)
-    report = recover(home, RecoveryRequest(job, "adjust", watermark_delay="20 minutes", reason="injected failure",
-                                           confirm=job, dry_run=False), spark=spark,
-                     on_event=_break_provider(checkpoint))
+    environment = Environment.from_env(layout=home)
+    request = RecoveryRequest(job, "adjust", watermark_delay="20 minutes", reason="injected failure", confirm=job,
+                              dry_run=False)
+    report = recover(environment, request, spark=spark, on_event=_break_provider(checkpoint))
     assert report.outcome == "rolled_back" and "CANNOT_LOAD_STATE_STORE" in report.error, report.error
     kept = archive.manifest(spec.archive_path(home), report.runbook_id)
     assert {f["path"]: f["sha256"] for f in kept["files"]} == before, "archived byte for byte"

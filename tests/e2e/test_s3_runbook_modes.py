@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.catalog import load_jobs
+from jobs.environment import Environment, load_jobs
 from jobs.generator import generate
 from jobs.recovery import recover
 from jobs.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.recovery import RecoveryRequest, archive
+from stateops.settings import Settings
 from tests.support.scenarios import S3_INPUT, more_input
 from tests.support.trees import object_hashes
 
@@ -25,14 +26,15 @@ def test_rewind_rebuild_and_restore_on_s3(spark, s3_layout, monkeypatch):
     job, home = "user_activity", s3_layout
     spec = load_jobs()[job]
     generate(home, S3_INPUT)
-    run_job(spark, spec, home)
+    run_job(spark, spec, home, settings=Settings.from_env())
     reports = {}
     for hour, (mode, change) in enumerate((("rewind", {"to_batch": 1}), ("rebuild", {}),
                                            ("restore", None)), start=3):
         more_input(home, hour, seed=hour)
         if change is None:
             change = {"archive_id": reports["rewind"].runbook_id}
-        report = recover(home, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
+        environment = Environment.from_env(layout=home)
+        report = recover(environment, RecoveryRequest(job, mode, reason="on S3", confirm=job, dry_run=False, **change),
                          spark=spark)
         assert report.outcome == "succeeded", (mode, report.error)
         assert not archive.verify(spec.archive_path(home), report.runbook_id), mode

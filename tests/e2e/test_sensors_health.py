@@ -13,7 +13,7 @@ from dagster import DagsterEventType, build_run_status_sensor_context, instance_
 
 from stateops import progress
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
-from stateops.remediation.alerts import sender_from_env
+from stateops.remediation.alerts import WebhookSettings, sender_for
 
 from orchestration.catalog import SPECS
 from sensors.health import run_failure_alert
@@ -71,8 +71,9 @@ def test_failed_run_restarts_once_then_cooldown(layout, tmp_path, monkeypatch):
 
 def test_stale_lease_restarts_the_job(layout, tmp_path, monkeypatch):
     _config(tmp_path, monkeypatch, layout)
-    code = ("import os; from stateops.layout import Layout; from stateops.control import acquire; "
-            f"acquire(Layout({layout.home!r}), {JOB!r}, run_id='doomed'); os._exit(0)")
+    code = ("import os; from stateops.layout import Layout; from stateops.control import ControlSettings, acquire; "
+            f"acquire(Layout({layout.home!r}), {JOB!r}, run_id='doomed', settings=ControlSettings.from_env()); "
+            "os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
     lease = current_lease(layout, JOB)
     assert lease is not None and lease.run_id == "doomed"
@@ -139,7 +140,7 @@ def test_run_failure_alert_posts_to_the_webhook(layout, monkeypatch, tmp_path):
             context = build_run_status_sensor_context(sensor_name="stateops_run_failure_alert", dagster_instance=instance,
                                                       dagster_run=run, dagster_event=failure.dagster_event)
             run_failure_alert(context.for_run_failure())
-            assert sender_from_env().flush(30)
+            assert sender_for(WebhookSettings.from_env()).flush(30)
     finally:
         server.shutdown()
         server.server_close()

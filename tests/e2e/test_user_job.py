@@ -16,7 +16,7 @@ import pytest
 from dagster import materialize
 from deltalake import DeltaTable
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from stateops.delta import read_table
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from stateops.layout import Layout
 from stateops_cli.main import main
+from stateops.settings import Settings
 from tests.support import oracle, scenarios
 from tests.support.servers.kafka import fresh_topics, produce, records
 
@@ -37,14 +38,14 @@ def kafka_topics(kafka, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def kafka_homes(kafka_topics, spark, tmp_path_factory):
     """Homes built once for the module over its topics (copied per test): `user_activity` run over every record."""
-    from jobs.catalog import load_jobs
+    from jobs.environment import load_jobs
     from jobs.runner import run_job
 
     store = scenarios.Store(str(tmp_path_factory.mktemp("kafka-homes")))
 
     def user_activity(layout: Layout) -> None:
         config = scenarios.kafka_config(tmp_path_factory.mktemp("kafka-config"), kafka_topics, "user_activity")
-        run_job(spark, load_jobs(config, layout)["user_activity"], layout)
+        run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=Settings.from_env())
 
     return lambda: store.home("user_activity", user_activity)
 
@@ -96,7 +97,7 @@ def deep_audit_states(spark, tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def deep_audit_reports(spark, deep_audit_states) -> dict:
     """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
-    from jobs.catalog import get_job
+    from jobs.environment import get_job
     from stateops.audit import deep_audit
     from tests.support.audit_queries import DEEP_AUDIT_JOBS
 

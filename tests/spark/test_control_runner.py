@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import functions as F
 
-from jobs.catalog import EVENTS, get_job
+from jobs.catalog import EVENTS
+from jobs.environment import get_job
 from stateops_cli.main import main
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
@@ -24,6 +25,8 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop
 from stateops.control import overrides
 from stateops.control.store import ControlStore
+from stateops.settings import Settings
+from stateops.control import ControlSettings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes
@@ -44,7 +47,7 @@ class Background:
 
     def _run(self, **kwargs):
         try:
-            self.outcome["result"] = run_job(**kwargs)
+            self.outcome["result"] = run_job(**kwargs, settings=Settings.from_env())
         except BaseException as err:  # noqa: BLE001 - handed to the test thread
             self.outcome["error"] = err
 
@@ -81,7 +84,8 @@ def test_stop_request_lets_the_batch_in_flight_complete(spark, layout):
     run = Background(spark=spark, spec=spec, layout=layout, mode="continuous", poll_seconds=0.2)
     _wait_for(lambda: _in_flight(checkpoint) is not None, "a batch in flight")
     batch = _in_flight(checkpoint)
-    assert request_stop(layout, JOB, actor="test", reason="graceful", grace_seconds=DEADLINE) is not None
+    assert request_stop(layout, JOB, actor="test", reason="graceful", grace_seconds=DEADLINE,
+                        settings=ControlSettings.from_env()) is not None
 
     result = run.result()
     assert result.stop_reason == "stop_request" and not result.hard_stopped
@@ -120,7 +124,7 @@ def test_a_batch_that_does_not_finish_is_stopped_after_the_grace_period(spark, l
     checkpoint = spec.checkpoint_path(layout)
     run = Background(spark=spark, spec=spec, layout=layout, mode="continuous", poll_seconds=0.2)
     _wait_for(lambda: _in_flight(checkpoint) is not None, "the sleeping batch")
-    request_stop(layout, "sleepy", actor="test", grace_seconds=2)
+    request_stop(layout, "sleepy", actor="test", grace_seconds=2, settings=ControlSettings.from_env())
 
     result = run.result()
     assert result.stop_reason == "stop_request" and result.hard_stopped
@@ -160,7 +164,7 @@ def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):
     bounds = WatermarkBounds(spec.watermark_min, spec.watermark_max)
     overrides.set_override(layout, JOB, "shuffle_partitions", 3, bounds=bounds, reason="new checkpoint", actor="t")
     generate(layout, GeneratorConfig(events=400, files=3, users=40, minutes_per_file=15, seed=8))
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     first_run = checkpoint.offset_batches()
     last = first_run[-1]
@@ -172,7 +176,7 @@ def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):
     overrides.set_override(layout, JOB, "shuffle_partitions", 5, bounds=bounds, reason="too late", actor="t")
     generate(layout, GeneratorConfig(events=400, files=3, users=40, minutes_per_file=15, seed=9,
                                      start="2026-01-01T03:00:00+00:00"))
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     second_run = [b for b in checkpoint.offset_batches() if b not in first_run]
     last = second_run[-1]
     assert len(second_run) >= 3
@@ -203,7 +207,7 @@ def test_a_finished_run_leaves_no_writer_in_its_checkpoint(spark, layout):
     try:
         for key, value in settings.items():
             spark.conf.set(key, value)
-        run_job(spark, spec, layout, mode="bounded")
+        run_job(spark, spec, layout, settings=Settings.from_env(), mode="bounded")
         after_run = file_hashes(spec.checkpoint_path(layout))
         time.sleep(5)
         assert file_hashes(spec.checkpoint_path(layout)) == after_run

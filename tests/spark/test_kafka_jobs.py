@@ -17,11 +17,12 @@ from deltalake import DeltaTable
 
 from click.testing import CliRunner
 
-from jobs.catalog import load_jobs
+from jobs.environment import Environment, load_jobs
 from jobs.runner import run_job
 from stateops import progress
 from stateops_cli.main import main
 from stateops.layout import Layout
+from stateops.settings import Settings
 from tests.support import kafka_oracle, oracle
 from tests.support.delta_rows import table_rows
 from tests.support.delta_writers import spark_writer_in_long_tier
@@ -37,7 +38,7 @@ def _run(spark, tmp_path, broker: str, job: str, layout: Layout | None = None):
     layout = layout or Layout(str(tmp_path / "stateops"))
     spec = load_jobs(kafka_config(tmp_path, broker, job), layout)[job]
     assert spec.source == "kafka"
-    result = run_job(spark, spec, layout)
+    result = run_job(spark, spec, layout, settings=Settings.from_env())
     every = {i.name: records(broker, i.name) for i in spec.inputs}
     batches = {i.name: kafka_oracle.batches(spec.checkpoint_path(layout), i.name, every[i.name]) for i in spec.inputs}
     dead = table_rows(layout.deadletter_table(job), ["input", "raw_bytes"])
@@ -154,7 +155,7 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_pa
     layout = Layout(str(tmp_path / "stateops"))
     spec = load_jobs(str(config), layout)["user_engagement"]
     assert spec.source == "kafka"
-    result = run_job(spark, spec, layout)
+    result = run_job(spark, spec, layout, settings=Settings.from_env())
     assert result.batches >= 3
     batches = kafka_oracle.batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
     rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
@@ -183,8 +184,9 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     ends, started = kafka_oracle.batch_ends(checkpoint, "events"), kafka_offsets.initial(checkpoint)
     assert len(ends) >= 4 and started == {"events": {str(p): 0 for p in ends[0]}}
 
-    report = recover(layout, RecoveryRequest("user_activity", "rewind", to_batch=1, reason="replay",
-                                             confirm="user_activity", dry_run=False), config_path=config, spark=spark)
+    environment = Environment.from_env(layout=layout, config_path=config)
+    report = recover(environment, RecoveryRequest("user_activity", "rewind", to_batch=1, reason="replay",
+                                                  confirm="user_activity", dry_run=False), spark=spark)
     assert report.outcome == "succeeded", report.error
     assert kafka_oracle.batch_ends(checkpoint, "events") == ends, "the replay read the same records, batch by batch"
     batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
@@ -192,9 +194,10 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
 
     before = set(got)
-    report = recover(layout, RecoveryRequest("user_activity", "rebuild", watermark_delay="2 hours",
-                                             reason="late data", confirm="user_activity", dry_run=False),
-                     config_path=config, spark=spark)
+    environment = Environment.from_env(layout=layout, config_path=config)
+    report = recover(environment, RecoveryRequest("user_activity", "rebuild", watermark_delay="2 hours",
+                                                  reason="late data", confirm="user_activity", dry_run=False),
+                     spark=spark)
     assert report.outcome == "succeeded", report.error
     total = sum(ends[-1].values())
     assert any(f"replays the {total} records the old checkpoint read" in note for note in report.notes), report.notes
@@ -237,9 +240,10 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafk
     assert observe_reading(layout, target, "r", False, None).unread == tuple(
         f"events/{p}: offsets {ends[-1].get(p, 0)}..{now[p] - 1}" for p in sorted(now) if now[p] > ends[-1].get(p, 0))
     before = len(ends)
-    report = recover(layout, RecoveryRequest("user_activity", "adjust", watermark_delay="20 minutes",
-                                             reason="late data", confirm="user_activity", dry_run=False),
-                     config_path=str(tmp_path / "kafka.toml"), spark=spark)
+    environment = Environment.from_env(layout=layout, config_path=str(tmp_path / "kafka.toml"))
+    report = recover(environment, RecoveryRequest("user_activity", "adjust", watermark_delay="20 minutes",
+                                                  reason="late data", confirm="user_activity", dry_run=False),
+                     spark=spark)
     assert report.outcome == "succeeded", report.error
     batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
     assert len(batches) > before, "the restart read the new records"
@@ -265,9 +269,9 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     done = CliRunner().invoke(main, ["--home", str(tmp_path / "more"), "generate", "--events=300", "--files=2",
                                      "--users=40", "--start=2026-01-01T03:00:00+00:00", "--seed=6", "--kafka", broker])
     assert done.exit_code == 0, done.output
-    report = recover(layout, RecoveryRequest("user_activity", "repartition", shuffle_partitions=3, reason="skew",
-                                             confirm="user_activity", dry_run=False),
-                     config_path=str(tmp_path / "kafka.toml"), spark=spark)
+    environment = Environment.from_env(layout=layout, config_path=str(tmp_path / "kafka.toml"))
+    report = recover(environment, RecoveryRequest("user_activity", "repartition", shuffle_partitions=3, reason="skew",
+                                                  confirm="user_activity", dry_run=False), spark=spark)
     assert report.outcome == "succeeded", report.error
     latest = Checkpoint(checkpoint).latest_committed_batch()
     assert Checkpoint(checkpoint).shuffle_partitions(latest) == 3

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from jobs.catalog import get_job
+from jobs.environment import Environment, get_job
 from stateops_cli.main import main
 from jobs.failures import QueryFailed
 from jobs.generator import GeneratorConfig, generate
@@ -27,6 +27,8 @@ from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD
 from stateops.control.store import ControlStore
 from stateops.recovery import RecoveryRequest, archive
+from stateops.settings import Settings
+from stateops.control import ControlSettings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes
@@ -54,12 +56,12 @@ def _refused(layout, args: list[str], started: bool = False) -> str:
 
 def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, monkeypatch):
     generate(layout, replace(INPUT, orders=60))
-    run_job(spark, get_job(JOB), layout)
+    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
     table = tmp_path / "stateops" / "tables" / "order_payments"
     table.mkdir(parents=True)
     (table / "_delta_log").write_text("not a Delta log")  # the sink's first write fails: batch 0 never commits
     with pytest.raises(QueryFailed):
-        run_job(spark, get_job("order_payments"), layout)
+        run_job(spark, get_job("order_payments"), layout, settings=Settings.from_env())
     assert Checkpoint.open(layout.checkpoint("order_payments")).committed_batches() == []
     adjust = [JOB, "--mode", "adjust", "--watermark", "20 minutes"]
     before = file_hashes(layout.home)
@@ -100,7 +102,7 @@ def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, 
 
     # A query that does not stop: a live lease whose holder never looks at stop requests.
     monkeypatch.setenv("STATEOPS_RECOVERY_STOP_TIMEOUT_SECONDS", "2")
-    with acquire(layout, JOB, run_id="stuck-run", mode="continuous") as stuck:
+    with acquire(layout, JOB, run_id="stuck-run", mode="continuous", settings=ControlSettings.from_env()) as stuck:
         held = file_hashes(layout.home, skip=("ops/tables/actions", f"ops/{JOB}/archives", f"ops/{JOB}/control/.lock"))
         assert "did not stop within 2 s and could not be terminated; nothing was changed" in _refused(
             layout, [*adjust, "--confirm", JOB], started=True)
@@ -135,13 +137,14 @@ def test_a_restart_that_fails_rolls_back_and_the_query_runs_on_the_archived_stat
     generate(layout, INPUT)
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     archived_batch = Checkpoint(checkpoint).latest_committed_batch()
     generate(layout, GeneratorConfig(events=200, files=2, users=30, start="2026-01-01T01:00:00+00:00",
                                      minutes_per_file=15, seed=32))
 
-    report = recover(layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", reason="late data",
-                                             confirm=JOB, dry_run=False), spark=spark,
+    environment = Environment.from_env(layout=layout)
+    report = recover(environment, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", reason="late data",
+                                                  confirm=JOB, dry_run=False), spark=spark,
                      on_event=_break_provider(checkpoint))
 
     assert report.outcome == "rolled_back"
@@ -182,7 +185,7 @@ def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark
     spec = get_job(job)
     generate(layout, GeneratorConfig(events=600, files=6, users=20, minutes_per_file=15, duplicate_share=0.05,
                                      seed=33))
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     columns = ["session_start", "session_end", "user_id", "events", "first_event_time", "last_event_time"]
     delay = spec.watermark_seconds * 1000
     before = set(table_rows(layout.table(job), columns))
@@ -192,7 +195,8 @@ def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark
                  key=lambda n: os.path.getmtime(os.path.join(landing, n)))
     os.remove(os.path.join(landing, oldest))  # input retention took the oldest file
 
-    report = recover(layout, RecoveryRequest(job, "rebuild", confirm=job, dry_run=False), spark=spark)
+    environment = Environment.from_env(layout=layout)
+    report = recover(environment, RecoveryRequest(job, "rebuild", confirm=job, dry_run=False), spark=spark)
 
     assert report.outcome == "succeeded", (report.error, report.verification)
     assert any("1 of the 6 files the old checkpoint read are gone" in note for note in report.notes)

@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from jobs.catalog import load_jobs
+from jobs.environment import Environment, load_jobs
 from jobs.generator import GeneratorConfig, generate
-from jobs.catalog import Catalog
 from jobs.retention import retention_scope
 from jobs.runner import run_job
 from stateops import actions, progress, retention
@@ -34,6 +33,8 @@ from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery.surgery import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE
+from stateops.settings import Settings
+from stateops.control import ControlSettings
 from tests.support.retention_history import ARCHIVES, JOBS, ORPHAN, needs_oracle, state_rows
 from tests.support.tiers import trials
 
@@ -101,7 +102,8 @@ def apply_policy(history: Path, copy: Path, policy: dict, monkeypatch):
     shutil.copytree(history, copy, symlinks=True)
     monkeypatch.setenv("STATEOPS_SPARK_CONF",
                        json.dumps({"spark.sql.streaming.minBatchesToRetain": str(policy["min_batches"])}))
-    scope = retention_scope(Catalog.current(Layout(str(copy)), write_config(copy.parent / f"{copy.name}.toml", policy)))
+    config = write_config(copy.parent / f"{copy.name}.toml", policy)
+    scope = retention_scope(Environment.from_env(layout=Layout(str(copy)), config_path=config))
     before = files_of(copy)
     plan = retention.make_plan(scope)
     report = retention.apply(scope, plan, actor="property-test")
@@ -174,7 +176,7 @@ def _runs_a_batch(spark, home: Path, job: str, after: int) -> None:
     layout = Layout(str(home))
     generate(layout, GeneratorConfig(events=60, files=1, users=10, orders=10, seed=99,
                                      start="2026-01-01T03:00:00+00:00"))
-    run_job(spark, load_jobs(None, layout)[job], layout)
+    run_job(spark, load_jobs(None, layout)[job], layout, settings=Settings.from_env())
     committed = sorted(int(p.name) for p in (home / "checkpoints" / job / "commits").iterdir() if p.name.isdigit())
     assert committed[-1] > after, (job, home, committed)
 
@@ -260,7 +262,7 @@ def test_path_escapes_in_a_saved_plan_are_refused(retention_home, tmp_path):
     outside.mkdir()
     (outside / "precious").write_text("not retention's")
     os.symlink(outside, home / "checkpoints" / "order_payments" / "linked")
-    scope = retention_scope(Catalog.current(Layout(str(home))))
+    scope = retention_scope(Environment.from_env(layout=Layout(str(home))))
     plan = retention.make_plan(scope).to_dict()
     [temp] = [i for i in plan["items"] if i["rule"] == "temp_files" and i["job"] == "order_payments"]
     dotted = {**temp, "item_id": "x1", "target": f"{temp['target']}/../../../../outside", "paths": [["precious", 15]]}
@@ -293,7 +295,7 @@ def test_a_hand_edited_plan_deletes_nothing_the_plan_command_would_not_plan(rete
                                               'deadletter_keep = "1 seconds"\n[retention.ops_tables]')
     open(config, "w").write(config_text)
     layout = Layout(str(home))
-    scope = retention_scope(Catalog.current(layout, config))
+    scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
     plan = retention.make_plan(scope).to_dict()
     [orphan] = [i for i in plan["items"] if i["rule"] == "orphan_checkpoint" and i["action"] == DELETE_TREE
                 and i["target"].endswith(ORPHAN)]
@@ -351,7 +353,7 @@ def test_a_second_concurrent_run_is_refused(retention_home):
     import sys
     import time
 
-    scope = retention_scope(Catalog.current(Layout(str(home))))
+    scope = retention_scope(Environment.from_env(layout=Layout(str(home))))
     plan = retention.make_plan(scope)
     assert plan.items
     ready = home.parent / "holder.ready"
@@ -385,14 +387,14 @@ def test_a_checkpoint_whose_lease_is_held_keeps_its_temp_files(retention_home):
     from stateops.control import acquire
 
     layout = Layout(str(home))
-    scope = retention_scope(Catalog.current(layout))
+    scope = retention_scope(Environment.from_env(layout=layout))
     offsets = home / "checkpoints" / "order_payments" / "offsets"
     temps = sorted(p.name for p in offsets.iterdir() if p.name.endswith(".tmp") or p.name == ".99.crc")
     assert len(temps) == 2
     earlier = retention.make_plan(scope)
     target = str(home / "checkpoints" / "order_payments")
     assert [i for i in earlier.items if i.rule == "temp_files" and i.target == target]
-    with acquire(layout, "order_payments", run_id="live-run"):
+    with acquire(layout, "order_payments", run_id="live-run", settings=ControlSettings.from_env()):
         now = retention.make_plan(scope)
         assert not [i for i in now.items if i.rule == "temp_files" and i.target == target]
         [skip] = [s for s in now.skipped if s["target"] == target and "temp file(s) kept" in s["reason"]]
@@ -419,7 +421,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
     from orchestration.retention.asset import plans_dir, retention_daily
 
     monkeypatch.setenv("STATEOPS_CONFIG", write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
-    scope = retention_scope(Catalog.current(Layout(str(home))))
+    scope = retention_scope(Environment.from_env(layout=Layout(str(home))))
     expected = retention.make_plan(scope)
     job = defs.resolve_job_def("retention_job")
     outside_ops = lambda files: {k: v for k, v in files.items() if not k.startswith("ops/")}  # noqa: E731
@@ -475,8 +477,9 @@ def test_object_store_plan_and_apply_match_local_disk(retention_history, retenti
     config = write_config(tmp_path / "policy.toml", policy)
     local = tmp_path / "local"
     shutil.copytree(history, local, symlinks=True)
-    local_scope = retention_scope(Catalog.current(Layout(str(local), str(tmp_path / "control-local")), config))
-    s3_scope = retention_scope(Catalog.current(Layout(url, str(tmp_path / "control")), config))
+    local_scope = retention_scope(Environment.from_env(layout=Layout(str(local), str(tmp_path / "control-local")),
+                                                       config_path=config))
+    s3_scope = retention_scope(Environment.from_env(layout=Layout(url, str(tmp_path / "control")), config_path=config))
 
     inventory = retention.take_inventory(s3_scope).to_dict()
     local_inventory = retention.take_inventory(local_scope).to_dict()
@@ -535,7 +538,8 @@ def test_an_archive_whose_runbook_is_running_is_kept(retention_home, tmp_path):
     from stateops.recovery.journal import Journal
 
     layout = Layout(str(home))
-    scope = retention_scope(Catalog.current(layout, write_config(tmp_path / "aggressive.toml", AGGRESSIVE)))
+    config = write_config(tmp_path / "aggressive.toml", AGGRESSIVE)
+    scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
     folder = Path(layout.archives("user_activity")) / "a-old"
     with Journal(layout, "user_activity", "a-old", str(folder), actor="test").held():
         plan = retention.make_plan(scope)

@@ -15,14 +15,15 @@ from deltalake import write_deltalake
 
 from jobs.catalog import Catalog
 from jobs.targets import resolve_audit
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.audit import deep_audit, record
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS
 from stateops.control import maintenance
 from stateops.layout import Layout
-from stateops.remediation.alerts import sender_from_env
+from stateops.remediation.alerts import WebhookSettings, sender_for
+from stateops.settings import Settings
 
 from tests.support.audit_queries import oracle_rows
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
@@ -57,7 +58,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
     generate(layout, GeneratorConfig(events=800, files=4, users=100, clustered_share=0.9, clustered_partitions=4,
                                      minutes_per_file=15, seed=31))
     spec = get_job(JOB)
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     with instance_for_test() as instance:
         harness = Harness(instance)
         # No deep audit yet: the fast audit in the tick (bytes) does not reach its 64 MiB floor: a skip, with why.
@@ -102,7 +103,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
             cursor = result.cursor
         lost = _job_part(_skip(harness.tick(SKEW, None)))
         assert f"already acted on by run {run.dagster_run.run_id}" in lost
-        assert sender_from_env().flush(30)
+        assert sender_for(WebhookSettings.from_env()).flush(30)
         assert len(hook.bodies) == 1 and "remediate (skew.many_keys" in hook.bodies[0][1]["text"]
 
         # A new deep audit is a new finding: the cooldown, then the daily budget, then the lock hold it back.
@@ -124,7 +125,7 @@ def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, sensor_
     layout, _configure = sensor_home
     spec = get_job(JOB)
     generate(layout, GeneratorConfig(events=600, files=3, users=300, minutes_per_file=10, seed=5))
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     with instance_for_test() as instance:
         harness = Harness(instance)
         # With a 2-hour delay nothing is evicted: the progress rows show the state growing while the watermark
@@ -134,7 +135,7 @@ def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, sensor_
         _audit(spark, layout)
         generate(layout, GeneratorConfig(events=1800, files=6, users=300, minutes_per_file=10, seed=6,
                                          start="2026-01-01T00:30:00+00:00"))
-        run_job(spark, spec, layout)
+        run_job(spark, spec, layout, settings=Settings.from_env())
         _audit(spark, layout)  # against the first: STATE_GROWTH, the watermark having advanced
         result = harness.tick(GROWTH)
         [request] = result.run_requests
@@ -151,7 +152,7 @@ def _tables(layout: Layout) -> str:
 def test_broken_ops_tables_make_every_sensor_skip_with_a_reason(spark, sensor_home):
     layout, _configure = sensor_home
     generate(layout, GeneratorConfig(events=200, files=1, users=50, minutes_per_file=10, seed=9))
-    run_job(spark, get_job(JOB), layout)
+    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
     _audit(spark, layout)
     saved = os.path.join(os.path.dirname(layout.home), "saved-tables")
     shutil.copytree(_tables(layout), saved)

@@ -20,10 +20,12 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from stateops.control import request_stop
+from stateops.settings import Settings
+from stateops.control import ControlSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.long]
 
@@ -54,12 +56,13 @@ def test_a_continuous_run_keeps_the_drivers_memory_flat_after_warm_up(spark, lay
             gc.collect()
             samples.append((seen["batches"], tracemalloc.get_traced_memory()[0] / 2**20, _rss_mib()))
         if seen["batches"] >= BATCHES and not seen["stopped"]:
-            seen["stopped"] = bool(request_stop(layout, spec.name, actor="soak", reason="enough batches"))
+            seen["stopped"] = bool(request_stop(layout, spec.name, actor="soak", reason="enough batches",
+                                                settings=ControlSettings.from_env()))
 
     tracemalloc.start()
     try:
-        result = run_job(spark, spec, layout, mode="continuous", max_seconds=DEADLINE_SECONDS, on_progress=observe,
-                         dry_run=True)
+        result = run_job(spark, spec, layout, settings=Settings.from_env(), mode="continuous",
+                         max_seconds=DEADLINE_SECONDS, on_progress=observe, dry_run=True)
     finally:
         tracemalloc.stop()
     assert result.batches >= BATCHES and result.stop_reason == "stop_request", (result.batches, result.stop_reason)

@@ -19,7 +19,7 @@ from stateops.audit import deep_audit
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import stateful_frame
 from jobs.session import HDFS_PROVIDER

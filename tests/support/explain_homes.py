@@ -7,12 +7,13 @@ import json
 import os
 from datetime import datetime, timezone
 
-from jobs.catalog import get_job
+from jobs.environment import get_job
 from jobs.generator import GeneratorConfig, generate
 from jobs.runner import run_job
 from jobs.targets import explain_target
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
+from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -25,7 +26,7 @@ def build_explain_join(spark, root) -> tuple:
     layout = Layout(os.path.join(str(root), "stateops"))
     generated = generate(layout, EXPLAIN_JOIN_INPUT)
     spec = get_job("order_payments")
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     orders = {}
     for path in generated.files["orders"]:
         batch = int(os.path.basename(path).rsplit("-", 1)[1].split(".")[0])  # one file per micro-batch
@@ -54,7 +55,7 @@ def build_late_user_homes(spark, root) -> tuple:
                                  "2025-12-31T22:00:00.000Z", "action": "buy", "value": 5.0}) + "\n")
     os.utime(last, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # keep the order Spark reads files in
     for job in LATE_USER_JOBS:
-        run_job(spark, get_job(job), layout)
+        run_job(spark, get_job(job), layout, settings=Settings.from_env())
     return layout, oracle.typed_batches(layout.landing("events"), "events")
 
 
@@ -119,7 +120,7 @@ def build_long_join(spark, root) -> dict:
     orders, payments, replayed_marks, late_marks, batch_of = replay(layout, delay_ms)
     assert replayed_marks == marks, "the placed rows must not move the watermark"
 
-    run_job(spark, spec, layout)
+    run_job(spark, spec, layout, settings=Settings.from_env())
     got = table_rows(layout.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
     assert sorted(got) == sorted(oracle.order_payments(orders, payments, delay_ms)), \
         "the oracle's replay must match this run before it can judge explain-key"

@@ -18,6 +18,7 @@ from typing import Callable
 from jobs.catalog import Catalog
 from jobs.generator import GeneratorConfig, generate
 from stateops.layout import Layout
+from stateops.settings import Settings
 
 # The small input of the runbook and recovery tests: late and duplicate events, a few malformed lines, four
 # files of 15 minutes each (one micro-batch each).
@@ -41,7 +42,7 @@ def _run(spark, layout: Layout, *jobs: str) -> None:
     from jobs.runner import run_job
 
     for job in jobs:
-        run_job(spark, builtin(layout, job), layout)
+        run_job(spark, builtin(layout, job), layout, settings=Settings.from_env())
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ class S3Store:
             from tests.support.spark_confs import sql_confs
 
             with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
-                self.batches[job] = run_job(self.spark, builtin(layout, job), layout).batches
+                self.batches[job] = run_job(self.spark, builtin(layout, job), layout,
+                                            settings=Settings.from_env()).batches
             copy_prefix(self.homes.env, self.homes.bucket, live, built)
         else:
             copy_prefix(self.homes.env, self.homes.bucket, built, live)

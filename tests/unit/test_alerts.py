@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from stateops.errors import ConfigError
-from stateops.remediation.alerts import Alert, WebhookSender, WebhookSettings, sender_from_env
+from stateops.remediation.alerts import Alert, WebhookSender, WebhookSettings, sender_for
 
 
 pytestmark = pytest.mark.unit
@@ -73,11 +73,11 @@ def test_send_returns_while_the_server_still_holds_the_request(webhooks):
 
 def test_settings_from_environment(monkeypatch):
     monkeypatch.delenv("STATEOPS_ALERT_WEBHOOK_URL", raising=False)
-    assert sender_from_env() is None
+    assert sender_for(WebhookSettings.from_env()) is None
     monkeypatch.setenv("STATEOPS_ALERT_WEBHOOK_URL", "http://127.0.0.1:9/hook")
     monkeypatch.setenv("STATEOPS_ALERT_RETRIES", "5")
     assert WebhookSettings.from_env() == WebhookSettings("http://127.0.0.1:9/hook", retries=5)
-    assert sender_from_env() is sender_from_env()  # one sender thread per setting
+    assert sender_for(WebhookSettings.from_env()) is sender_for(WebhookSettings.from_env())  # one thread per setting
     monkeypatch.setenv("STATEOPS_ALERT_RETRIES", "many")
     with pytest.raises(ConfigError, match="STATEOPS_ALERT_RETRIES: 'many' is not a whole number of 0 or more"):
         WebhookSettings.from_env()

@@ -133,9 +133,9 @@ def test_concurrent_processes_never_hold_the_lease_together(layout, tmp_path):
 def test_a_holder_that_died_leaves_a_stale_lease(layout):
     died = _python(f"""
         import os
-        from stateops.control import acquire
+        from stateops.control import ControlSettings, acquire
         from stateops.layout import Layout
-        acquire(Layout({layout.home!r}), {JOB!r}, run_id="crashed", dagster_run_id="d-1")
+        acquire(Layout({layout.home!r}), {JOB!r}, run_id="crashed", dagster_run_id="d-1", settings=ControlSettings())
         os._exit(0)  # no finally, no release: as after kill -9
         """)
     assert died.wait(timeout=120) == 0, died.stderr.read()
@@ -277,7 +277,7 @@ def test_settings_from_env_are_validated(monkeypatch):
 @pytest.mark.parametrize("home", ["gs://b/x", "memory://stateops", "abfs://container/x"])
 def test_storages_without_atomic_locks_are_refused(home):
     with pytest.raises(UnsupportedStorageError) as err:
-        acquire(Layout(home), JOB, run_id="r")
+        acquire(Layout(home), JOB, run_id="r", settings=FAST)
     message = str(err.value)
     assert f"STATEOPS_HOME {home}" in message and "local path or POSIX shared storage" in message
     assert "or S3 (s3://, s3a://: conditional writes)" in message and "\n" not in message

@@ -3,7 +3,8 @@ function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the
 Dagster code (`orchestration`, `sensors`) nor Dagster; `jobs` imports neither the CLI nor Dagster code; the CLI
 and the Dagster code are siblings that never import each other; `sensors` are composed by `orchestration` and
 never import it; no two packages or subpackages import each other, and no two modules either (directly or round
-a loop); and no code outside the storage layer (`stateops/storage/`) branches on a storage scheme."""
+a loop); no code outside the storage layer (`stateops/storage/`) branches on a storage scheme; and nothing below
+the entry points reads its settings from the environment (`from_env()`)."""
 from __future__ import annotations
 
 import ast
@@ -134,6 +135,31 @@ def test_no_scheme_branch_outside_the_storage_layer():
              for name in files if name.endswith(".py") for hit in _scheme_branches(os.path.join(folder, name))]
     assert found == []
     assert _scheme_branches(os.path.join(ROOT, "stateops", "storage", "paths.py")), "the check finds a branch"
+
+
+# Where the environment may be read (`X.from_env()`): the entry points (the CLI, the Dagster code location, its
+# runs and sensor ticks) and the two modules that build what they hand down (stateops.settings for the core,
+# jobs.environment beside the catalog). Everything else takes its settings as parameters.
+_READS_THE_ENVIRONMENT = ("stateops_cli", "orchestration", "sensors", os.path.join("stateops", "settings.py"),
+                          os.path.join("jobs", "environment.py"))
+
+
+def _from_env_calls(path: str) -> list[str]:
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    return [f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(node.func)}()" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "from_env"]
+
+
+def test_no_from_env_below_the_entry_points():
+    """An entry point reads the environment once (jobs.environment.Environment) and passes it down: a call path
+    that forgot to pass settings fails instead of reading the environment again on its own."""
+    found = [hit for package in PACKAGES for folder, _dirs, files in os.walk(os.path.join(ROOT, package))
+             for name in files if name.endswith(".py")
+             if not os.path.relpath(os.path.join(folder, name), ROOT).startswith(_READS_THE_ENVIRONMENT)
+             for hit in _from_env_calls(os.path.join(folder, name))]
+    assert found == []
+    assert _from_env_calls(os.path.join(ROOT, "stateops", "settings.py")), "the check finds a call"
 
 
 def _module_imports() -> dict[str, set[str]]:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobs.catalog import Catalog
+from jobs.environment import Environment
 from jobs.retention import retention_scope
 from stateops import progress, retention
 from stateops.audit.context import recent_progress
@@ -60,7 +60,7 @@ def run_days(home, with_retention: bool, config: str | None) -> list[tuple[int, 
         assert len(recent_progress(layout, QUERIES[0], 20)) == 20
         read_before = time.perf_counter() - began
         if with_retention:
-            scope = retention_scope(Catalog.current(layout, config))
+            scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
             report = retention.apply(scope, retention.make_plan(scope), actor="daily")
             assert report.ok, report.render()
         began = time.perf_counter()

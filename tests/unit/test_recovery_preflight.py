@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stateops.control import overrides
+from stateops.control import ControlSettings, overrides
 from stateops.control.overrides import WatermarkBounds
 from stateops.control.process import HOST, start_ticks
 from stateops.control.store import ControlStore
@@ -66,8 +66,8 @@ def _snapshot(root: str) -> dict[str, bytes]:
 
 def _plan(layout: Layout, request: RecoveryRequest, target: JobTarget | None = None,
           settings: RecoverySettings = SETTINGS):
-    return preflight.build_plan(layout, target or _target(layout), request, runbook_id=RUNBOOK, settings=settings,
-                                now=NOW)
+    return preflight.build_plan(layout, target or _target(layout), request, runbook_id=RUNBOOK,
+                                settings=settings, control=ControlSettings(), now=NOW)
 
 
 def _refused(layout: Layout, request: RecoveryRequest, error=RecoveryRefused, target: JobTarget | None = None,

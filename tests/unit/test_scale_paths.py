@@ -13,7 +13,8 @@ import pytest
 
 import jobs.spec as spec_module
 from bench.bench_scale import EXAMPLES, config_text
-from jobs.catalog import Catalog, get_job
+from jobs.catalog import Catalog
+from jobs.environment import get_job
 from jobs.spec import DEFAULT_GROUP, _Folders, _inside, asset_group
 from stateops.errors import ConfigError
 from stateops.layout import Layout

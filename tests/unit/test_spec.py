@@ -5,7 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.catalog import BUILTIN, load_jobs
+from jobs.catalog import BUILTIN
+from jobs.environment import load_jobs
 from jobs import transformation
 from jobs.spec import InputSpec, check_output_columns, validate
 from stateops.errors import ConfigError

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from jobs import catalog, transformation
-from jobs.catalog import load_jobs
+from jobs.environment import load_jobs
 from jobs.spec import InputSpec, JobSpec
 from stateops.errors import ConfigError
 from stateops.layout import Layout

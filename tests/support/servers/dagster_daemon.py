@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 
-from jobs.catalog import Catalog, get_job
+from jobs.catalog import Catalog
+from jobs.environment import get_job
 from jobs.settings import effective_spec
 from jobs.targets import resolve_audit
 from stateops.audit import deep_audit, record

@@ -1,0 +1,58 @@
+"""What an entry point reads from the process environment, once: where the home is, which config file, every
+typed setting of the core (stateops.settings) and the Spark session's. Built by a CLI command, the code
+location's load, a Dagster run (orchestration.resources), a sensor tick, a script or a test, and passed down:
+below these, nothing reads the environment on its own (tests/unit/test_import_graph.py). The catalog is loaded
+beside it, on first use, once.
+
+Variables: STATEOPS_HOME, STATEOPS_CONTROL_HOME, STATEOPS_CONFIG (stateops.environment), the control plane's,
+the runbook's, the progress buffer's and the webhook's (stateops.settings), STATEOPS_SPARK_MASTER,
+STATEOPS_SPARK_CONF, STATEOPS_DELTA_WRITER (jobs.session); the AWS SDK's are read where every S3 client reads
+them (stateops.storage.aws).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stateops.environment import Locations
+from stateops.layout import Layout
+from stateops.settings import Settings
+
+from jobs.catalog import Catalog
+from jobs.session import SparkSettings
+from jobs.spec import JobSpec
+
+
+@dataclass
+class Environment:
+    layout: Layout
+    config_path: str | None
+    settings: Settings
+    spark: SparkSettings
+    _catalog: Catalog | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, home: str | None = None, config_path: str | None = None,
+                 layout: Layout | None = None) -> "Environment":
+        """Everything read now; `home`/`layout` and `config_path` given win over STATEOPS_HOME and
+        STATEOPS_CONFIG (the CLI's --home and --config, a Dagster resource's home)."""
+        found = Locations.read()
+        return cls(layout or Layout.of(home or found.home, found.control_home), config_path or found.config_path,
+                   Settings.from_env(), SparkSettings.from_env())
+
+    @property
+    def catalog(self) -> Catalog:
+        """The config file's jobs and sections, validated on first use and kept for this entry point."""
+        if self._catalog is None:
+            self._catalog = Catalog.load(self.layout, self.config_path)
+        return self._catalog
+
+
+def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:
+    """The jobs of a fresh catalog (`config_path`, default STATEOPS_CONFIG; `layout`, default STATEOPS_HOME):
+    for scripts, benchmarks and tests, which are entry points of their own."""
+    return dict(Environment.from_env(config_path=config_path, layout=layout).catalog.jobs)
+
+
+def get_job(name: str, config_path: str | None = None, layout: Layout | None = None) -> JobSpec:
+    """One job of a fresh catalog (see load_jobs)."""
+    return Environment.from_env(config_path=config_path, layout=layout).catalog.job(name)
