@@ -61,10 +61,15 @@ def refused(err: BaseException) -> bool:
     return response.get("Error", {}).get("Code") in _REFUSED
 
 
+HTTP_DATE_RESOLUTION = 1.0  # seconds: Date and Last-Modified are whole seconds
+
+
 def server_age(answer: dict[str, Any]) -> float:
-    """Seconds since the object of a HEAD or GET `answer` was last written, by the server's clock alone."""
+    """How long ago, at least, the object of a HEAD or GET `answer` was last written, by the server's clock alone:
+    its Date minus the object's LastModified, less one second, because both are whole seconds (a lock written at
+    10.9 s and read at 11.1 s reads 1 s old after 0.2 s). So a lock is never taken over before it is `ttl` old."""
     now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
-    return (now - answer["LastModified"]).total_seconds()
+    return max(0.0, (now - answer["LastModified"]).total_seconds() - HTTP_DATE_RESOLUTION)
 
 
 class _Object:

@@ -301,18 +301,18 @@ def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafk
     futures = admin.delete_records([TopicPartition("events", p, offset) for p, offset in cut.items()])
     for future in futures.values():
         future.result(30)
-    config = str(tmp_path / "kafka.toml")
+    environment = Environment.from_env(layout=layout, config_path=str(tmp_path / "kafka.toml"))
     with pytest.raises(RecoveryRefused) as refused:
-        plan(layout, RecoveryRequest("user_activity", "rewind", to_batch=1), config_path=config)
+        plan(environment, RecoveryRequest("user_activity", "rewind", to_batch=1))
     message = str(refused.value)
     for p in cut:
         if cut[p] > ends[1][p]:
             assert f"events/{p}: offsets {ends[1][p]}..{cut[p] - 1} (the log now starts at {cut[p]})" in message
     assert "would be skipped" in message and "\n" not in message
-    later = plan(layout, RecoveryRequest("user_activity", "rewind", to_batch=2), config_path=config)
+    later = plan(environment, RecoveryRequest("user_activity", "rewind", to_batch=2))
     assert later.mode == "rewind"
     with pytest.raises(RecoveryRefused) as refused:  # a rebuild replays from where the checkpoint started
-        plan(layout, RecoveryRequest("user_activity", "rebuild"), config_path=config)
+        plan(environment, RecoveryRequest("user_activity", "rebuild"))
     message = str(refused.value)
     assert "cannot rebuild" in message and "would be skipped" in message
     for p in cut:
