@@ -28,14 +28,14 @@ from typing import Any, Iterable, Iterator, Mapping
 from stateops.audit.thresholds import Thresholds
 from stateops.config import ConfigFile
 from stateops.errors import ConfigError
+from stateops.folders import JobFolders, check_folders
 from stateops.layout import Layout
 from stateops.remediation.policy import Policy
 from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
 from jobs import transformation
-from jobs.spec import (ExplainSpec, InputSpec, JobSpec, StreamJoin, check_paths, spec_from_config, validate,
-                       with_overrides)
+from jobs.spec import ExplainSpec, InputSpec, JobSpec, StreamJoin, spec_from_config, with_overrides
 
 ENTRY_POINT_GROUP = "stateops.jobs"
 # user_sessions' inactivity gap (jobs/transforms.py builds the session window with it); kept here so that
@@ -141,11 +141,11 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
             raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}, or define it "
                               'with transformation = "module:function" and its settings (docs/jobs.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
-    jobs = {name: validate(spec) for name, spec in specs.items()}
-    for spec in jobs.values():
+    for spec in specs.values():  # each validated as it was made (jobs.spec.JobSpec)
         transformation.check(spec)  # the callable imports and binds (after the fields it depends on)
-    check_paths(jobs.values(), layout)
-    return jobs
+    check_folders([JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table,
+                              spec.checkpoint_path(layout), spec.archive_dir) for spec in specs.values()], layout)
+    return specs
 
 
 _REUSE: ContextVar[bool] = ContextVar("stateops_catalog_reuse", default=False)

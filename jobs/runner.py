@@ -46,7 +46,7 @@ from stateops.durations import spark_interval
 from stateops.errors import StateOpsError
 from stateops.storage import filesystem
 from stateops.layout import Layout
-from stateops.recovery.sinkstate import sink_state
+from stateops.sinkstate import sink_state
 from stateops.settings import Settings
 
 from jobs import transformation

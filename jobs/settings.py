@@ -38,7 +38,7 @@ def effective_spec(spec: JobSpec, layout: Layout, forced: Mapping[str, overrides
     values = {}
     for setting, change in (overrides.in_force(layout, spec.name) if forced is None else forced).items():
         if setting not in overrides.SETTINGS:
-            continue  # the runbook's sink settings: read by the runner itself (stateops.recovery.sinkstate)
+            continue  # the runbook's sink settings: read by the runner itself (stateops.sinkstate)
         try:
             values[setting] = _typed(setting, overrides.validate(spec.name, setting, change.value,
                                                                  watermark_bounds(spec)))

@@ -2,7 +2,7 @@
 
 After a runbook restart the app id carries the sink epoch; right after a rebuild, rows below the write
 floor are dropped and append rows that may repeat rows already in the table are inserted only where their
-idempotent key is absent (stateops.recovery.sinkstate explains both). Normal appends stay plain appends.
+idempotent key is absent (stateops.sinkstate explains both). Normal appends stay plain appends.
 
 The writer is delta-rs from the driver (the default) or Delta's own Spark writer (`STATEOPS_DELTA_WRITER=spark`,
 jobs.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
@@ -22,12 +22,12 @@ from pyspark.sql import functions as F
 from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
-from stateops.recovery.sinkstate import SinkState, app_id
+from stateops.sinkstate import SinkState, app_id
 
 
 def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
     """Delta transaction app id: job plus the query id stored in the checkpoint (new checkpoint, new id), plus
-    the sink epoch a runbook restart set (stateops.recovery.sinkstate)."""
+    the sink epoch a runbook restart set (stateops.sinkstate)."""
     return app_id(job, Checkpoint(checkpoint).query_id(), epoch)
 
 

@@ -1,18 +1,22 @@
-"""A validated model per job. Every problem names the field and the fix, at load time.
+"""A validated model per job. Every problem names the field and the fix, when the spec is made.
 
 A job is defined by a JobSpec: in Python (jobs.catalog's examples, or a package's `stateops.jobs` entry
 point) or as a `[jobs.<name>]` table of the config file (`spec_from_config`). Every definition is checked
-the same way, its transformation included (jobs.transformation: it imports, its parameters fit).
+the same way, by pydantic as the config file's other sections are (stateops.config): types strictly (TOML
+`true` is no count, "8" no number, "user_id" no list of columns; a TOML list is a tuple and a TOML table a
+nested spec), then the value rules below, each refusal one ConfigError naming the field and the fix. Its
+transformation is checked by the catalog after that (jobs.transformation: it imports, its parameters fit).
 """
 from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
-from bisect import bisect_left
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Iterable, Mapping, get_type_hints
+from dataclasses import field, fields, replace
+from typing import Any, Iterable, Mapping
+
+from pydantic import ConfigDict, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic.dataclasses import dataclass
 
 from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
@@ -28,6 +32,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\([0-9, ]+\))?)\s*$")
 _TYPES = {"string", "timestamp", "double", "long", "int", "integer", "boolean", "date", "float", "bigint"}
+# Scalars strict (StrictInt, StrictStr), containers lax: a TOML list is a tuple, a TOML table a nested spec.
+MODEL = ConfigDict(extra="forbid")
 
 
 def default_shuffle_partitions() -> int:
@@ -35,82 +41,96 @@ def default_shuffle_partitions() -> int:
     return max(2, 2 * (os.cpu_count() or 1))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=MODEL)
 class InputSpec:
     """One input stream: a landing source (or Kafka topic), its schema and its event-time column."""
 
-    name: str
-    schema: str  # DDL: "event_id STRING, event_time TIMESTAMP, ..."
-    time_column: str
+    name: StrictStr
+    schema: StrictStr  # DDL: "event_id STRING, event_time TIMESTAMP, ..."
+    time_column: StrictStr
 
     def columns(self) -> dict[str, str]:
         return parse_schema(self.schema, f"inputs.{self.name}.schema")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=MODEL)
 class StreamJoin:
     """A stream-stream join of two inputs: `lower <= right time - left time <= upper` (the inputs' time
     columns). The transformation builds its condition from it, the audit judges overdue join state and
     explain-key late or waiting rows by it (stateops.joins)."""
 
-    left: str
-    right: str
-    upper: str
-    lower: str = "0 seconds"
+    left: StrictStr
+    right: StrictStr
+    upper: StrictStr
+    lower: StrictStr = "0 seconds"
 
     @property
     def bound(self) -> JoinBound:
         return JoinBound(lower_seconds=_signed(self.lower), upper_seconds=_signed(self.upper))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=MODEL)
 class ExplainSpec:
     """What explain-key needs beyond the state: where the key is in the inputs and the output, and how long
     after its event time an input row still counts as on time (a session window: its gap)."""
 
-    key_columns: dict[str, str] = field(default_factory=dict, hash=False)  # input -> column holding the key
-    output_key_columns: tuple[str, ...] = ()  # output columns holding it (default: merge_keys)
-    late_margin: str = "0 seconds"
+    key_columns: dict[StrictStr, StrictStr] = field(default_factory=dict, hash=False)  # input -> its key column
+    output_key_columns: tuple[StrictStr, ...] = ()  # output columns holding it (default: merge_keys)
+    late_margin: StrictStr = "0 seconds"
 
     @property
     def late_margin_seconds(self) -> int:
         return parse_seconds(self.late_margin) or 0  # validated at load
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=MODEL)
 class JobSpec:
-    name: str
+    name: StrictStr
     inputs: tuple[InputSpec, ...]
-    transformation: str
-    output_mode: str
-    sink_table: str
-    watermark_delay: str
-    watermark_min: str
-    watermark_max: str
-    merge_keys: tuple[str, ...] = ()
+    transformation: StrictStr
+    output_mode: StrictStr
+    sink_table: StrictStr
+    watermark_delay: StrictStr
+    watermark_min: StrictStr
+    watermark_max: StrictStr
+    merge_keys: tuple[StrictStr, ...] = ()
     # Append sinks: the output columns that identify a row, so a replay (a rebuild) inserts a row only if absent.
-    idempotent_key: tuple[str, ...] = ()
+    idempotent_key: tuple[StrictStr, ...] = ()
     # The output column where a row's event-time span starts (a rebuild's write floor and replay horizon).
-    output_time_column: str | None = None
+    output_time_column: StrictStr | None = None
     # Where the runbook keeps this job's archives (default: ops/<job>/archives under STATEOPS_HOME).
-    archive_dir: str | None = None
-    source: str = "json"
-    shuffle_partitions: int = field(default_factory=default_shuffle_partitions)
-    trigger_interval: str = "10 seconds"
-    max_files_per_trigger: int = 1
-    checkpoint: str | None = None
-    kafka_bootstrap_servers: str | None = None
+    archive_dir: StrictStr | None = None
+    source: StrictStr = "json"
+    shuffle_partitions: StrictInt = field(default_factory=default_shuffle_partitions)
+    trigger_interval: StrictStr = "10 seconds"
+    max_files_per_trigger: StrictInt = 1
+    checkpoint: StrictStr | None = None
+    kafka_bootstrap_servers: StrictStr | None = None
     # Passed to Spark's Kafka source as they are: consumer settings (`kafka.security.protocol`, ...) and source
     # options (`maxOffsetsPerTrigger`, ...); the topics, brokers and starting offsets are StateOps' own.
-    kafka_options: dict[str, str] = field(default_factory=dict, hash=False)
-    future_tolerance: str = "1 day"
-    description: str = ""
+    kafka_options: dict[StrictStr, StrictStr] = field(default_factory=dict, hash=False)
+    future_tolerance: StrictStr = "1 day"
+    description: StrictStr = ""
     join: StreamJoin | None = None
     explain: ExplainSpec = field(default_factory=ExplainSpec)
-    owners: tuple[str, ...] = ()  # e-mail addresses or "team:<name>" (Dagster asset owners)
-    tags: dict[str, str] = field(default_factory=dict, hash=False)  # Dagster asset tags
+    owners: tuple[StrictStr, ...] = ()  # e-mail addresses or "team:<name>" (Dagster asset owners)
+    tags: dict[StrictStr, StrictStr] = field(default_factory=dict, hash=False)  # Dagster asset tags
     # The Dagster asset group of the job's assets (default: its first team owner's name, else streaming_jobs).
-    group: str | None = None
+    group: StrictStr | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refused(cls, values: Any, handler: Any) -> Any:
+        """A type pydantic refuses becomes one ConfigError naming the field (the value rules raise their own)."""
+        try:
+            return handler(values)
+        except ValidationError as err:
+            raise type_error(_name_of(values), err) from None
+
+    @model_validator(mode="after")
+    def _checked(self) -> "JobSpec":
+        check_values(self)
+        return self
 
     @property
     def watermark_seconds(self) -> int:
@@ -168,33 +188,73 @@ def _signed(text: str) -> int | None:
     return None if seconds is None else -seconds if negative else seconds
 
 
-_HINTS = get_type_hints(JobSpec)
 _KIND_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "text", list: "a list",
                tuple: "a list", dict: "a table"}
+_NESTED = {"inputs": ("name", "schema", "time_column"), "join": ("left", "right", "upper", "lower"),
+           "explain": ("key_columns", "output_key_columns", "late_margin")}
+_EXAMPLES = {"inputs": "[[jobs.NAME.inputs]] with name, schema, time_column",
+             "join": 'join = { left = "orders", right = "payments", upper = "5 minutes" }',
+             "explain": '[jobs.NAME.explain] key_columns = { events = "user_id" }, output_key_columns = ["user_id"], '
+                        'late_margin = "0 seconds"'}
 
 
 def _kind(value: Any) -> str:
     return _KIND_NAMES.get(type(value), type(value).__name__)
 
 
-def _check_types(spec: JobSpec, where: str) -> None:
-    """Types before values: TOML `true` is not a count, and "user_id" is not a list of columns."""
-    for f in fields(JobSpec):
-        value, hint, spec_field = getattr(spec, f.name), _HINTS[f.name], f"{where}.{f.name}"
-        if hint is int and type(value) is not int:  # bool is an int subclass: refuse it explicitly
-            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a whole number",
-                              f"write a whole number without quotes, e.g. {f.name} = 4")
-        if hint in (str, str | None) and not isinstance(value, str) and not (value is None and hint != str):
-            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not text",
-                              f'write it in quotes, e.g. {f.name} = "..."')
-        if hint == dict[str, str] and not (isinstance(value, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
-            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a table of text values",
-                              f'write a table, e.g. {f.name} = {{ team = "growth" }}')
-        if hint == tuple[str, ...] and not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
-            example = json.dumps([value] if isinstance(value, str) else ["window_start", "user_id"])
-            raise ConfigError(spec_field, f"{value!r} is {_kind(value)}, not a list of column names",
-                              f"write a list, e.g. {f.name} = {example}")
+def _name_of(values: Any) -> Any:
+    """The job's name from what JobSpec was called with (keywords, or the first positional argument)."""
+    kwargs = getattr(values, "kwargs", None) or (values if isinstance(values, Mapping) else {})
+    args = getattr(values, "args", None) or ()
+    return kwargs.get("name", args[0] if args else None)
+
+
+def type_error(job: Any, err: ValidationError) -> ConfigError:
+    """Pydantic's first refusal of a JobSpec in the config file's words: the field, what the value is, the fix."""
+    first = err.errors(include_url=False)[0]
+    loc, value, kind = [str(part) for part in first["loc"]], first.get("input"), first["type"]
+    where = f"jobs.{job}" if isinstance(job, str) else "jobs"
+    key = loc[0] if loc else ""
+    if key == "name":
+        return ConfigError("name", f"{value!r} is not a valid job name",
+                           "use lower-case letters, digits and underscores, starting with a letter")
+    if kind == "unexpected_keyword_argument" and len(loc) == 1:
+        known = sorted(f.name for f in fields(JobSpec) if f.name != "name")
+        return ConfigError(f"{where}.{key}", "is not a job setting", f"use one of {known}")
+    if key in _NESTED:
+        return _nested_error(where, key, loc[1:], value, kind)
+    hint = next((f.type for f in fields(JobSpec) if f.name == key), "")  # as written above: "StrictInt", ...
+    if hint == "StrictInt":
+        return ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not a whole number",
+                           f"write a whole number without quotes, e.g. {key} = 4")
+    if hint.startswith("dict"):
+        table = first["input"] if len(loc) == 1 else "a value"
+        return ConfigError(f"{where}.{key}", f"{table!r} is not a table of text values",
+                           f'write a table, e.g. {key} = {{ team = "growth" }}')
+    if hint.startswith("tuple"):
+        example = json.dumps([value] if isinstance(value, str) else ["window_start", "user_id"])
+        words = "names" if key == "owners" else "column names"
+        return ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not a list of {words}",
+                           f"write a list, e.g. {key} = {example}")
+    return ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not text",
+                       f'write it in quotes, e.g. {key} = "..."')
+
+
+def _nested_error(where: str, key: str, inner: list[str], value: Any, kind: str) -> ConfigError:
+    """`inputs` (a list of tables), `join` and `explain` (tables): what is wrong inside, with an example."""
+    keys, fix = _NESTED[key], f"write {_EXAMPLES[key]}"
+    if key == "inputs" and inner:
+        inner = inner[1:]  # past the list position
+    if not inner:
+        wanted = "a list of tables" if key == "inputs" and kind == "tuple_type" else "a table"
+        return ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not {wanted}", fix)
+    if kind == "unexpected_keyword_argument":
+        return ConfigError(f"{where}.{key}", f"unknown key {inner[0]!r}", f"give only {', '.join(keys)}; {fix}")
+    if kind in ("missing_argument", "missing"):
+        return ConfigError(f"{where}.{key}", f"{inner[0]!r} is missing", f"give {', '.join(keys)}; {fix}")
+    wanted = {"key_columns": "a table of text values", "output_key_columns": "a list of column names"}.get(
+        inner[0], "text")
+    return ConfigError(f"{where}.{key}.{inner[0]}", f"{value!r} is {_kind(value)}, not {wanted}", fix)
 
 
 def _check_checkpoint(spec: JobSpec, where: str) -> None:
@@ -206,14 +266,14 @@ def _check_checkpoint(spec: JobSpec, where: str) -> None:
                           "to use $STATEOPS_HOME/checkpoints/<job>")
 
 
-def validate(spec: JobSpec) -> JobSpec:
-    """Check every field of `spec`; return it unchanged or raise ConfigError naming the field. Its
-    transformation (an import) is checked by the catalog after this (jobs.transformation.check)."""
-    if not isinstance(spec.name, str) or not _NAME.match(spec.name):
+def check_values(spec: JobSpec) -> None:
+    """The value rules of a JobSpec whose types pydantic accepted (JobSpec runs them as it is made): each
+    refusal a ConfigError naming the field. Its transformation (an import) is checked by the catalog after this
+    (jobs.transformation.check)."""
+    if not _NAME.match(spec.name):
         raise ConfigError("name", f"{spec.name!r} is not a valid job name",
                           "use lower-case letters, digits and underscores, starting with a letter")
     where = f"jobs.{spec.name}"
-    _check_types(spec, where)
     if spec.source not in SOURCE_KINDS:
         raise ConfigError(f"{where}.source", f"unknown source {spec.source!r}", f"use one of {SOURCE_KINDS}")
     if spec.source == "kafka" and not spec.kafka_bootstrap_servers:
@@ -286,7 +346,6 @@ def validate(spec: JobSpec) -> JobSpec:
         raise ConfigError(f"{where}.future_tolerance", f"{spec.future_tolerance!r} is not positive",
                           'use e.g. "1 day": rows further ahead of their arrival go to the dead letters')
     _check_checkpoint(spec, where)
-    return spec
 
 
 def _check_join(spec: JobSpec, where: str) -> None:
@@ -313,10 +372,10 @@ def _check_explain(spec: JobSpec, where: str) -> None:
     explain = spec.explain
     for name, column in explain.key_columns.items():
         inp = next((i for i in spec.inputs if i.name == name), None)
-        if inp is None or not isinstance(column, str) or column not in inp.columns():
+        if inp is None or column not in inp.columns():
             raise ConfigError(f"{where}.explain.key_columns", f"{name} = {column!r} is not a column of an input",
                               "map each input to its column holding the key, e.g. { events = \"user_id\" }")
-    if not all(isinstance(c, str) and _IDENTIFIER.match(c) for c in explain.output_key_columns):
+    if not all(_IDENTIFIER.match(c) for c in explain.output_key_columns):
         raise ConfigError(f"{where}.explain.output_key_columns", f"{list(explain.output_key_columns)!r} is not a "
                           "list of column names", 'list the output columns holding the key, e.g. ["user_id"]')
     _seconds(f"{where}.explain.late_margin", explain.late_margin)
@@ -326,20 +385,6 @@ _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}$")
 _TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
 _GROUP = re.compile(r"^[A-Za-z0-9_]{1,63}$")
-DEFAULT_GROUP = "streaming_jobs"
-
-
-def asset_group(spec: JobSpec) -> str:
-    """The Dagster asset group of the job: `group` when set, else the name of its first team owner
-    ("team:data-platform" -> data_platform), else streaming_jobs. A thousand jobs in one group are a list
-    nobody reads; grouped by team, a person finds their team's jobs. Jobs without either (the built-ins)
-    stay in streaming_jobs."""
-    if spec.group:
-        return spec.group
-    team = next((o[len("team:"):] for o in spec.owners if o.startswith("team:")), None)
-    return re.sub(r"[^A-Za-z0-9_]", "_", team)[:63] if team else DEFAULT_GROUP
-
-
 def _check_labels(spec: JobSpec, where: str) -> None:
     """Owners, tags and group as Dagster accepts them on an asset, refused here with the field's name."""
     for owner in spec.owners:
@@ -368,178 +413,22 @@ def check_output_columns(spec: JobSpec, columns: Iterable[str]) -> None:
                               f"use columns of the output: {sorted(columns)}")
 
 
-def _norm(path: str) -> str:
-    return path.rstrip("/") if _URL.match(path) else posixpath.normpath(path)
-
-
-def _inside(a: str, b: str) -> bool:
-    """`a` is `b` or lies under it (a filesystem root `/` holds every absolute path)."""
-    a, b = _norm(a), _norm(b)
-    return a == b or a.startswith(b.rstrip("/") + "/")
-
-
-def _is_root(path: str) -> bool:
-    """A filesystem root or a bucket (`/`, `s3://bucket`): no job's folder, and the roots guard would admit
-    everything under it."""
-    if _URL.match(path):
-        return "/" not in path.split("://", 1)[1].strip("/")
-    return not _norm(path).strip("/")
-
-
-def _check_own_folder(spec: JobSpec, key: str, path: str, layout: Layout) -> None:
-    if _is_root(path):
-        raise ConfigError(f"jobs.{spec.name}.{key}", f"{path!r} is a filesystem root or a bucket",
-                          f"give the job a {key} folder of its own, e.g. {path.rstrip('/')}/stateops/{spec.name}")
-    if _inside(layout.home, path):
-        raise ConfigError(f"jobs.{spec.name}.{key}", f"{path!r} contains the StateOps home {layout.home!r}",
-                          f"give the job a {key} folder of its own, outside the home or under it")
-
-
-class _Folders:
-    """Named folders, each normalized once, that answer "which of you overlaps this path?" without comparing
-    every pair: a path lies inside a folder whose key (normalized, trailing '/' stripped) is the path itself
-    or the path up to one of its '/'s (one lookup per level), and the folders inside a path are one run of the
-    sorted keys (those starting with the path and a '/'). The same answers as `_inside` both ways against each folder,
-    at O(depth + log n) a path instead of O(n): a catalog of 1,000 jobs made check_paths half a million pairs."""
-
-    def __init__(self, named: Iterable[tuple[str, str]]):
-        self.names: list[str] = []
-        self._by_key: dict[str, list[int]] = {}
-        keyed: list[tuple[str, int]] = []
-        for i, (what, path) in enumerate(named):
-            key = _norm(path).rstrip("/")
-            self.names.append(what)
-            self._by_key.setdefault(key, []).append(i)
-            keyed.append((key, i))
-        keyed.sort()
-        self._keys = [key for key, _ in keyed]
-        self._order = [i for _, i in keyed]
-
-    def overlapping(self, path: str) -> set[int]:
-        """Positions of the folders `path` overlaps (is one of, lies inside, or holds)."""
-        norm = _norm(path)
-        outer = {norm.rstrip("/")} | {norm[:i] for i, ch in enumerate(norm) if ch == "/"}
-        found = {i for key in outer for i in self._by_key.get(key, ())}
-        prefix = norm.rstrip("/") + "/"
-        at = bisect_left(self._keys, prefix)
-        while at < len(self._keys) and self._keys[at].startswith(prefix):
-            found.add(self._order[at])
-            at += 1
-        return found
-
-    def first(self, path: str, admit: Callable[[int], bool] = lambda i: True) -> str | None:
-        """The name of the first folder (in the order given) that `path` overlaps and `admit` admits."""
-        found = [i for i in self.overlapping(path) if admit(i)]
-        return self.names[min(found)] if found else None
-
-
-def check_paths(specs: Iterable[JobSpec], layout: Layout) -> None:
-    """A checkpoint belongs to one query: never shared, never a filesystem root, never around the home, never
-    inside (or around) inputs, tables or ops. A configured archive folder likewise stays clear of every job's
-    checkpoints and of everything but its own job's ops folder. Each refusal names the first clash in the
-    order of the specs (areas first, then checkpoints); the folders are indexed (_Folders), so the check
-    grows with the number of jobs, not with its square."""
-    specs = list(specs)
-    named: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
-    for spec in specs:
-        named += [(f"the landing zone of {i.name}", layout.landing(i.name)) for i in spec.inputs]
-        named += [(f"the table {spec.sink_table}", layout.table(spec.sink_table)),
-                  (f"the dead letters of {spec.name}", layout.deadletter_table(spec.name)),
-                  (f"the dead-letter checkpoint of {spec.name}", layout.deadletter_checkpoint(spec.name)),
-                  (f"the ops folder of {spec.name}", layout.ops_dir(spec.name))]
-    others = _Folders(named)
-    checkpoints = _Folders((f"the checkpoint of {spec.name}", spec.checkpoint_path(layout)) for spec in specs)
-    for spec in specs:
-        if spec.archive_dir is not None:
-            _check_own_folder(spec, "archive_dir", spec.archive_dir, layout)
-            own = f"the ops folder of {spec.name}"
-            clash = others.first(spec.archive_dir, lambda i: others.names[i] != own) or checkpoints.first(
-                spec.archive_dir)
-            if clash:
-                raise ConfigError(f"jobs.{spec.name}.archive_dir", f"{spec.archive_dir!r} overlaps {clash}",
-                                  "give the job's archives a folder of their own (default: "
-                                  "$STATEOPS_HOME/ops/<job>/archives)")
-    for i, spec in enumerate(specs):
-        path = spec.checkpoint_path(layout)
-        clash = others.first(path) or checkpoints.first(path, lambda j: j > i)
-        if clash:
-            raise ConfigError(f"jobs.{spec.name}.checkpoint", f"{path!r} overlaps {clash}",
-                              "give every job a checkpoint directory of its own, outside landing/, tables/ "
-                              "and ops/ (default: $STATEOPS_HOME/checkpoints/<job>)")
-        _check_own_folder(spec, "checkpoint", path, layout)
-
-
 # What a `[jobs.<name>]` table must hold to define a job (otherwise it overrides a job defined elsewhere).
 DEFINING = ("transformation", "inputs", "output_mode", "watermark_delay", "watermark_min", "watermark_max")
 _DEFINITION_ONLY = {"name", "inputs", "transformation", "join"}
-_EXPLAIN_EXAMPLE = ('[jobs.NAME.explain] key_columns = { events = "user_id" }, output_key_columns = ["user_id"], '
-                    'late_margin = "0 seconds"')
-_NESTED = {"inputs": ("name", "schema", "time_column"), "join": ("left", "right", "upper", "lower")}
-
-
-def _nested(where: str, key: str, value: Any) -> Any:
-    """`inputs` (a list of tables) and `join` (a table) from TOML into InputSpec / StreamJoin."""
-    keys, example = _NESTED[key], {"inputs": '[[jobs.NAME.inputs]] with name, schema, time_column',
-                                   "join": 'join = { left = "orders", right = "payments", upper = "5 minutes" }'}[key]
-    tables = value if key == "inputs" else [value]
-    if (key == "inputs" and not isinstance(value, list)) or not all(isinstance(t, dict) for t in tables):
-        wanted = "a list of tables" if key == "inputs" else "a table"
-        raise ConfigError(f"{where}.{key}", f"{value!r} is {_kind(value)}, not {wanted}", f"write {example}")
-    built = []
-    for table in tables:
-        unknown = sorted(set(table) - set(keys))
-        missing = [k for k in keys if k not in table and k != "lower"]
-        if unknown or missing:
-            raise ConfigError(f"{where}.{key}", f"{table!r}: " + (f"unknown key {unknown[0]!r}" if unknown else
-                              f"{missing[0]!r} is missing"), f"give exactly {', '.join(keys)}; e.g. {example}")
-        bad = next((k for k, v in table.items() if not isinstance(v, str)), None)
-        if bad:
-            raise ConfigError(f"{where}.{key}.{bad}", f"{table[bad]!r} is {_kind(table[bad])}, not text",
-                              f'write it in quotes, e.g. {bad} = "..."')
-        built.append(InputSpec(**table) if key == "inputs" else StreamJoin(**table))
-    return tuple(built) if key == "inputs" else built[0]
-
-
-def _explain(where: str, value: Any) -> ExplainSpec:
-    known = {f.name for f in fields(ExplainSpec)}
-    if not isinstance(value, dict) or set(value) - known:
-        raise ConfigError(f"{where}.explain", f"{value!r} is not a table of {sorted(known)}",
-                          f"write {_EXPLAIN_EXAMPLE}")
-    keys, output = value.get("key_columns", {}), value.get("output_key_columns", [])
-    if not isinstance(keys, dict) or not isinstance(output, list) or not isinstance(value.get("late_margin", ""), str):
-        raise ConfigError(f"{where}.explain", f"{value!r}: key_columns is a table, output_key_columns a list, "
-                          "late_margin text", f"write {_EXPLAIN_EXAMPLE}")
-    return ExplainSpec(**{**value, "output_key_columns": tuple(output)})
-
-
-def _converted(where: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    """TOML values as JobSpec holds them: lists of names as tuples, nested tables as objects."""
-    out = dict(values)
-    for key, value in values.items():
-        if key == "explain":
-            out[key] = _explain(where, value)
-        elif key in _NESTED:
-            out[key] = _nested(where, key, value)
-        elif _HINTS.get(key) == tuple[str, ...] and isinstance(value, list):
-            out[key] = tuple(value)
-    return out
 
 
 def spec_from_config(name: str, table: Any) -> JobSpec:
     """A job defined by a `[jobs.<name>]` table of the config file (`transformation = "module:function"`,
-    inputs, watermark, output mode, ...); checked by `validate` like every other definition."""
+    inputs, watermark, output mode, ...): the table is the JobSpec's fields, checked as every definition is."""
     where = f"jobs.{name}"
     if not isinstance(table, dict):
         raise ConfigError(where, f"{table!r} is {_kind(table)}, not a table", f"write [jobs.{name}] and its settings")
-    known = {f.name for f in fields(JobSpec)} - {"name"}
-    for key in table:
-        if key not in known:
-            raise ConfigError(f"{where}.{key}", "is not a job setting", f"use one of {sorted(known)}")
     missing = [key for key in DEFINING if key not in table]
-    if missing:
+    if missing and not set(table) - {f.name for f in fields(JobSpec)}:
         raise ConfigError(f"{where}.{missing[0]}", "is required to define a job", f"set {', '.join(missing)} "
                           "(README.md, Your own jobs); to override a job defined elsewhere, use its name")
-    return JobSpec(name=name, **{"sink_table": name, **_converted(where, table)})
+    return JobSpec(**{"name": name, "sink_table": name, **table})
 
 
 def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
@@ -549,9 +438,13 @@ def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:
         if key not in known:
             raise ConfigError(f"jobs.{spec.name}.{key}", "is not a setting that can be overridden",
                               f"use one of {sorted(known)}")
-    values = _converted(f"jobs.{spec.name}", overrides)
-    _check_narrowing(spec, values)
-    return replace(spec, **values)
+    try:
+        changed = replace(spec, **overrides)
+    except ConfigError:
+        _check_narrowing(spec, overrides)  # a widened bound is the first thing to say
+        raise
+    _check_narrowing(spec, overrides)
+    return changed
 
 
 def _check_narrowing(spec: JobSpec, overrides: Mapping[str, Any]) -> None:
@@ -559,8 +452,8 @@ def _check_narrowing(spec: JobSpec, overrides: Mapping[str, Any]) -> None:
     where, low, high = f"jobs.{spec.name}", spec.watermark_min, spec.watermark_max
     bounds = f"the built-in bounds [{low}, {high}]"
     for key in ("watermark_min", "watermark_max"):
-        if key not in overrides:
-            continue
+        if not isinstance(overrides.get(key), str):
+            continue  # absent, or of a type JobSpec refuses with its own words
         seconds = _seconds(f"{where}.{key}", overrides[key])
         if not _seconds(f"{where}.watermark_min", low) <= seconds <= _seconds(f"{where}.watermark_max", high):
             raise ConfigError(f"{where}.{key}", f"{overrides[key]!r} lies outside {bounds}",

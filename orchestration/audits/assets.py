@@ -18,7 +18,9 @@ from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definiti
                      MetadataValue, asset)
 
 from jobs.targets import AuditTarget, resolve_audit
-from jobs.spec import DEFAULT_GROUP, JobSpec, asset_group
+from jobs.spec import JobSpec
+
+from orchestration.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
@@ -32,7 +34,7 @@ GROUP = "state_audits"
 
 
 def audit_group(spec: JobSpec) -> str:
-    """The audits of a job in its own group (jobs.spec.asset_group) go to `<group>_audits`, the others to
+    """The audits of a job in its own group (orchestration.groups.asset_group) go to `<group>_audits`, the others to
     state_audits: next to their team's jobs, not in one list of every job's audits."""
     group = asset_group(spec)
     return GROUP if group == DEFAULT_GROUP else f"{group}_audits"

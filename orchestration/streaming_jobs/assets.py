@@ -3,10 +3,10 @@
 Built by a factory from the job catalog, so every registered job (the examples, entry points, the config
 file's own jobs) becomes an asset without code here, with the spec's owners and tags, a code version
 (jobs.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
-`streaming_jobs` (jobs.spec.asset_group), so that a code location of a thousand jobs lists them by team. The run's numbers become the materialization's metadata, the first
-thing an operator looks at, with the standard entries Dagster shows natively (`dagster/row_count`,
-`dagster/column_schema`, `dagster/uri`); each new micro-batch is reported while the run goes on, as an
-AssetObservation (batch, input rows, state rows, watermark, batch time) in the run's event log.
+`streaming_jobs` (orchestration.groups.asset_group), so that a code location of a thousand jobs lists them by
+team. The run's numbers become the materialization's metadata, the first thing an operator looks at, with the
+standard entries Dagster shows natively (`dagster/row_count`, `dagster/column_schema`, `dagster/uri`); each new
+micro-batch is reported while the run goes on, as an AssetObservation (batch, input rows, state rows, watermark, batch time) in the run's event log.
 
 One writer per job: each job asset is in its own concurrency pool (`stateops_job_<job>`; the instance
 config `concurrency: pools: default_limit: 1` makes a second run wait for the first), and the run holds
@@ -22,7 +22,9 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
 from pydantic import Field
 
 from jobs.runner import RunResult, run_job
-from jobs.spec import DEFAULT_GROUP, JobSpec, asset_group
+from jobs.spec import JobSpec
+
+from orchestration.groups import DEFAULT_GROUP, asset_group
 from jobs.transformation import code_version
 from stateops import control, kafka_lag
 from stateops import progress as progress_table
@@ -33,7 +35,7 @@ from orchestration.catalog import SPECS
 from orchestration.failure import one_line_failure
 from orchestration.resources import PathsResource, SparkResource
 
-GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (jobs.spec.asset_group)
+GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (orchestration.groups.asset_group)
 
 
 class StreamingRunConfig(Config):

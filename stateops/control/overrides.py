@@ -1,5 +1,5 @@
 """Per-job overrides of the watermark delay and the shuffle partitions, with their full history; and the
-runbook's sink settings (the sink epoch and a rebuild's replay rules: stateops.recovery.sinkstate).
+runbook's sink settings (the sink epoch and a rebuild's replay rules: stateops.sinkstate).
 
 The `overrides` ops table (Delta, append-only) keeps every change: value (None = cleared), previous value,
 reason, actor, time, runbook id. The value in force is the latest row per (job, setting). Values are

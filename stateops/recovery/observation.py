@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from stateops import kafka_offsets
+from stateops import kafka_offsets, sinkstate
 from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
@@ -21,7 +21,7 @@ from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from stateops.recovery import coverage, sinkstate, verify
+from stateops.recovery import coverage, verify
 from stateops.recovery.attempt import AttemptView
 from stateops.recovery.target import JobTarget
 

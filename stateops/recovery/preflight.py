@@ -17,12 +17,12 @@ from stateops.storage import copies
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
-from stateops import kafka_offsets
+from stateops import kafka_offsets, sinkstate
 from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 
-from stateops.recovery import archive, coverage, journal, sinkstate, surgery
+from stateops.recovery import archive, coverage, journal, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
                                      RecoveryPlan, RecoveryRefused, Step)

@@ -16,10 +16,11 @@ import time
 from functools import partial
 from typing import Any, Callable
 
+from stateops import sinkstate
 from stateops.storage import copies
 from stateops.control import overrides
 
-from stateops.recovery import archive, observation, sinkstate, steps, verify
+from stateops.recovery import archive, observation, steps, verify
 from stateops.recovery.model import ARCHIVE, ROLLBACK_STEPS, STOP
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.steps import StepFailed

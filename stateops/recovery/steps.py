@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any, Callable
 
-from stateops import control
+from stateops import control, sinkstate
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
@@ -23,7 +23,7 @@ from stateops.control.records import now_iso
 from stateops.errors import OperationFailed, StateOpsError, first_line
 from stateops.storage import copies, exists
 
-from stateops.recovery import archive, coverage, observation, sinkstate, surgery, verify
+from stateops.recovery import archive, coverage, observation, surgery, verify
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,

@@ -72,6 +72,14 @@ def test_the_cli_and_the_dagster_code_never_import_each_other():
     assert _importers(graph, "sensors", ("stateops_cli",)) == []
 
 
+def test_the_sink_does_not_import_the_runbook():
+    """The exactly-once sink needs its app id and replay rules (stateops.sinkstate, beside stateops.delta), not
+    the runbook that sets them."""
+    graph = _modules()
+    assert _importers(graph, "jobs.sink", ("stateops",)) and not [
+        line for line in _importers(graph, "jobs.sink", ("stateops",)) if " imports stateops.recovery" in line]
+
+
 def test_sensors_never_import_orchestration_which_composes_them():
     assert _importers(_modules(), "sensors", ("orchestration",)) == []
 

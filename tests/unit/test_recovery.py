@@ -12,14 +12,15 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from jobs.sink import DeltaSink
 from stateops.storage import copies
+from stateops import sinkstate
 from stateops.control import maintenance, overrides
 from stateops.delta import write_batch
 from stateops.errors import ConfigError
 from stateops.recovery import (JobTarget, RecoveryPlan, RecoveryRefused, RecoveryRequest, RecoverySettings, archive,
-                               preflight, sinkstate, verify)
+                               preflight, verify)
 from stateops.recovery.journal import Journal, RunbookActive, running
 from stateops.recovery.model import Step
-from stateops.recovery.sinkstate import SinkState
+from stateops.sinkstate import SinkState
 from stateops.roots import Roots
 
 pytestmark = pytest.mark.unit

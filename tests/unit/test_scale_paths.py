@@ -1,6 +1,6 @@
 """A catalog of hundreds of jobs loads in time linear in its jobs (issue 23): guarded by counting the path
-normalizations of `check_paths`, not by timing (a shared 2-core machine makes timings useless as a guard).
-Comparing every pair of jobs made 495,450 overlap checks for 300 jobs; the index (jobs.spec._Folders) answers
+normalizations of `check_folders`, not by timing (a shared 2-core machine makes timings useless as a guard).
+Comparing every pair of jobs made 495,450 overlap checks for 300 jobs; the index (stateops.folders._Folders) answers
 each path with a few lookups. Also: the index gives exactly the answers of the pairwise check, a job's asset
 group follows its `group`, else its team owner, else streaming_jobs, and a tick (reusing_unchanged) validates
 an unchanged config file once but reads an edited one at its next load."""
@@ -11,12 +11,13 @@ import random
 
 import pytest
 
-import jobs.spec as spec_module
+import stateops.folders as folders_module
 from bench.bench_scale import EXAMPLES, config_text
 from jobs.catalog import Catalog
 from jobs.environment import get_job
-from jobs.spec import DEFAULT_GROUP, _Folders, _inside, asset_group
+from orchestration.groups import DEFAULT_GROUP, asset_group
 from stateops.errors import ConfigError
+from stateops.folders import JobFolders, _Folders, _inside
 from stateops.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -29,15 +30,15 @@ def _normalizations(tmp_path, monkeypatch, jobs: int) -> int:
     config = tmp_path / f"jobs-{jobs}.toml"
     config.write_text(config_text(jobs))
     calls = {"n": 0}
-    norm = spec_module._norm
+    norm = folders_module._norm
 
     def counted(path: str) -> str:
         calls["n"] += 1
         return norm(path)
 
-    monkeypatch.setattr(spec_module, "_norm", counted)
+    monkeypatch.setattr(folders_module, "_norm", counted)
     catalog = Catalog.load(Layout(str(tmp_path / f"home-{jobs}")), str(config))
-    monkeypatch.setattr(spec_module, "_norm", norm)
+    monkeypatch.setattr(folders_module, "_norm", norm)
     assert len(catalog.jobs) == jobs
     return calls["n"]
 
@@ -65,6 +66,11 @@ def test_the_folder_index_answers_as_the_pairwise_check(tmp_path):
         assert index.overlapping(path) == _pairwise(path, named), path
 
 
+def _folders(spec, layout: Layout) -> JobFolders:
+    return JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table, spec.checkpoint_path(layout),
+                      spec.archive_dir)
+
+
 def test_the_first_clash_is_named_as_before(tmp_path):
     """Refusal order: the areas before the checkpoints, the first in the order given."""
     layout = Layout(str(tmp_path / "home"))
@@ -73,11 +79,11 @@ def test_the_first_clash_is_named_as_before(tmp_path):
 
     clash = replace(spec, name="second", sink_table="second", checkpoint=spec.checkpoint_path(layout) + "/inner")
     with pytest.raises(ConfigError) as err:
-        spec_module.check_paths([spec, clash], layout)
+        folders_module.check_folders([_folders(spec, layout), _folders(clash, layout)], layout)
     assert err.value.field == "jobs.user_activity.checkpoint" and "overlaps the checkpoint of second" in err.value.problem
     inside_table = replace(clash, checkpoint=layout.table("user_activity") + "/cp")
     with pytest.raises(ConfigError) as err:
-        spec_module.check_paths([spec, inside_table], layout)
+        folders_module.check_folders([_folders(spec, layout), _folders(inside_table, layout)], layout)
     assert err.value.field == "jobs.second.checkpoint" and "overlaps the table user_activity" in err.value.problem
 
 

@@ -8,7 +8,7 @@ import pytest
 from jobs.catalog import BUILTIN
 from jobs.environment import load_jobs
 from jobs import transformation
-from jobs.spec import InputSpec, check_output_columns, validate
+from jobs.spec import InputSpec, JobSpec, check_output_columns, spec_from_config
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
@@ -30,8 +30,8 @@ BASE = BUILTIN[0]
     ({"name": "User Activity"}, "name", "not a valid job name"),
 ])
 def test_bad_spec_names_field_and_fix(change, field, words):
-    with pytest.raises(ConfigError) as err:  # what the catalog does with every spec it loads
-        transformation.check(validate(replace(BASE, **change)))
+    with pytest.raises(ConfigError) as err:  # a spec is validated as it is made; then the catalog's check
+        transformation.check(replace(BASE, **change))
     assert err.value.field == field
     assert words in str(err.value) and "Fix:" in str(err.value)
 
@@ -39,7 +39,7 @@ def test_bad_spec_names_field_and_fix(change, field, words):
 def test_unknown_watermark_column_lists_the_real_columns():
     bad = InputSpec("events", "event_id STRING, ts TIMESTAMP", "event_time")
     with pytest.raises(ConfigError) as err:
-        validate(replace(BASE, inputs=(bad,)))
+        replace(BASE, inputs=(bad,))
     assert err.value.field == "jobs.user_activity.inputs.events.time_column"
     assert "unknown column 'event_time'" in str(err.value) and "'ts'" in str(err.value)
 
@@ -47,13 +47,13 @@ def test_unknown_watermark_column_lists_the_real_columns():
 def test_watermark_column_must_be_a_timestamp():
     bad = InputSpec("events", "event_id STRING, event_time STRING", "event_time")
     with pytest.raises(ConfigError, match="not timestamp"):
-        validate(replace(BASE, inputs=(bad,)))
+        replace(BASE, inputs=(bad,))
 
 
 def test_unreadable_schema_is_refused():
     bad = InputSpec("events", "event_id STRNG, event_time TIMESTAMP", "event_time")
     with pytest.raises(ConfigError, match="cannot read column definition 'event_id STRNG'"):
-        validate(replace(BASE, inputs=(bad,)))
+        replace(BASE, inputs=(bad,))
 
 
 def test_builtin_jobs_are_valid_and_config_overrides_apply(tmp_path):
@@ -163,3 +163,56 @@ def test_merge_keys_must_be_output_columns():
     with pytest.raises(ConfigError) as err:
         check_output_columns(replace(BASE, merge_keys=("window_start", "user")), ["window_start", "user_id"])
     assert err.value.field == "jobs.user_activity.merge_keys" and "['user'] are not output columns" in str(err.value)
+
+
+DEFINITION = {"transformation": "my_visits:visits", "output_mode": "append", "watermark_delay": "10 minutes",
+              "watermark_min": "1 minute", "watermark_max": "1 hour",
+              "inputs": [{"name": "clicks", "schema": "click_id STRING, click_time TIMESTAMP",
+                          "time_column": "click_time"}]}
+
+
+@pytest.mark.parametrize("change,field,words", [
+    # a typo in a key
+    ({"watermark_dealy": "5 minutes"}, "jobs.visits.watermark_dealy", "is not a job setting"),
+    # a whole number
+    ({"max_files_per_trigger": "2"}, "jobs.visits.max_files_per_trigger", "'2' is text, not a whole number"),
+    # text, and text that may be absent
+    ({"output_mode": ["append"]}, "jobs.visits.output_mode", "['append'] is a list, not text"),
+    ({"output_time_column": 3}, "jobs.visits.output_time_column", "3 is an integer, not text"),
+    # a list of names
+    ({"idempotent_key": "click_id"}, "jobs.visits.idempotent_key", "'click_id' is text, not a list of column names"),
+    ({"owners": [1]}, "jobs.visits.owners", "1 is an integer, not a list of names"),
+    # a table of text values
+    ({"tags": "web"}, "jobs.visits.tags", "'web' is not a table of text values"),
+    ({"kafka_options": {"maxOffsetsPerTrigger": 100}}, "jobs.visits.kafka_options", "not a table of text values"),
+    # the inputs: a list of tables, each with exactly its keys, each text
+    ({"inputs": {"name": "clicks"}}, "jobs.visits.inputs", "is a table, not a list of tables"),
+    ({"inputs": ["clicks"]}, "jobs.visits.inputs", "'clicks' is text, not a table"),
+    ({"inputs": [{**DEFINITION["inputs"][0], "colour": "red"}]}, "jobs.visits.inputs", "unknown key 'colour'"),
+    ({"inputs": [{"name": "clicks", "schema": "click_id STRING"}]}, "jobs.visits.inputs", "'time_column' is missing"),
+    ({"inputs": [{**DEFINITION["inputs"][0], "schema": 5}]}, "jobs.visits.inputs.schema", "5 is an integer, not text"),
+    # the join and explain tables
+    ({"join": "clicks"}, "jobs.visits.join", "'clicks' is text, not a table"),
+    ({"join": {"left": "clicks", "right": "clicks", "upper": "1 minute", "within": "x"}}, "jobs.visits.join",
+     "unknown key 'within'"),
+    ({"explain": {"key_columns": ["click_id"]}}, "jobs.visits.explain.key_columns",
+     "is a list, not a table of text values"),
+    ({"explain": {"late_margin": 0}}, "jobs.visits.explain.late_margin", "0 is an integer, not text"),
+])
+def test_each_kind_of_field_refuses_a_wrong_type_in_one_line(change, field, words):
+    """One validation system for every field kind: the field, what the value is, and the fix, on one line."""
+    with pytest.raises(ConfigError) as err:
+        spec_from_config("visits", {**DEFINITION, **change})
+    message = str(err.value)
+    assert err.value.field == field, message
+    assert words in message and "Fix:" in message and "\n" not in message, message
+
+
+def test_a_definition_from_the_config_file_is_the_python_one():
+    """TOML lists become tuples and tables nested specs: the same JobSpec a package would declare."""
+    spec = spec_from_config("visits", DEFINITION)
+    assert spec == JobSpec(name="visits", sink_table="visits", transformation="my_visits:visits",
+                           output_mode="append", watermark_delay="10 minutes", watermark_min="1 minute",
+                           watermark_max="1 hour",
+                           inputs=(InputSpec("clicks", "click_id STRING, click_time TIMESTAMP", "click_time"),),
+                           shuffle_partitions=spec.shuffle_partitions)
