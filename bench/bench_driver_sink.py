@@ -1,4 +1,4 @@
-"""The two Delta writers of jobs/sink.py on a Spark cluster: delta-rs on the driver against Delta's own Spark writer.
+"""The two Delta writers of jobs/runtime/sink.py on a Spark cluster: delta-rs on the driver against Delta's own Spark writer.
 
 On a standalone cluster (master + two workers, 1 core and 1 GiB each, on loopback, started from the pip
 package unless `--master` names one) the same rows are produced four ways per size:
@@ -101,7 +101,7 @@ def peak_rss_mib() -> tuple[float | None, float | None]:
 
 
 def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
-    from jobs.sink import _write_with_jvm
+    from jobs.runtime.sink import _write_with_jvm
     from stateops.delta import write_batch
 
     df = batch_frame(spark, rows)
@@ -153,7 +153,8 @@ def measure(spark, args: argparse.Namespace, root: str):
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     """Needs its own cluster session: `python -m bench` stops its local one first (one SparkContext per
     process) and passes none."""
-    from jobs.session import SparkSettings, get_session
+    from jobs.definition.spark_settings import SparkSettings
+    from jobs.runtime.session import get_session
     from tests.support.servers.spark_cluster import spark_cluster
 
     if spark is not None:

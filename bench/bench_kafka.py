@@ -20,11 +20,12 @@ import os
 from dataclasses import replace
 from typing import Sequence
 
-from jobs import kafka_input
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.session import SparkSettings, get_session
+from jobs.definition.environment import get_job
+from jobs.definition.spark_settings import SparkSettings
+from jobs.demo import kafka_input
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
+from jobs.runtime.session import get_session
 from stateops.layout import Layout
 from stateops.settings import Settings
 

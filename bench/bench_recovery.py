@@ -25,12 +25,13 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
 
-from jobs.environment import Environment, get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.recovery import recover
-from jobs.runner import run_job
-from jobs.session import SparkSettings, get_session
-from jobs.settings import watermark_bounds
+from jobs.definition.environment import Environment, get_job
+from jobs.definition.settings import watermark_bounds
+from jobs.definition.spark_settings import SparkSettings
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.recovery import recover
+from jobs.runtime.runner import run_job
+from jobs.runtime.session import get_session
 from stateops.control import overrides
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings

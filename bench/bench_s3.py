@@ -17,8 +17,8 @@ import os
 import statistics
 from typing import Sequence
 
-from jobs.environment import get_job
-from jobs.runner import run_job
+from jobs.definition.environment import get_job
+from jobs.runtime.runner import run_job
 from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.settings import Settings
@@ -64,11 +64,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     measured: dict[tuple[int, str], Measured] = {}
     phases: dict[tuple[int, str], list[dict]] = {}
     with moto_s3() as env, workdir(args) as root:
-        os.environ.update(env)  # before the session: jobs.session maps AWS_* to S3A
+        os.environ.update(env)  # before the session: jobs.runtime.session maps AWS_* to S3A
         os.environ["AWS_ALLOW_HTTP"] = "true"
         import boto3
 
-        from jobs.session import SparkSettings, get_session
+        from jobs.definition.spark_settings import SparkSettings
+
+        from jobs.runtime.session import get_session
 
         boto3.client("s3").create_bucket(Bucket=BUCKET)
         spark = spark or get_session(SparkSettings.from_env())

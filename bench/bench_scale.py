@@ -126,7 +126,7 @@ def build_home(home: str, config_path: str, batches: int, audits: int) -> dict[s
     """Checkpoints, progress rows and audits for every job of the config file (no Spark); returns counts."""
     import pyarrow as pa
 
-    from jobs.catalog import Catalog
+    from jobs.definition.catalog import Catalog
     from stateops import progress
     from stateops.audit import fast_audit
     from stateops.audit.history import AUDITS, AUDITS_SCHEMA, audit_rows
@@ -181,8 +181,8 @@ def measure(figure: str, ticks: int) -> dict[str, Any]:
     if figure in SENSORS:
         return {"seconds": statistics.median(_ticks(figure, ticks))}
     if figure == "fast_audits":
-        from jobs.environment import Environment
-        from jobs.targets import resolve_audit
+        from jobs.definition.environment import Environment
+        from jobs.definition.targets import resolve_audit
         from stateops.audit import fast_audits
 
         started = time.perf_counter()

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jobs.environment import get_job
-from jobs.runner import run_job
-from jobs.session import SparkSettings, get_session
+from jobs.definition.environment import get_job
+from jobs.definition.spark_settings import SparkSettings
+from jobs.runtime.runner import run_job
+from jobs.runtime.session import get_session
 
 from stateops.settings import Settings
 

@@ -30,12 +30,13 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import deadletter_query_name, run_job, start_query, stateful_frame
-from jobs.session import SparkSettings, get_session
-from jobs.sources import raw_lines, valid_rows
-from jobs.spec import JobSpec
+from jobs.definition.environment import get_job
+from jobs.definition.spark_settings import SparkSettings
+from jobs.definition.spec import JobSpec
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import deadletter_query_name, run_job, start_query, stateful_frame
+from jobs.runtime.session import get_session
+from jobs.runtime.sources import raw_lines, valid_rows
 from stateops.layout import Layout
 from stateops.settings import Settings
 

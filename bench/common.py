@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 
 from stateops.layout import Layout
 
-from jobs.generator import GeneratorConfig, generate
+from jobs.demo.generator import GeneratorConfig, generate
 
 FULL_SIZES = (20_000, 200_000)
 QUICK_SIZES = (1_000, 5_000)

@@ -11,7 +11,7 @@ StateOps parses the `events` input, keeps bad lines in the dead-letter table and
 `event_time` before calling `user_engagement(events)`. Output: the user's totals so far (update mode, a
 MERGE on user_id). The TTL bounds the state: a user not seen for ENGAGEMENT_TTL of processing time leaves
 it, and starts from zero if they come back. TTL needs the ProcessingTime time mode; StateOps' bounded runs
-of such a query skip Spark's empty batches (jobs/plan.py), so they end when the input is consumed.
+of such a query skip Spark's empty batches (jobs/runtime/plan.py), so they end when the input is consumed.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from dagster import AssetKey, DagsterInstance, Definitions, ExecuteInProcessResult, in_process_executor
 
-from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
+from jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
 from stateops.layout import Layout
 
 from orchestration.catalog import SPECS

@@ -13,7 +13,7 @@ from stateops.remediation.alerts import Alert, WebhookSettings, sender_for
 from stateops.remediation.model import TAG
 from stateops.remediation.tick import Watched, health_decisions
 
-from jobs.environment import Environment
+from jobs.definition.environment import Environment
 
 from sensors import runs
 from sensors.ticks import Paths, Targets, evaluate

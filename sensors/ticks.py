@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataValue, RunRequest, SensorEvaluationContext,
                      SensorResult)
 
-from jobs.catalog import Catalog, reusing_unchanged
-from jobs.environment import Environment
-from jobs.settings import effective_spec
-from jobs.spec import JobSpec
+from jobs.definition.catalog import Catalog, reusing_unchanged
+from jobs.definition.environment import Environment
+from jobs.definition.settings import effective_spec
+from jobs.definition.spec import JobSpec
 from stateops.control import maintenance, overrides
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout

@@ -13,7 +13,7 @@ atexit handler, no buffered write runs, as in a power cut. Children that end wit
 it (Spark's JVM exits when the Python driver's pipe closes). A fault fires every time its point is
 reached, so the run that restarts after it must not set it. Unset, a point costs one environment lookup.
 
-Points: `sink.before_commit`, `sink.after_commit` (jobs/sink.py: job, table, batch);
+Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py: job, table, batch);
 `runbook.after_step` (a step journaled done) and `runbook.before_done` (a step acted, not yet journaled)
 (stateops/recovery: job, step).
 """

@@ -26,6 +26,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
@@ -39,6 +40,12 @@ def app_id(job: str, query_id: str, epoch: int = 0) -> str:
     """The sink's Delta transaction app id (epoch 0 keeps the id jobs had before runbooks existed)."""
     base = f"stateops/{job}/{query_id}"
     return base if not epoch else f"{base}/epoch-{epoch}"
+
+
+def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
+    """The app id of the query of `checkpoint`: the job plus the query id stored in the checkpoint (a new
+    checkpoint, a new id), plus the sink epoch a runbook restart set."""
+    return app_id(job, Checkpoint(checkpoint).query_id(), epoch)
 
 
 def checkpoint_app_prefix(job: str, query_id: str) -> str:

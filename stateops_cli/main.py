@@ -13,10 +13,10 @@ import click
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 
-from jobs.environment import Environment
-from jobs.failures import QueryFailed
-from jobs.generator import DEMO_INPUT, GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import Environment
+from jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
+from jobs.runtime.failures import QueryFailed
+from jobs.runtime.runner import run_job
 
 from stateops_cli.audit import audit
 from stateops_cli.explain import explain_key_command
@@ -72,7 +72,7 @@ def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
         click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
                    f"{obj.layout.landing(source)}")
     if bootstrap:
-        from jobs import kafka_input
+        from jobs.demo import kafka_input
 
         kafka_input.wait_for_broker(bootstrap)
         kafka_input.create_topics(bootstrap, generated.files)
@@ -86,7 +86,7 @@ def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
 def demo(obj: Environment) -> None:
     """Generate input, then run every job once (bounded), without Dagster, and show what they produced
     (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
-    from jobs.session import get_session
+    from jobs.runtime.session import get_session
 
     layout = obj.layout
     click.echo(f"StateOps demo under {layout.home}")

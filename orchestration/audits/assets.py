@@ -17,8 +17,8 @@ schedules skip such ticks instead.
 from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
                      MetadataValue, asset)
 
-from jobs.targets import AuditTarget, resolve_audit
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.definition.targets import AuditTarget, resolve_audit
 
 from orchestration.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
                      AssetChecksDefinition, AssetKey, Definitions, MetadataValue, multi_asset_check)
 
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
 from stateops.audit import load_findings, load_history
 from stateops.timefmt import human_duration
 from stateops.audit.render import findings_markdown

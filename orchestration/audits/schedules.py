@@ -17,8 +17,8 @@ batches only and never touch the running query, which is how long-running jobs g
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
 
-from jobs.targets import resolve_target
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.definition.targets import resolve_target
 from stateops.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line

@@ -1,7 +1,7 @@
 """The recovery runbook in Dagster: op job `state_recovery`, launched from the Launchpad (or by the sensors).
 
 One op, `recover`, takes the runbook request as its Config (every field described, so the Launchpad explains
-itself) and runs stateops.recovery through jobs.recovery: a dry run (the default) plans and changes nothing.
+itself) and runs stateops.recovery through jobs.runtime.recovery: a dry run (the default) plans and changes nothing.
 Each journal entry the executor writes becomes an event of the run while it happens: an AssetObservation of
 the job's table for each finished step (its details as metadata), a log line for each started one. The
 op's output metadata holds the plan (markdown and JSON), the before/after audits, the verification and the
@@ -23,7 +23,7 @@ from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Defini
                      OpExecutionContext, Output, job, op)
 from pydantic import Field, create_model
 
-from jobs.recovery import recover
+from jobs.runtime.recovery import recover
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, alive
 from stateops.errors import ConfigError, StateOpsError, first_line

@@ -18,7 +18,7 @@ from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultSched
                      define_asset_job, schedule)
 from pydantic import Field
 
-from jobs.retention import retention_scope
+from jobs.runtime.retention import retention_scope
 from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
 from stateops.storage import filesystem

@@ -2,7 +2,7 @@
 
 Built by a factory from the job catalog, so every registered job (the examples, entry points, the config
 file's own jobs) becomes an asset without code here, with the spec's owners and tags, a code version
-(jobs.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
+(jobs.definition.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
 `streaming_jobs` (orchestration.groups.asset_group), so that a code location of a thousand jobs lists them by
 team. The run's numbers become the materialization's metadata, the first thing an operator looks at, with the
 standard entries Dagster shows natively (`dagster/row_count`, `dagster/column_schema`, `dagster/uri`); each new
@@ -21,11 +21,11 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
-from jobs.runner import RunResult, run_job
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.runtime.runner import RunResult, run_job
 
 from orchestration.groups import DEFAULT_GROUP, asset_group
-from jobs.transformation import code_version
+from jobs.definition.transformation import code_version
 from stateops import control, kafka_lag
 from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
 
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
 from stateops.control import start_blocker
 from stateops.errors import StateOpsError
 

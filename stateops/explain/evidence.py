@@ -171,7 +171,7 @@ def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: Inp
 
 
 def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bool:
-    """What the job's dead-letter query takes (jobs/sources.py): a field missing or unparsable, or a time
+    """What the job's dead-letter query takes (jobs/runtime/sources.py): a field missing or unparsable, or a time
     more than the future tolerance ahead of the record's arrival (file modification or Kafka timestamp)."""
     if any(v is None for v in values.values()):
         return True

@@ -12,8 +12,8 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from jobs.generator import GeneratorConfig, generate
-from jobs.sink import query_app_id
+from jobs.demo.generator import GeneratorConfig, generate
+from stateops.sinkstate import query_app_id
 from stateops.faults import ENV
 from stateops.layout import Layout
 from tests.support.delta_rows import committed_transactions

@@ -179,7 +179,7 @@ def s3_calls(s3_homes):
 def audit_cli_home(spark, tmp_path_factory) -> dict:
     """user_activity run over generated input, an unbounded dedup checkpoint outside the home, an empty folder and
     a plain file: the targets of the `stateops audit` contract tests."""
-    from jobs.generator import GeneratorConfig, generate
+    from jobs.demo.generator import GeneratorConfig, generate
     from tests.support.audit_queries import event_stream, events, run_bounded, run_job_query, write_batches
 
     root = tmp_path_factory.mktemp("audit_cli")

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from dagster import (AssetKey, DagsterInstance, RunRequest, SkipReason, build_schedule_context, instance_for_test,
                      materialize)
 
-from jobs.environment import get_job
+from jobs.definition.environment import get_job
 from stateops_cli.main import main
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease

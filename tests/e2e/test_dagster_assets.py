@@ -12,7 +12,7 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus, instance_for_test, materialize
 from deltalake import DeltaTable
 
-from jobs.generator import GeneratorConfig, generate
+from jobs.demo.generator import GeneratorConfig, generate
 from stateops import progress
 from stateops.control import request_stop
 from stateops.delta import open_table

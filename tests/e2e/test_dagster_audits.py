@@ -19,9 +19,9 @@ from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, bu
                      in_process_executor, instance_for_test)
 from pyspark.sql import functions as F
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.audit import Thresholds
 from stateops.audit.render import PNG_SIZE
 from stateops.delta import read_table

@@ -17,8 +17,8 @@ from dagster import AssetKey, DagsterInstance, materialize
 from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator
 from deltalake import DeltaTable
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
 from orchestration.streaming_jobs.assets import job_assets
 from orchestration.audits.assets import deep_audit_assets, deep_audit_key
 from orchestration.recovery.runbook import state_recovery

@@ -69,9 +69,9 @@ def test_entry_point_usage_error_has_no_traceback(layout):
 
 @pytest.mark.spark
 def test_explain_key_json_on_a_real_checkpoint(spark, layout):
-    from jobs.environment import get_job
-    from jobs.generator import GeneratorConfig, generate
-    from jobs.runner import run_job
+    from jobs.definition.environment import get_job
+    from jobs.demo.generator import GeneratorConfig, generate
+    from jobs.runtime.runner import run_job
 
     generated = generate(layout, GeneratorConfig(events=0, orders=30, files=3, seed=5))
     run_job(spark, get_job("order_payments"), layout, settings=Settings.from_env())

@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs.environment import Environment, get_job, load_jobs
-from jobs.failures import QueryFailed
-from jobs.generator import GeneratorConfig, generate
-from jobs.recovery import recover
-from jobs.runner import run_job
+from jobs.definition.environment import Environment, get_job, load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.failures import QueryFailed
+from jobs.runtime.recovery import recover
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive

@@ -16,10 +16,10 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from jobs.environment import load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.sink import query_app_id
+from jobs.definition.environment import load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
+from stateops.sinkstate import query_app_id
 from stateops.layout import Layout
 from stateops.settings import Settings
 from tests.support import kafka_oracle, oracle

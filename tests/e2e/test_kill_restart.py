@@ -18,10 +18,10 @@ import os
 import pytest
 from deltalake import DeltaTable
 
-from jobs.environment import load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.sink import query_app_id
+from jobs.definition.environment import load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
+from stateops.sinkstate import query_app_id
 from tests.support import oracle
 from tests.support.delta_rows import committed_transactions
 from tests.support.kill_trials import run_until_fault

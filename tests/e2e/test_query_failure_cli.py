@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.environment import load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.settings import Settings
 

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, start_ticks

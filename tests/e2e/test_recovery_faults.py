@@ -20,9 +20,9 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.control import maintenance, overrides
 from stateops.delta import read_table

@@ -13,11 +13,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from jobs.environment import Environment, load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.recovery import recover
-from jobs.runner import run_job
-from jobs.session import HDFS_PROVIDER
+from jobs.definition.environment import Environment, load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.recovery import recover
+from jobs.runtime.runner import run_job
+from jobs.runtime.session import HDFS_PROVIDER
 from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jobs.environment import load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.layout import Layout
 from stateops.settings import Settings
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.environment import Environment, load_jobs
-from jobs.generator import generate
-from jobs.recovery import recover
-from jobs.runner import run_job
+from jobs.definition.environment import Environment, load_jobs
+from jobs.demo.generator import generate
+from jobs.runtime.recovery import recover
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.recovery import RecoveryRequest, archive
 from stateops.settings import Settings

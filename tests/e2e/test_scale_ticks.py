@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from dagster import build_sensor_context, instance_for_test
 
-import jobs.catalog as catalog_module
+import jobs.definition.catalog as catalog_module
 import stateops.delta as delta_module
 import stateops.remediation.signals as signals_module
 from bench.bench_scale import EXAMPLES, build_home, config_text

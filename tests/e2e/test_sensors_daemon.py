@@ -15,8 +15,8 @@ import pytest
 from dagster import AssetKey, RunsFilter
 from dagster._core.scheduler.instigation import TickStatus
 
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.remediation.guards import Cursor
 from stateops.settings import Settings
 

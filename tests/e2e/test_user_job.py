@@ -16,8 +16,8 @@ import pytest
 from dagster import materialize
 from deltalake import DeltaTable
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
 from stateops.delta import read_table
 
 from orchestration.streaming_jobs.assets import build_job_asset

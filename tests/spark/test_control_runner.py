@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import functions as F
 
-from jobs.catalog import EVENTS
-from jobs.environment import get_job
+from jobs.definition.environment import get_job
+from jobs.examples.builtin import EVENTS
 from stateops_cli.main import main
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.environment import load_jobs
-from jobs.runner import run_job
+from jobs.definition.environment import load_jobs
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.settings import Settings

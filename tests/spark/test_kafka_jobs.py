@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 
 from click.testing import CliRunner
 
-from jobs.environment import Environment, load_jobs
-from jobs.runner import run_job
+from jobs.definition.environment import Environment, load_jobs
+from jobs.runtime.runner import run_job
 from stateops import progress
 from stateops_cli.main import main
 from stateops.layout import Layout
@@ -172,7 +172,7 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     (sources/0/0) and replays every record. After each, the table equals the oracle over the records the
     checkpoint's batches read (the rebuild's: its upserts over the rows it does not emit again); the rebuild
     admits the rows the shorter delay dropped as late. (Runs before the tests that add records to `events`.)"""
-    from jobs.recovery import recover
+    from jobs.runtime.recovery import recover
     from stateops import kafka_offsets
     from stateops.recovery import RecoveryRequest
 
@@ -218,8 +218,8 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafk
     checkpoint, which reads the records produced since from the offsets it recorded, verified; the table
     equals the oracle with the delay switching at the restart. (Adds records to `events`: the tests after this
     one compute their oracles from whatever the topic holds.)"""
-    from jobs.catalog import Catalog
-    from jobs.recovery import job_target, recover
+    from jobs.definition.catalog import Catalog
+    from jobs.runtime.recovery import job_target, recover
     from stateops.recovery import RecoveryRequest
     from stateops.recovery.observation import observe_reading
 
@@ -258,7 +258,7 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     """`recover --mode repartition` on a Kafka job: the state is repartitioned offline (4 -> 3), the query
     restarts on it and reads the records produced since; the table equals the oracle, the state has 3
     partitions. (Adds records to `events`, like the adjust test.)"""
-    from jobs.recovery import recover
+    from jobs.runtime.recovery import recover
     from stateops.checkpoint import Checkpoint
     from stateops.recovery import RecoveryRequest
 
@@ -288,7 +288,7 @@ def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafk
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from jobs.recovery import plan
+    from jobs.runtime.recovery import plan
     from stateops.recovery import RecoveryRequest
     from stateops.recovery.model import RecoveryRefused
 

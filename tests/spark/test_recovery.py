@@ -15,13 +15,13 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from jobs.environment import Environment, get_job
+from jobs.definition.environment import Environment, get_job
 from stateops_cli.main import main
-from jobs.failures import QueryFailed
-from jobs.generator import GeneratorConfig, generate
-from jobs.recovery import recover
-from jobs.runner import run_job
-from jobs.session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.failures import QueryFailed
+from jobs.runtime.recovery import recover
+from jobs.runtime.runner import run_job
+from jobs.runtime.session import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from stateops.checkpoint import Checkpoint
 from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from jobs.environment import Environment, load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.retention import retention_scope
-from jobs.runner import run_job
+from jobs.definition.environment import Environment, load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.retention import retention_scope
+from jobs.runtime.runner import run_job
 from stateops import actions, progress, retention
 from stateops.delta import read_table
 from stateops.checkpoint import Checkpoint

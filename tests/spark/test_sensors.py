@@ -13,11 +13,11 @@ import pytest
 from dagster import AssetObservation, instance_for_test
 from deltalake import write_deltalake
 
-from jobs.catalog import Catalog
-from jobs.targets import resolve_audit
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.catalog import Catalog
+from jobs.definition.environment import get_job
+from jobs.definition.targets import resolve_audit
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.audit import deep_audit, record
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS
 from stateops.control import maintenance

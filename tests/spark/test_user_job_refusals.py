@@ -1,7 +1,7 @@
 """A user's transformation that returns no stateful streaming frame is refused before any query starts, and
 explain-key refuses a job whose operators it has no rules for, saying so, instead of guessing.
 
-Real Spark: the frames are analysed by Spark (jobs.plan), the dedup-only job runs and leaves a real
+Real Spark: the frames are analysed by Spark (jobs.runtime.plan), the dedup-only job runs and leaves a real
 checkpoint whose operators explain-key reads. Oracle: the file system (no checkpoint, no table written).
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from jobs.catalog import EVENTS
+from jobs.examples.builtin import EVENTS
 from stateops_cli.main import main
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.errors import ConfigError
 from stateops.settings import Settings
 

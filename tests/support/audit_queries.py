@@ -19,10 +19,10 @@ from stateops.audit import deep_audit
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import stateful_frame
-from jobs.session import HDFS_PROVIDER
+from jobs.definition.environment import get_job
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import stateful_frame
+from jobs.runtime.session import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 
 EVENTS_SCHEMA = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"

@@ -7,10 +7,10 @@ import json
 import os
 from datetime import datetime, timezone
 
-from jobs.environment import get_job
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
-from jobs.targets import explain_target
+from jobs.definition.environment import get_job
+from jobs.definition.targets import explain_target
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.settings import Settings

@@ -15,7 +15,7 @@ import time
 
 from deltalake import DeltaTable
 
-from jobs.sink import query_app_id
+from stateops.sinkstate import query_app_id
 from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.faults import ENV

@@ -28,9 +28,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.environment import load_jobs
-from jobs.generator import GeneratorConfig, generate
-from jobs.runner import run_job
+from jobs.definition.environment import load_jobs
+from jobs.demo.generator import GeneratorConfig, generate
+from jobs.runtime.runner import run_job
 from stateops.storage import copies
 from stateops import progress
 from stateops.layout import Layout

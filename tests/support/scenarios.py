@@ -15,8 +15,8 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from jobs.catalog import Catalog
-from jobs.generator import GeneratorConfig, generate
+from jobs.definition.catalog import Catalog
+from jobs.demo.generator import GeneratorConfig, generate
 from stateops.layout import Layout
 from stateops.settings import Settings
 
@@ -39,7 +39,7 @@ def more_input(layout: Layout, hour: int, seed: int, files: int = 2, base: Gener
 
 
 def _run(spark, layout: Layout, *jobs: str) -> None:
-    from jobs.runner import run_job
+    from jobs.runtime.runner import run_job
 
     for job in jobs:
         run_job(spark, builtin(layout, job), layout, settings=Settings.from_env())
@@ -107,7 +107,7 @@ class S3Store:
         layout = Layout.of(self.homes.url(job))
         if job not in self.batches:  # the module's bucket is new: nothing under `live` yet
             generate(layout, S3_INPUT)
-            from jobs.runner import run_job
+            from jobs.runtime.runner import run_job
             from tests.support.spark_confs import sql_confs
 
             with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):

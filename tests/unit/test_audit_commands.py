@@ -15,7 +15,7 @@ from stateops_cli.main import main
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "stateops_cli" / "audit.py", ROOT / "jobs" / "targets.py",
+SOURCES = sorted([*ROOT.glob("stateops/audit/*.py"), ROOT / "stateops_cli" / "audit.py", ROOT / "jobs" / "definition" / "targets.py",
                   *ROOT.glob("orchestration/audits/*.py")])
 MENTION = re.compile(r"\bstateops((?:[ \t]+[^\s|;,`]+)+)", re.IGNORECASE)
 PLACEHOLDER = "X"
@@ -57,7 +57,7 @@ def mentions() -> list[tuple[str, str]]:
 
 def test_the_scan_sees_the_audit_texts():
     found = mentions()
-    assert ("jobs/targets.py", "stateops jobs run X)") in found  # an f-string in an error message
+    assert ("jobs/definition/targets.py", "stateops jobs run X)") in found  # an f-string in an error message
     assert any(where.startswith("orchestration/audits/") for where, _ in found)
     assert any(where.startswith("stateops/audit/") for where, _ in found)
     assert problem("retention") and problem("jobs") and problem("audit --fastest")

@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from jobs.catalog import Catalog
+from jobs.definition.catalog import Catalog
 from stateops_cli.main import main
 from stateops.errors import ConfigError
 from stateops.layout import Layout

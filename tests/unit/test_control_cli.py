@@ -9,9 +9,9 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from jobs.environment import get_job
+from jobs.definition.environment import get_job
 from stateops_cli.main import main
-from jobs.runner import run_job
+from jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.errors import ConfigError

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.failures import QueryFailed, query_failed, spark_error
+from jobs.runtime.failures import QueryFailed, query_failed, spark_error
 from stateops.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -19,7 +19,7 @@ Caused by: java.io.EOFException
 \tat java.base/java.io.DataInputStream.readUnsignedShort(DataInputStream.java:334)
 """
 SINK = """[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
-  File "/repo/jobs/sink.py", line 74, in __call__
+  File "/repo/jobs/runtime/sink.py", line 74, in __call__
     result = write_batch(self.table_uri, data, app_id=self.app_id(), batch_id=batch_id,
 deltalake.exceptions.CommitFailedError: Transaction failed: version already exists
 """

@@ -72,12 +72,25 @@ def test_the_cli_and_the_dagster_code_never_import_each_other():
     assert _importers(graph, "sensors", ("stateops_cli",)) == []
 
 
-def test_the_sink_does_not_import_the_runbook():
-    """The exactly-once sink needs its app id and replay rules (stateops.sinkstate, beside stateops.delta), not
-    the runbook that sets them."""
+def _imported_modules(graph, of: str) -> set[str]:
+    return {imported for module, imports in graph.items() if module == of or module.startswith(of + ".")
+            for imported in imports}
+
+
+def test_the_rooms_of_jobs_import_downwards_only():
+    """jobs/ holds four rooms: the job definition (no Spark: the CLI's reading commands and the code location's
+    load use it alone), the Spark runtime, the built-in examples and the demo's input. The definition imports
+    neither the runtime nor Spark; the runtime never imports the examples (they are jobs like any user's); the
+    exactly-once sink needs its app id and replay rules (stateops.sinkstate, beside stateops.delta), not the
+    runbook that sets them."""
     graph = _modules()
-    assert _importers(graph, "jobs.sink", ("stateops",)) and not [
-        line for line in _importers(graph, "jobs.sink", ("stateops",)) if " imports stateops.recovery" in line]
+    definition = _imported_modules(graph, "jobs.definition")
+    assert not {m for m in definition if m.split(".")[0] in ("pyspark", "delta") or m.startswith(
+        ("jobs.runtime", "jobs.demo"))}, sorted(definition)
+    runtime = _imported_modules(graph, "jobs.runtime")
+    assert not {m for m in runtime if m.startswith(("jobs.examples", "jobs.demo"))}, sorted(runtime)
+    sink = _imported_modules(graph, "jobs.runtime.sink")
+    assert "stateops.sinkstate" in sink and not {m for m in sink if m.startswith("stateops.recovery")}
 
 
 def test_sensors_never_import_orchestration_which_composes_them():
@@ -147,9 +160,9 @@ def test_no_scheme_branch_outside_the_storage_layer():
 
 # Where the environment may be read (`X.from_env()`): the entry points (the CLI, the Dagster code location, its
 # runs and sensor ticks) and the two modules that build what they hand down (stateops.settings for the core,
-# jobs.environment beside the catalog). Everything else takes its settings as parameters.
+# jobs.definition.environment beside the catalog). Everything else takes its settings as parameters.
 _READS_THE_ENVIRONMENT = ("stateops_cli", "orchestration", "sensors", os.path.join("stateops", "settings.py"),
-                          os.path.join("jobs", "environment.py"))
+                          os.path.join("jobs", "definition", "environment.py"))
 
 
 def _from_env_calls(path: str) -> list[str]:
@@ -160,7 +173,7 @@ def _from_env_calls(path: str) -> list[str]:
 
 
 def test_no_from_env_below_the_entry_points():
-    """An entry point reads the environment once (jobs.environment.Environment) and passes it down: a call path
+    """An entry point reads the environment once (jobs.definition.environment.Environment) and passes it down: a call path
     that forgot to pass settings fails instead of reading the environment again on its own."""
     found = [hit for package in PACKAGES for folder, _dirs, files in os.walk(os.path.join(ROOT, package))
              for name in files if name.endswith(".py")

@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from jobs.session import ROCKSDB_PROVIDER, SparkSettings, delta_jars_on_classpath, spark_conf
+from jobs.definition.spark_settings import SparkSettings
+
+from jobs.runtime.session import ROCKSDB_PROVIDER, delta_jars_on_classpath, spark_conf
 from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from jobs import catalog, transformation
-from jobs.environment import load_jobs
-from jobs.spec import InputSpec, JobSpec
+from jobs.definition import catalog, transformation
+from jobs.definition.environment import load_jobs
+from jobs.definition.spec import InputSpec, JobSpec
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 

@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 
-from jobs.catalog import Catalog
-from jobs.environment import get_job
-from jobs.settings import effective_spec
-from jobs.targets import resolve_audit
+from jobs.definition.catalog import Catalog
+from jobs.definition.environment import get_job
+from jobs.definition.settings import effective_spec
+from jobs.definition.targets import resolve_audit
 from stateops.audit import deep_audit, record
 from stateops.layout import Layout
 from tests.support import ROOT

@@ -2,7 +2,7 @@
 
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
 transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
-streaming frame, jobs.plan) and a stateless dead-letter query that keeps every line that failed parsing or
+streaming frame, jobs.runtime.plan) and a stateless dead-letter query that keeps every line that failed parsing or
 lies too far in the future. Every progress event of both goes to the `progress` ops table in small groups
 (stateops.progress.ProgressBuffer: at most STATEOPS_PROGRESS_FLUSH_SECONDS late, all written when the run
 ends; rows that cannot be written are counted and logged, and never stop the query); the stateful query's
@@ -18,7 +18,7 @@ flight completes, a hard stop comes only after the request's grace period. The o
 (watermark delay, shuffle partitions) are applied when the run starts.
 
 The stateful query runs in the fair-scheduler pool `stateful`, which gets a free core first; the
-dead-letter query in `deadletter`, in the gaps (jobs/scheduler_pools.xml; BENCHMARKS.md, Throughput).
+dead-letter query in `deadletter`, in the gaps (jobs/runtime/scheduler_pools.xml; BENCHMARKS.md, Throughput).
 """
 from __future__ import annotations
 
@@ -49,15 +49,15 @@ from stateops.layout import Layout
 from stateops.sinkstate import sink_state
 from stateops.settings import Settings
 
-from jobs import transformation
-from jobs.failures import query_failed
-from jobs.plan import stateful_plan
-from jobs.query_events import JsonEvents
-from jobs.session import DEADLETTER_POOL, DELTA_WRITER_CONF, STATEFUL_POOL
-from jobs.settings import effective_spec
-from jobs.sink import DeltaSink
-from jobs.sources import invalid_rows, raw_lines, valid_rows
-from jobs.spec import JobSpec, check_output_columns
+from jobs.definition import transformation
+from jobs.definition.settings import effective_spec
+from jobs.definition.spec import JobSpec, check_output_columns
+from jobs.runtime.failures import query_failed
+from jobs.runtime.plan import stateful_plan
+from jobs.runtime.query_events import JsonEvents
+from jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, STATEFUL_POOL
+from jobs.runtime.sink import DeltaSink
+from jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
 
 MODES = ("bounded", "continuous")
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ SCHEDULER_POOL = "spark.scheduler.pool"
 @contextlib.contextmanager
 def _in_pool(spark: SparkSession, pool: str):
     """Spark jobs of a query started inside the block run in fair-scheduler pool `pool`: the query's thread
-    inherits the starting thread's local properties (jobs/scheduler_pools.xml says why two pools)."""
+    inherits the starting thread's local properties (jobs/runtime/scheduler_pools.xml says why two pools)."""
     context = spark.sparkContext
     before = context.getLocalProperty(SCHEDULER_POOL)
     context.setLocalProperty(SCHEDULER_POOL, pool)
@@ -376,7 +376,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         plan = stateful_plan(frame, spec)
         check_output_columns(spec, frame.columns)
         if mode == "bounded" and plan.processing_time:
-            log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.plan)",
+            log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
         queries.append(start_query(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
                               spec, checkpoint, no_data_batches=not (mode == "bounded" and plan.processing_time)))

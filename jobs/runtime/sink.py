@@ -5,7 +5,7 @@ floor are dropped and append rows that may repeat rows already in the table are 
 idempotent key is absent (stateops.sinkstate explains both). Normal appends stay plain appends.
 
 The writer is delta-rs from the driver (the default) or Delta's own Spark writer (`STATEOPS_DELTA_WRITER=spark`,
-jobs.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
+jobs.runtime.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
 (app_id, batch_id), so a table written by one is skipped alike by the other.
 """
 from __future__ import annotations
@@ -19,16 +19,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
-from stateops.sinkstate import SinkState, app_id
-
-
-def query_app_id(job: str, checkpoint: str, epoch: int = 0) -> str:
-    """Delta transaction app id: job plus the query id stored in the checkpoint (new checkpoint, new id), plus
-    the sink epoch a runbook restart set (stateops.sinkstate)."""
-    return app_id(job, Checkpoint(checkpoint).query_id(), epoch)
+from stateops.sinkstate import SinkState, query_app_id
 
 
 TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"

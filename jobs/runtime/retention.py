@@ -6,8 +6,9 @@ from __future__ import annotations
 from stateops.errors import ConfigError
 from stateops.retention import JobArea, Scope
 
-from jobs.environment import Environment
-from jobs.session import SparkSettings, spark_conf
+from jobs.definition.environment import Environment
+from jobs.definition.spark_settings import SparkSettings
+from jobs.runtime.session import spark_conf
 
 MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
 SPARK_DEFAULT_MIN_BATCHES = 100

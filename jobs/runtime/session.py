@@ -14,67 +14,34 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from typing import Iterator
 
-from stateops.environment import text
 from stateops.errors import ConfigError, StateOpsError
 from stateops.storage import s3a_conf
+
+from jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
 WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-# A job's stateful query is scheduled before its dead-letter query (jobs/scheduler_pools.xml, jobs.runner).
+# A job's stateful query is scheduled before its dead-letter query (jobs/runtime/scheduler_pools.xml, jobs.runtime.runner).
 SCHEDULER_POOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheduler_pools.xml")
 STATEFUL_POOL, DEADLETTER_POOL = "stateful", "deadletter"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
 # http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
-PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jars", "spark")
-DELTA_WRITERS = ("delta-rs", "spark")
-DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by jobs.runner
+DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by jobs.runtime.runner
 # Delta 4.4 rebuilds a table's snapshot state (to read `txnVersion`) at every idempotent commit, with this many
 # tasks (default 50: a 50-task Spark job per micro-batch). On a local master one per core: user_activity's
 # micro-batch on Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events (BENCHMARKS.md, Delta sink).
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
-
-
-@dataclass(frozen=True)
-class SparkSettings:
-    master: str = "local[*]"
-    app_name: str = "stateops"
-    shuffle_partitions: int = 4
-    extra_conf: dict = field(default_factory=dict)
-    delta_writer: str = "delta-rs"
-    jars_dir: str = PROJECT_JARS
-
-    @classmethod
-    def from_env(cls) -> "SparkSettings":
-        from jobs.spec import default_shuffle_partitions
-
-        raw = text("STATEOPS_SPARK_CONF") or ""
-        try:
-            extra = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as err:
-            raise ConfigError("STATEOPS_SPARK_CONF", f"is not valid JSON ({err})",
-                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}') from None
-        if not isinstance(extra, dict):
-            raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
-                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
-        writer = text("STATEOPS_DELTA_WRITER") or "delta-rs"
-        if writer not in DELTA_WRITERS:
-            raise ConfigError("STATEOPS_DELTA_WRITER", f"{writer!r} is not a Delta writer",
-                              f"use one of {', '.join(DELTA_WRITERS)}")
-        return cls(master=text("STATEOPS_SPARK_MASTER") or "local[*]",
-                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra, delta_writer=writer)
 
 
 def project_jars(folder: str = PROJECT_JARS) -> list[str]:

@@ -1,6 +1,6 @@
-"""The transformations of the four example jobs (jobs.catalog), written as any user's job is.
+"""The transformations of the four example jobs (jobs.definition.catalog), written as any user's job is.
 
-Each takes its input streams by name (already parsed and watermarked: jobs.transformation) and returns
+Each takes its input streams by name (already parsed and watermarked: jobs.definition.transformation) and returns
 the stateful streaming DataFrame.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from jobs.catalog import SESSION_GAP
-from jobs.spec import JobSpec
+from jobs.definition.spec import JobSpec
+from jobs.examples.builtin import SESSION_GAP
 
 ACTIVITY_WINDOW = "5 minutes"
 ACTION_TIMEOUT_MS = 30 * 60 * 1000

@@ -6,7 +6,7 @@ beside it, on first use, once.
 
 Variables: STATEOPS_HOME, STATEOPS_CONTROL_HOME, STATEOPS_CONFIG (stateops.environment), the control plane's,
 the runbook's, the progress buffer's and the webhook's (stateops.settings), STATEOPS_SPARK_MASTER,
-STATEOPS_SPARK_CONF, STATEOPS_DELTA_WRITER (jobs.session); the AWS SDK's are read where every S3 client reads
+STATEOPS_SPARK_CONF, STATEOPS_DELTA_WRITER (jobs.runtime.session); the AWS SDK's are read where every S3 client reads
 them (stateops.storage.aws).
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from stateops.environment import Locations
 from stateops.layout import Layout
 from stateops.settings import Settings
 
-from jobs.catalog import Catalog
-from jobs.session import SparkSettings
-from jobs.spec import JobSpec
+from jobs.definition.catalog import Catalog
+from jobs.definition.spark_settings import SparkSettings
+from jobs.definition.spec import JobSpec
 
 
 @dataclass

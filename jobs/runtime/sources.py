@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from stateops.layout import Layout
 
-from jobs.spec import InputSpec, JobSpec
+from jobs.definition.spec import InputSpec, JobSpec
 
 
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:

@@ -24,12 +24,12 @@ from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
 from stateops.sparkstate import ensure_state_coordinator
 
-from jobs.catalog import Catalog
-from jobs.environment import Environment
-from jobs.runner import run_job
-from jobs.settings import effective_spec, watermark_bounds
-from jobs.spec import JobSpec
-from jobs.targets import kafka_source
+from jobs.definition.catalog import Catalog
+from jobs.definition.environment import Environment
+from jobs.definition.settings import effective_spec, watermark_bounds
+from jobs.definition.spec import JobSpec
+from jobs.definition.targets import kafka_source
+from jobs.runtime.runner import run_job
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
@@ -80,7 +80,7 @@ class SparkRuntime:
     @property
     def spark(self):
         if self._spark is None:
-            from jobs.session import get_session
+            from jobs.runtime.session import get_session
 
             self._spark = get_session(self.environment.spark)
         elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):

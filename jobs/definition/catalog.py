@@ -1,10 +1,10 @@
 """The jobs StateOps runs, from three places, each defining jobs the same way (a JobSpec):
 
-1. the four examples below (`[catalog] builtin_jobs = false` in the config file leaves them out);
+1. the four examples (jobs.examples.builtin; `[catalog] builtin_jobs = false` in the config file leaves them out);
 2. the `stateops.jobs` entry point group: a package declares e.g.
    `[project.entry-points."stateops.jobs"] visits = "my_jobs.visits:JOBS"`, a JobSpec or a list of them;
 3. `[jobs.<name>]` tables of the config file (STATEOPS_CONFIG) with `transformation = "module:function"`,
-   inputs, watermark and output settings (jobs.spec.spec_from_config).
+   inputs, watermark and output settings (jobs.definition.spec.spec_from_config).
 
 A `[jobs.<name>]` table naming a job defined elsewhere overrides its settings instead, e.g.
 
@@ -34,61 +34,11 @@ from stateops.remediation.policy import Policy
 from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
-from jobs import transformation
-from jobs.spec import ExplainSpec, InputSpec, JobSpec, StreamJoin, spec_from_config, with_overrides
+from jobs.definition import transformation
+from jobs.definition.spec import JobSpec, spec_from_config, with_overrides
+from jobs.examples.builtin import BUILTIN
 
 ENTRY_POINT_GROUP = "stateops.jobs"
-# user_sessions' inactivity gap (jobs/transforms.py builds the session window with it); kept here so that
-# loading the catalog imports no Spark.
-SESSION_GAP = "15 minutes"
-
-EVENTS = InputSpec(
-    "events", "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE", "event_time"
-)
-ORDERS = InputSpec("orders", "order_id STRING, user_id STRING, order_time TIMESTAMP, amount DOUBLE", "order_time")
-PAYMENTS = InputSpec(
-    "payments", "payment_id STRING, order_id STRING, payment_time TIMESTAMP, amount DOUBLE", "payment_time"
-)
-
-# The four standard patterns, defined as any user's job is (their transformations: jobs/transforms.py).
-BUILTIN: tuple[JobSpec, ...] = (
-    JobSpec(
-        name="user_activity", inputs=(EVENTS,), transformation="jobs.transforms:user_activity",
-        output_mode="update", sink_table="user_activity", merge_keys=("window_start", "window_end", "user_id"),
-        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
-        output_time_column="window_start",
-        watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
-        description="Dedup by event_id within the watermark, then 5-minute windows per user (count, sum).",
-    ),
-    JobSpec(
-        name="user_sessions", inputs=(EVENTS,), transformation="jobs.transforms:user_sessions",
-        output_mode="append", sink_table="user_sessions",
-        # A row stays on time until the watermark passes it by the gap (its session is still open).
-        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",),
-                            late_margin=SESSION_GAP),
-        idempotent_key=("user_id", "session_start"), output_time_column="session_start",
-        watermark_delay="30 minutes", watermark_min="15 minutes", watermark_max="6 hours",
-        description="Session windows per user with a 15-minute inactivity gap.",
-    ),
-    JobSpec(
-        name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="jobs.transforms:order_payments",
-        output_mode="append", sink_table="order_payments",
-        join=StreamJoin(left="orders", right="payments", lower="0 seconds", upper="5 minutes"),
-        explain=ExplainSpec(key_columns={"orders": "order_id", "payments": "order_id"},
-                            output_key_columns=("order_id",)),
-        idempotent_key=("order_id", "payment_id"), output_time_column="order_time",
-        watermark_delay="2 minutes", watermark_min="1 minute", watermark_max="30 minutes",
-        description="Orders joined with their payment made within 5 minutes (the join's bound).",
-    ),
-    JobSpec(
-        name="user_actions", inputs=(EVENTS,), transformation="jobs.transforms:user_actions",
-        output_mode="append", sink_table="user_actions",
-        explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
-        idempotent_key=("user_id", "first_event_time"), output_time_column="first_event_time",
-        watermark_delay="10 minutes", watermark_min="5 minutes", watermark_max="2 hours",
-        description="Running action count and last action per user; a final row after 30 quiet minutes.",
-    ),
-)
 
 
 def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
@@ -103,7 +53,7 @@ def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
         specs = (loaded,) if isinstance(loaded, JobSpec) else loaded
         if not isinstance(specs, (list, tuple)) or not all(isinstance(s, JobSpec) for s in specs):
             raise ConfigError(where, f"is {type(loaded).__name__}, not a JobSpec or a list of JobSpecs",
-                              "point it to a jobs.spec.JobSpec (or a list of them)")
+                              "point it to a jobs.definition.spec.JobSpec (or a list of them)")
         yield from ((where, spec) for spec in specs)
 
 
@@ -122,7 +72,7 @@ def _catalog_settings(config: ConfigFile) -> bool:
 def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
     """All jobs by name, validated, with the config file's overrides applied, paths checked under `layout`."""
     defined: dict[str, tuple[str, JobSpec]] = {}
-    sources = [("jobs.catalog.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
+    sources = [("jobs.examples.builtin.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
     sources += list(_entry_point_jobs())
     overrides = {}
     for name, table in config.table("jobs").items():
@@ -141,7 +91,7 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
             raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}, or define it "
                               'with transformation = "module:function" and its settings (docs/jobs.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
-    for spec in specs.values():  # each validated as it was made (jobs.spec.JobSpec)
+    for spec in specs.values():  # each validated as it was made (jobs.definition.spec.JobSpec)
         transformation.check(spec)  # the callable imports and binds (after the fields it depends on)
     check_folders([JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table,
                               spec.checkpoint_path(layout), spec.archive_dir) for spec in specs.values()], layout)

@@ -1,0 +1,45 @@
+"""The Spark session's settings, read from the environment by the entry point (jobs.definition.environment):
+STATEOPS_SPARK_MASTER, STATEOPS_SPARK_CONF (a JSON object of Spark settings), STATEOPS_DELTA_WRITER. The session
+factory (jobs.runtime.session) turns them into Spark's configuration."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from stateops.environment import text
+from stateops.errors import ConfigError
+
+from jobs.definition.spec import default_shuffle_partitions
+
+PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".jars",
+                            "spark")
+DELTA_WRITERS = ("delta-rs", "spark")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    app_name: str = "stateops"
+    shuffle_partitions: int = 4
+    extra_conf: dict = field(default_factory=dict)
+    delta_writer: str = "delta-rs"
+    jars_dir: str = PROJECT_JARS
+
+    @classmethod
+    def from_env(cls) -> "SparkSettings":
+        raw = text("STATEOPS_SPARK_CONF") or ""
+        try:
+            extra = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as err:
+            raise ConfigError("STATEOPS_SPARK_CONF", f"is not valid JSON ({err})",
+                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}') from None
+        if not isinstance(extra, dict):
+            raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
+                              'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
+        writer = text("STATEOPS_DELTA_WRITER") or "delta-rs"
+        if writer not in DELTA_WRITERS:
+            raise ConfigError("STATEOPS_DELTA_WRITER", f"{writer!r} is not a Delta writer",
+                              f"use one of {', '.join(DELTA_WRITERS)}")
+        return cls(master=text("STATEOPS_SPARK_MASTER") or "local[*]",
+                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra, delta_writer=writer)
