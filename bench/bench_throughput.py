@@ -34,7 +34,8 @@ from jobs.definition.environment import get_job
 from jobs.definition.spark_settings import SparkSettings
 from jobs.definition.spec import JobSpec
 from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import deadletter_query_name, run_job, start_query, stateful_frame
+from jobs.runtime.runner import deadletter_query_name, run_job
+from jobs.runtime.start import start_query, stateful_frame
 from jobs.runtime.session import get_session
 from jobs.runtime.sources import raw_lines, valid_rows
 from stateops.layout import Layout

@@ -1,4 +1,6 @@
-"""The one place that starts and stops a job's queries, and reads the job's effective settings.
+"""The one place that starts and stops a job's queries, and reads the job's effective settings: a run is
+started (jobs.runtime.start), polled, stopped and settled (jobs.runtime.stop), its progress recorded as it comes
+(jobs.runtime.listener); this module holds the order and the run's result.
 
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
 transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
@@ -22,19 +24,14 @@ dead-letter query in `deadletter`, in the gaps (jobs/runtime/scheduler_pools.xml
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import statistics
-import threading
 import time
 import uuid
-from array import array
 from dataclasses import dataclass, field, replace
-from functools import reduce
-from typing import Any, Callable
+from typing import Any
 
-from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from stateops import actions, control
@@ -42,22 +39,20 @@ from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import HeldLease
 from stateops.delta import open_table
-from stateops.durations import spark_interval
 from stateops.errors import StateOpsError
-from stateops.storage import filesystem
 from stateops.layout import Layout
-from stateops.sinkstate import sink_state
 from stateops.settings import Settings
+from stateops.sinkstate import sink_state
 
-from jobs.definition import transformation
 from jobs.definition.settings import effective_spec
 from jobs.definition.spec import JobSpec, check_output_columns
 from jobs.runtime.failures import query_failed
+from jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from jobs.runtime.plan import stateful_plan
-from jobs.runtime.query_events import JsonEvents
-from jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, STATEFUL_POOL
+from jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF
 from jobs.runtime.sink import DeltaSink
-from jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
+from jobs.runtime.start import deadletter_frame, ensure_landing, fenced, start_query, stateful_frame
+from jobs.runtime.stop import poll, stop_and_settle
 
 MODES = ("bounded", "continuous")
 log = logging.getLogger(__name__)
@@ -90,230 +85,6 @@ class RunResult:
     @property
     def median_batch_ms(self) -> float | None:
         return statistics.median(self.batch_durations_ms) if self.batch_durations_ms else None
-
-
-ProgressCallback = Callable[[dict[str, Any]], None]  # gets each progress event (Spark's JSON) of the stateful query
-
-
-class RunTotals:
-    """What the run result needs of the stateful query's progress events, kept as they arrive instead of
-    the events themselves (a continuous run reports a batch every trigger for days: its events grew the
-    driver's memory with every batch): input rows, the batch time of each batch with input (8 bytes a
-    batch: the median and the maximum need all of them) and the latest event."""
-
-    def __init__(self) -> None:
-        self.input_rows = 0
-        self.durations_ms = array("q")  # batches with input rows, in order
-        self.last: dict[str, Any] = {}
-
-    def add(self, progress: dict[str, Any]) -> None:
-        rows = progress.get("numInputRows", 0)
-        self.input_rows += rows
-        if rows > 0:
-            self.durations_ms.append(progress.get("batchDuration", 0))
-        self.last = progress
-
-
-class ProgressRecorder(JsonEvents):
-    """Records every progress event of this run's queries in the `progress` ops table, in small groups
-    (stateops.progress.ProgressBuffer; `close()` writes what is left), keeps the stateful query's totals
-    (`totals`: RunTotals) and its new events until the run's own thread takes them (`take_new`) for its
-    progress callback, and the newest batch reported per query (`wait_for`): nothing that grows with the
-    number of batches. An idle query reports no progress: its idle events are recorded at once in the job's
-    idle record (stateops.progress.record_idle), the first of each idle spell with the batch it followed, so
-    that a runbook knows the query it restarted has looked at its source and found nothing new."""
-
-    def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
-                 flush: progress_table.FlushSettings):
-        self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
-        self.totals = RunTotals()
-        self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
-        self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
-        self._lock = threading.Lock()
-        self._new: list[dict[str, Any]] = []
-        self._names: dict[str, str] = {}             # Spark run id -> query name (idle events carry no name)
-        self._batches: dict[str, int] = {}           # query name -> its latest batch in this run
-        self._idle: dict[str, dict[str, Any]] = {}   # query name -> its latest idle report
-        self._idle_written: dict[str, dict[str, Any]] = {}
-
-    @property
-    def write_failures(self) -> int:
-        return self.buffer.failures
-
-    def started(self, run_id: str, name: str | None) -> None:
-        if name in self.query_names:
-            with self._lock:
-                self._names[run_id] = name
-
-    def progressed(self, progress: dict[str, Any]) -> None:
-        if progress.get("name") not in self.query_names:
-            return
-        try:  # on Spark's listener thread an exception would vanish
-            self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
-        finally:
-            with self._lock:
-                batch = progress.get("batchId")
-                self._reported[progress["id"]] = max(batch, self._reported.get(progress["id"], batch))
-                self._batches[progress["name"]] = batch
-                if progress.get("name") == self.job:
-                    self.totals.add(progress)
-                    self._new.append(progress)
-
-    def idle(self, query_id: str, run_id: str, timestamp: str) -> None:
-        """A new idle spell (the first idle event after the start or after a batch) is written at once; a
-        record that could not be written is tried again at the next idle event (Spark's are 10 s apart)."""
-        with self._lock:
-            name = self._names.get(run_id)
-            if name is None:
-                return
-            after = self._batches.get(name)
-            if name not in self._idle or self._idle[name]["after_batch"] != after:
-                self._idle[name] = {"query_id": query_id, "spark_run_id": run_id,
-                                    "idle_at": timestamp, "after_batch": after}
-            if self._idle == self._idle_written:
-                return
-            try:
-                progress_table.record_idle(self.layout, self.job, self.run_id, self._idle)
-                self._idle_written = dict(self._idle)  # reports are replaced, never changed
-            except (OSError, StateOpsError) as err:
-                log.warning("%s: idle report of %s not recorded (tried again at its next idle event): %s",
-                            self.job, name, err)
-
-    def take_new(self) -> list[dict[str, Any]]:
-        """The stateful query's progress events since the last call."""
-        with self._lock:
-            new, self._new = self._new, []
-        return new
-
-    def close(self) -> None:
-        self.buffer.close()
-
-    def wait_for(self, query: StreamingQuery, checkpoint: str, timeout: float = 10.0) -> None:
-        """Progress events arrive asynchronously; wait until the event of the query's last batch was recorded.
-        A trigger that found no data leaves, as the query's last progress, the batch it would have run next:
-        that batch never ran (no offsets entry in the checkpoint) and no event for it ever comes (measured on
-        Spark 4.2: a run with nothing new waited the whole timeout for each of its two queries, 20 s), so the
-        last batch is the newest progress that names a planned batch."""
-        ran = next((p for p in reversed(query.recentProgress)
-                    if p.get("numInputRows") or _planned(checkpoint, p["batchId"])), None)
-        if ran is None:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self._reported.get(ran["id"], -1) >= ran["batchId"]:
-                    return
-            time.sleep(0.05)
-
-
-def _planned(checkpoint: str, batch_id: int) -> bool:
-    """Whether the checkpoint's offset log has an entry for the batch (Spark writes it before running it)."""
-    fs, path = filesystem(checkpoint)
-    return fs.exists(f"{path}/offsets/{batch_id}")
-
-
-def _ensure_landing(spec: JobSpec, layout: Layout) -> None:
-    if spec.source == "json":
-        for inp in spec.inputs:
-            fs, path = filesystem(layout.landing(inp.name))
-            fs.makedirs(path, exist_ok=True)
-
-
-def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    """The job's transformation applied to its valid input rows, each stream watermarked on its time column
-    with the delay in force."""
-    delay = spark_interval(spec.watermark_seconds)
-    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec).withWatermark(inp.time_column,
-                                                                                                  delay)
-               for inp in spec.inputs}
-    transformation.ship(spec, spark.sparkContext.environment)
-    return transformation.apply(spec, streams)
-
-
-def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
-    return reduce(DataFrame.unionByName, frames)
-
-
-BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
-
-
-def _fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
-    """Each batch checks the lease before it writes: a run that lost its lease writes nothing more."""
-    def write(df: DataFrame, batch_id: int) -> None:
-        lease.ensure_held()
-        sink(df, batch_id)
-
-    return write
-
-
-def _stop_gracefully(queries: list[StreamingQuery], grace_seconds: float) -> bool:
-    """Stop each query once the batch in flight has completed (no trigger active, or a new progress
-    reported); past `grace_seconds`, stop it mid-batch (that batch re-runs at the next start, and Delta
-    writes stay exactly-once). Returns True when a batch was interrupted."""
-    deadline = time.monotonic() + grace_seconds
-    interrupted = False
-    for query in queries:
-        seen = query.lastProgress
-        while (query.isActive and query.status["isTriggerActive"] and query.lastProgress == seen
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
-        if query.isActive:
-            interrupted = interrupted or (query.status["isTriggerActive"] and query.lastProgress == seen)
-            query.stop()
-    return interrupted
-
-
-def _deliver(recorder: ProgressRecorder, on_progress: ProgressCallback | None) -> None:
-    """Hand the new progress events to the callback, on the run's own thread; a failing callback is logged."""
-    for progress in recorder.take_new():
-        try:
-            if on_progress is not None:
-                on_progress(progress)
-        except Exception as err:  # noqa: BLE001 - a reporting problem never stops the job
-            log.warning("%s: progress callback failed for batch %s: %s", recorder.job, progress.get("batchId"), err)
-
-
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-SCHEDULER_POOL = "spark.scheduler.pool"
-
-
-@contextlib.contextmanager
-def _in_pool(spark: SparkSession, pool: str):
-    """Spark jobs of a query started inside the block run in fair-scheduler pool `pool`: the query's thread
-    inherits the starting thread's local properties (jobs/runtime/scheduler_pools.xml says why two pools)."""
-    context = spark.sparkContext
-    before = context.getLocalProperty(SCHEDULER_POOL)
-    context.setLocalProperty(SCHEDULER_POOL, pool)
-    try:
-        yield
-    finally:
-        context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
-
-
-def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
-                checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
-    """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
-    conf = frame.sparkSession.conf
-    # Read by Spark only when the checkpoint is new (afterwards the checkpoint's own value wins), and only as the
-    # query starts (it runs on its own copy of the session): the caller's session gets its own value back, or a
-    # job's count would leak into the next job, audit or query of that session.
-    caller_partitions = conf.get(SHUFFLE_PARTITIONS)
-    conf.set(SHUFFLE_PARTITIONS, str(spec.shuffle_partitions))
-    writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
-    writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
-    if mode == "bounded":
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=spec.trigger_interval)
-    conf.set(NO_DATA_BATCHES, str(no_data_batches).lower())  # read once, when the query starts
-    try:
-        with _in_pool(frame.sparkSession, pool):
-            return writer.start()
-    finally:
-        conf.unset(NO_DATA_BATCHES)
-        conf.set(SHUFFLE_PARTITIONS, caller_partitions)
 
 
 def run_job(
@@ -356,21 +127,20 @@ def run_job(
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
                  max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
                  flush: progress_table.FlushSettings, on_progress: ProgressCallback | None) -> RunResult:
-    _ensure_landing(spec, layout)
+    """Start (jobs.runtime.start), poll until done or stopped, stop and settle (jobs.runtime.stop)."""
+    ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
-    checkpoint, dl_checkpoint = spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name)
-    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoint, spec.merge_keys, use_jvm=use_jvm,
+    checkpoints = (spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name))
+    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoints[0], spec.merge_keys, use_jvm=use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
                      time_column=spec.output_time_column)
-    dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), dl_checkpoint, tag_batch_id=True,
+    dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), checkpoints[1], tag_batch_id=True,
                         use_jvm=use_jvm)
-    names = {spec.name, deadletter_query_name(spec.name)}
-    gap = _note_progress_gaps(layout, spec.name, run_id, (checkpoint, dl_checkpoint))
-    recorder = ProgressRecorder(layout, spec.name, run_id, names, flush)
+    gap = _note_progress_gaps(layout, spec.name, run_id, checkpoints)
+    recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name, deadletter_query_name(spec.name)}, flush)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     started = time.monotonic()
-    stop_reason, interrupted = None, False
     try:
         frame = stateful_frame(spark, spec, layout)
         plan = stateful_plan(frame, spec)
@@ -378,69 +148,29 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(start_query(frame, spec.name, None if dry_run else _fenced(sink, lease), mode, spec.output_mode,
-                              spec, checkpoint, no_data_batches=not (mode == "bounded" and plan.processing_time)))
+        queries.append(start_query(frame, spec.name, None if dry_run else fenced(sink, lease), mode,
+                                   spec.output_mode, spec, checkpoints[0],
+                                   no_data_batches=not (mode == "bounded" and plan.processing_time)))
         queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                              None if dry_run else _fenced(dl_sink, lease), mode, "append", spec, dl_checkpoint,
-                              pool=DEADLETTER_POOL))
-        while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):
-            for query in queries:
-                if query.isActive:
-                    with contextlib.suppress(StreamingQueryException):  # reported below, as QueryFailed
-                        query.awaitTermination(poll_seconds)
-            _deliver(recorder, on_progress)
-            lease.ensure_held()  # lost: stop at once (finally); this run may no longer write
-            request = lease.stop_request()
-            if request is not None:
-                stop_reason, grace = "stop_request", request.grace_seconds
-            elif mode == "continuous" and max_seconds is not None and time.monotonic() - started > max_seconds:
-                stop_reason, grace = "max_seconds", grace_seconds
-            if stop_reason:
-                interrupted = _stop_gracefully(queries, grace)
-                break
+                                   None if dry_run else fenced(dl_sink, lease), mode, "append", spec, checkpoints[1],
+                                   pool=DEADLETTER_POOL))
+        stopped = poll(queries, lease, recorder, on_progress, mode=mode, started=started, max_seconds=max_seconds,
+                       poll_seconds=poll_seconds, grace_seconds=grace_seconds)
         lease.ensure_held()
-        for query, query_checkpoint in zip(queries, (checkpoint, dl_checkpoint)):
+        for query, query_checkpoint in zip(queries, checkpoints):
             if query.exception() is not None:
                 raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
                                    checkpoint=query_checkpoint, run_id=run_id) from query.exception()
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
-        for query, query_checkpoint in zip(queries, (checkpoint, dl_checkpoint)):
-            recorder.wait_for(query, query_checkpoint)
-        _settle_state_stores(spark)
-        spark.streams.removeListener(recorder)
-        recorder.close()
-        _deliver(recorder, on_progress)
-    if stop_reason == "stop_request":
+        stop_and_settle(spark, queries, checkpoints, recorder, on_progress)
+    if stopped.reason == "stop_request":
+        request = stopped.request
         actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,
                        dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,
                        details={"reason": request.reason, "grace_seconds": request.grace_seconds,
-                                "interrupted_batch": interrupted})
+                                "interrupted_batch": stopped.interrupted})
     result = _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
-    return replace(result, stop_reason=stop_reason, hard_stopped=interrupted, progress_gap_batches=gap)
-
-
-def _settle_state_stores(spark: SparkSession) -> None:
-    """Leave no writer of this JVM in the run's checkpoints before the lease is released.
-
-    A stopped query's state store providers stay loaded in the JVM that ran its tasks, and Spark's state
-    store maintenance thread later uploads a RocksDB snapshot (`N.zip`, new SSTs) into the checkpoint and
-    only then unloads them: seconds after the query stopped, when a runbook may already be archiving or
-    restoring that checkpoint (measured: a refused runbook found 4 files more than before it ran). With no
-    query of this session active, the providers are unloaded, so maintenance has nothing of theirs left to
-    do. (Stopping the maintenance pool instead deadlocks: its threads wait for the lock the stop holds, for
-    the 300 s shutdown timeout.) Snapshots are an optimisation: the changelog files committed with each
-    batch are what a restart needs. In local mode the
-    executors are this JVM; on a cluster the executors' own maintenance is not reachable from the driver,
-    and a run's process ends with its query there (Dagster runs one process per run).
-    """
-    if spark.streams.active:
-        return
-    package = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state
-    stores = getattr(getattr(package, "StateStore$"), "MODULE$")  # the Scala object itself
-    stores.unloadAll()
+    return replace(result, stop_reason=stopped.reason, hard_stopped=stopped.interrupted, progress_gap_batches=gap)
 
 
 def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tuple[str, ...]) -> int:

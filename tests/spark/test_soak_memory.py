@@ -1,7 +1,7 @@
 """Soak: a continuous run over thousands of small micro-batches keeps the driver's memory flat after warm-up.
 
 The runner used to keep every progress event of both queries for the whole run (ProgressRecorder.events),
-so a long-running job's driver grew with every batch; it now keeps running totals (jobs.runtime.runner.RunTotals)
+so a long-running job's driver grew with every batch; it now keeps running totals (jobs.runtime.listener.RunTotals)
 and the newest batch per query. Oracle: Python's own allocations (tracemalloc, garbage collected first)
 sampled on the run's thread every SAMPLE_EVERY batches through the progress callback, and the process RSS
 alongside; after WARM_UP batches the traced memory may not grow by more than a fixed allowance, whatever

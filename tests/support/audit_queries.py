@@ -21,7 +21,7 @@ from stateops.layout import Layout
 
 from jobs.definition.environment import get_job
 from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import stateful_frame
+from jobs.runtime.start import stateful_frame
 from jobs.runtime.session import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 

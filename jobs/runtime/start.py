@@ -1,0 +1,98 @@
+"""Starting a job's two queries on one input: the stateful one (the job's transformation over its valid,
+watermarked rows) and the dead-letter one (every line that failed parsing or lies too far ahead), each into its
+sink fenced by the run's lease, each in its fair-scheduler pool."""
+from __future__ import annotations
+
+import contextlib
+from functools import reduce
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from stateops.control import HeldLease
+from stateops.durations import spark_interval
+from stateops.layout import Layout
+from stateops.storage import filesystem
+
+from jobs.definition import transformation
+from jobs.definition.spec import JobSpec
+from jobs.runtime.session import STATEFUL_POOL
+from jobs.runtime.sink import DeltaSink
+from jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
+
+def ensure_landing(spec: JobSpec, layout: Layout) -> None:
+    if spec.source == "json":
+        for inp in spec.inputs:
+            fs, path = filesystem(layout.landing(inp.name))
+            fs.makedirs(path, exist_ok=True)
+
+
+def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+    """The job's transformation applied to its valid input rows, each stream watermarked on its time column
+    with the delay in force."""
+    delay = spark_interval(spec.watermark_seconds)
+    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec).withWatermark(inp.time_column,
+                                                                                                  delay)
+               for inp in spec.inputs}
+    transformation.ship(spec, spark.sparkContext.environment)
+    return transformation.apply(spec, streams)
+
+
+def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
+    return reduce(DataFrame.unionByName, frames)
+
+
+BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
+
+
+def fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
+    """Each batch checks the lease before it writes: a run that lost its lease writes nothing more."""
+    def write(df: DataFrame, batch_id: int) -> None:
+        lease.ensure_held()
+        sink(df, batch_id)
+
+    return write
+
+
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+SCHEDULER_POOL = "spark.scheduler.pool"
+
+
+@contextlib.contextmanager
+def in_pool(spark: SparkSession, pool: str):
+    """Spark jobs of a query started inside the block run in fair-scheduler pool `pool`: the query's thread
+    inherits the starting thread's local properties (jobs/runtime/scheduler_pools.xml says why two pools)."""
+    context = spark.sparkContext
+    before = context.getLocalProperty(SCHEDULER_POOL)
+    context.setLocalProperty(SCHEDULER_POOL, pool)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
+
+
+def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
+                checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
+    """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
+    conf = frame.sparkSession.conf
+    # Read by Spark only when the checkpoint is new (afterwards the checkpoint's own value wins), and only as the
+    # query starts (it runs on its own copy of the session): the caller's session gets its own value back, or a
+    # job's count would leak into the next job, audit or query of that session.
+    caller_partitions = conf.get(SHUFFLE_PARTITIONS)
+    conf.set(SHUFFLE_PARTITIONS, str(spec.shuffle_partitions))
+    writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
+    writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
+    if mode == "bounded":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=spec.trigger_interval)
+    conf.set(NO_DATA_BATCHES, str(no_data_batches).lower())  # read once, when the query starts
+    try:
+        with in_pool(frame.sparkSession, pool):
+            return writer.start()
+    finally:
+        conf.unset(NO_DATA_BATCHES)
+        conf.set(SHUFFLE_PARTITIONS, caller_partitions)
