@@ -43,8 +43,8 @@ from stateops.layout import Layout
 from stateops.settings import Settings
 
 SENSORS = ("state_skew_sensor", "state_growth_sensor", "query_health_sensor")
-SPARK_PROBE = ("from jobs.definition.spark_settings import SparkSettings; from jobs.runtime.session import get_session; "
-               "get_session(SparkSettings.from_env()).range(1).count()")
+SPARK_PROBE = ("from jobs.definition.spark_settings import SparkSettings; "
+               "from jobs.runtime.session import get_session; get_session(SparkSettings.from_env()).range(1).count()")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -22,7 +22,7 @@ from jobs.definition.catalog import Catalog
 from jobs.definition.environment import Environment
 from jobs.definition.settings import CLI_NAMES, settings_report, watermark_bounds
 from jobs.definition.spec import JobSpec
-from jobs.runtime.runner import MODES, RunResult, deadletter_query_name, run_job
+from jobs.runtime.result import MODES, RunResult, deadletter_query_name
 
 
 @click.group("jobs")
@@ -124,6 +124,7 @@ def summary(result: RunResult) -> str:
 def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, as_json: bool,
              runbook_id: str | None) -> None:
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
+    from jobs.runtime.runner import run_job
     from jobs.runtime.session import get_session
 
     spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex

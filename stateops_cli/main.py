@@ -16,7 +16,6 @@ from stateops.errors import StateOpsError
 from jobs.definition.environment import Environment
 from jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
 from jobs.runtime.failures import QueryFailed
-from jobs.runtime.runner import run_job
 
 from stateops_cli.audit import audit
 from stateops_cli.explain import explain_key_command
@@ -86,6 +85,7 @@ def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
 def demo(obj: Environment) -> None:
     """Generate input, then run every job once (bounded), without Dagster, and show what they produced
     (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
+    from jobs.runtime.runner import run_job
     from jobs.runtime.session import get_session
 
     layout = obj.layout

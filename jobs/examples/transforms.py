@@ -1,19 +1,19 @@
-"""The transformations of the four example jobs (jobs.definition.catalog), written as any user's job is.
+"""The transformations of the four example jobs (jobs.examples.builtin), written as any user's job is.
 
 Each takes its input streams by name (already parsed and watermarked: jobs.definition.transformation) and returns
 the stateful streaming DataFrame.
 """
 from __future__ import annotations
 
-from typing import Iterator
-
-import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from typing import TYPE_CHECKING, Iterator
 
 from jobs.definition.spec import JobSpec
 from jobs.examples.builtin import SESSION_GAP
+
+if TYPE_CHECKING:  # Spark and pandas are imported where a query is built or a batch runs, not where the catalog
+    import pandas as pd  # loads the job: `stateops jobs list` imports neither
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.state import GroupState
 
 ACTIVITY_WINDOW = "5 minutes"
 ACTION_TIMEOUT_MS = 30 * 60 * 1000
@@ -21,6 +21,8 @@ ACTION_TIMEOUT_MS = 30 * 60 * 1000
 
 def user_activity(events: DataFrame) -> DataFrame:
     """Dedup by event_id within the watermark (evicting), then 5-minute windows per user."""
+    from pyspark.sql import functions as F
+
     events = events.dropDuplicatesWithinWatermark(["event_id"])
     return (
         events.groupBy(F.window("event_time", ACTIVITY_WINDOW), "user_id")
@@ -32,6 +34,8 @@ def user_activity(events: DataFrame) -> DataFrame:
 
 def user_sessions(events: DataFrame) -> DataFrame:
     """Session windows per user, closed after 15 minutes of inactivity."""
+    from pyspark.sql import functions as F
+
     return (
         events.groupBy(F.session_window("event_time", SESSION_GAP), "user_id")
         .agg(F.count(F.lit(1)).alias("events"), F.min("event_time").alias("first_event_time"),
@@ -44,6 +48,8 @@ def user_sessions(events: DataFrame) -> DataFrame:
 
 def order_payments(orders: DataFrame, payments: DataFrame, spec: JobSpec) -> DataFrame:
     """Inner join of orders and payments: the payment within the spec's join bound after the order."""
+    from pyspark.sql import functions as F
+
     bound = spec.join_bound  # lower <= payment_time - order_time <= upper
     condition = F.expr(
         f"o.order_id = p.order_id AND p.payment_time >= o.order_time + interval {bound.lower_seconds} seconds "
@@ -63,6 +69,8 @@ ACTIONS_STATE = "action_count LONG, last_action STRING, first_ms LONG, last_ms L
 
 
 def _final_row(user_id: str, state: tuple) -> pd.DataFrame:
+    import pandas as pd
+
     count, last_action, first_ms, last_ms = state
     return pd.DataFrame({
         "user_id": [user_id], "action_count": [int(count)], "last_action": [last_action],
@@ -103,6 +111,8 @@ def track_actions(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState
 
 def user_actions(events: DataFrame) -> DataFrame:
     """applyInPandasWithState with an event-time timeout: one final row per user activity."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
     return events.groupBy("user_id").applyInPandasWithState(
         track_actions, ACTIONS_OUTPUT, ACTIONS_STATE, "append", GroupStateTimeout.EventTimeTimeout
     )

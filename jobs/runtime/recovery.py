@@ -29,7 +29,6 @@ from jobs.definition.environment import Environment
 from jobs.definition.settings import effective_spec, watermark_bounds
 from jobs.definition.spec import JobSpec
 from jobs.definition.targets import kafka_source
-from jobs.runtime.runner import run_job
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
@@ -97,6 +96,8 @@ class SparkRuntime:
         self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
+        from jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here
+
         result = run_job(self.spark, self.spec, self.layout, settings=self.environment.settings,
                          runbook_id=runbook_id)
         return {key: value for key, value in asdict(result).items()

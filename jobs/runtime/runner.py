@@ -25,11 +25,9 @@ dead-letter query in `deadletter`, in the gaps (jobs/runtime/scheduler_pools.xml
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 import uuid
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -49,42 +47,13 @@ from jobs.definition.spec import JobSpec, check_output_columns
 from jobs.runtime.failures import query_failed
 from jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from jobs.runtime.plan import stateful_plan
+from jobs.runtime.result import MODES, RunResult, deadletter_query_name
 from jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF
 from jobs.runtime.sink import DeltaSink
 from jobs.runtime.start import deadletter_frame, ensure_landing, fenced, start_query, stateful_frame
 from jobs.runtime.stop import poll, stop_and_settle
 
-MODES = ("bounded", "continuous")
 log = logging.getLogger(__name__)
-
-
-def deadletter_query_name(job: str) -> str:
-    return f"{job}__deadletter"
-
-
-@dataclass
-class RunResult:
-    job: str
-    run_id: str
-    query_id: str | None = None
-    batches: int = 0
-    input_rows: int = 0
-    output_rows: int = 0
-    deadletter_rows: int = 0
-    deadletter_total: int = 0
-    watermark: str | None = None
-    state_operators: list[dict[str, Any]] = field(default_factory=list)
-    batch_durations_ms: list[int] = field(default_factory=list)
-    delta_version: int | None = None
-    batches_skipped: int = 0  # batches the sink found already in Delta (re-run after a crash)
-    stop_reason: str | None = None  # stop_request | max_seconds; None: the input was consumed
-    hard_stopped: bool = False      # a batch was still running when the stop's grace period ran out
-    progress_write_failures: int = 0
-    progress_gap_batches: int = 0   # batches earlier runs committed without a progress row (noted at start)
-
-    @property
-    def median_batch_ms(self) -> float | None:
-        return statistics.median(self.batch_durations_ms) if self.batch_durations_ms else None
 
 
 def run_job(
