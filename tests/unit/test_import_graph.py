@@ -19,7 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PACKAGES = ("stateops", "jobs", "orchestration", "sensors", "stateops_cli")
 
 
-def _imports(path: str) -> set[str]:
+def _imports(path: str, submodules: set[str] | dict[str, str] = frozenset()) -> set[str]:
+    """What `path` imports; `from package import name` counts as `package.name` when that is one of
+    `submodules`, else as `package`."""
     with open(path) as handle:
         tree = ast.parse(handle.read(), path)
     found = set()
@@ -27,7 +29,8 @@ def _imports(path: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in submodules else node.module
+                         for alias in node.names)
     return found
 
 
@@ -193,19 +196,8 @@ def _module_imports() -> dict[str, set[str]]:
                 if name.endswith(".py"):
                     path = os.path.join(folder, name)
                     files[os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
-    graph = {}
-    for module, path in files.items():
-        with open(path) as handle:
-            tree = ast.parse(handle.read(), path)
-        found = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.update(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
-                             for alias in node.names)
-        graph[module] = {imported for imported in found if imported in files and imported != module}
-    return graph
+    return {module: {imported for imported in _imports(path, files) if imported in files and imported != module}
+            for module, path in files.items()}
 
 
 def test_no_import_circle_between_modules():
