@@ -116,10 +116,12 @@ def _state_partitions(spark, checkpoint: str) -> set[int]:
             .option("operatorId", op).load().select("partition_id").distinct().collect()}
 
 
-def _run(layout, spark, lander, settings=None, terminate=None, **request) -> object:
+def _run(layout, spark, lander, recovery=None, terminate=None, **request) -> object:
     environment = Environment.from_env(layout=layout)
+    if recovery is not None:  # the runbook's settings for this run only
+        environment = replace(environment, settings=replace(environment.settings, recovery=recovery))
     report = recover(environment, RecoveryRequest(job=JOB, confirm=JOB, dry_run=False, reason="e2e", **request),
-                     spark=spark, on_event=lander.after_stop, settings=settings, terminate=terminate)
+                     spark=spark, on_event=lander.after_stop, terminate=terminate)
     assert report.outcome == "succeeded", (report.error, report.verification)
     assert not archive.verify(get_job(JOB).archive_path(layout), report.runbook_id), "the archive verifies"
     return report
@@ -149,7 +151,7 @@ def test_every_mode_against_a_long_running_query(spark, layout, tmp_path, monkey
             return True
 
         report = _run(layout, spark, lander, mode="adjust", watermark_delay="20 minutes", terminate=terminate,
-                      settings=replace(RecoverySettings.from_env(), stop_timeout_seconds=0))
+                      recovery=replace(RecoverySettings.from_env(), stop_timeout_seconds=0))
         assert terminated == [first.pid] and first.wait(timeout=DEADLINE) == -signal.SIGKILL
         (stopped,) = [e["details"] for e in report.steps if e["step"] == "stop" and e["phase"] == "done"]
         assert stopped["how"] == "terminated after the stop timeout"
