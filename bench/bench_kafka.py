@@ -20,14 +20,13 @@ import os
 from dataclasses import replace
 from typing import Sequence
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.spark_settings import SparkSettings
 from jobs.demo import kafka_input
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from jobs.runtime.session import get_session
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 from bench.bench_throughput import Progress, run_floor
 from bench.common import Measured, Report, fmt_ms, fmt_ratio, machine, parse_args, ratio, schedule, workdir
@@ -70,7 +69,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                     for n, side in enumerate(schedule(SIDES, i, args.repeats)):
                         layout = Layout(f"{root}/{size}-{side}-{n}")
                         if side == "job":
-                            run_job(spark, spec, layout, settings=Settings.from_env())
+                            run_job(spark, spec, layout, settings=read_settings())
                             listener.wait(JOB, args.files)
                             events = listener.take(JOB)
                         else:

@@ -25,7 +25,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
 
-from jobs.definition.environment import Environment, get_job
+from jobs.definition.environment import Environment, get_job, read_settings
 from jobs.definition.settings import watermark_bounds
 from jobs.definition.spark_settings import SparkSettings
 from jobs.demo.generator import GeneratorConfig, generate
@@ -35,7 +35,6 @@ from jobs.runtime.session import get_session
 from stateops.control import overrides
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings
-from stateops.settings import Settings
 
 from bench.common import (fmt_ms, fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up,
                           workdir)
@@ -48,7 +47,7 @@ def prepare(spark, root: str, name: str, source: Layout, args) -> Layout:
     """A home with a copy of `source`'s landing files, the job run over them (bounded), then new files landed:
     built per side and repetition (a checkpoint's source log holds absolute paths, so it cannot be copied)."""
     layout = new_home(root, name, source)
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
     more = args.files // 2 + 1
     minutes = args.files * 15
     generate(layout, GeneratorConfig(events=args.sizes[0] * more, files=more, users=args.users, late_share=0.05,
@@ -62,7 +61,7 @@ def bare(spark, layout: Layout) -> dict:
     started = time.monotonic()
     overrides.set_override(layout, JOB, overrides.WATERMARK_DELAY, DELAY, bounds=watermark_bounds(spec),
                            reason="bench", actor="bench")
-    result = run_job(spark, spec, layout, settings=Settings.from_env())
+    result = run_job(spark, spec, layout, settings=read_settings())
     if not result.batches:
         raise RuntimeError("the bare restart processed no batch")
     return {"seconds": time.monotonic() - started}
@@ -109,7 +108,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         source = Layout(os.path.join(root, "input"))
         generate(source, GeneratorConfig(events=size * args.files, files=args.files, users=args.users,
                                          late_share=0.05, duplicate_share=0.02, minutes_per_file=15, seed=42))
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=read_settings()))
         for n, name in enumerate(schedule(list(SIDES), 0, args.repeats)):
             measured = SIDES[name](spark, prepare(spark, root, f"{name}-{n}", source, args))
             seconds[name].append(measured["seconds"])

@@ -34,7 +34,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from jobs.definition.environment import Environment, get_job
+from jobs.definition.environment import Environment, get_job, read_settings
 from jobs.definition.settings import watermark_bounds
 from jobs.definition.spark_settings import SparkSettings
 from jobs.demo.generator import GeneratorConfig, generate
@@ -46,7 +46,6 @@ from stateops.control import ControlSettings, current_lease, overrides, request_
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings, verify
 from stateops.recovery.observation import observe_reading
-from stateops.settings import Settings
 
 from bench.bench_recovery import DELAY, JOB, step_seconds
 from bench.common import fmt_ratio, machine, new_home, parse_args, Report, schedule, warm_up, workdir
@@ -184,7 +183,7 @@ def stop_all(layout: Layout, pids: list[int]) -> None:
 def measure(spark, root: str, name: str, side: str, stream: str, source: Layout, args) -> dict:
     layout = new_home(root, name, source)
     # the input read (bounded, in this process), then long-running:
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
     before = latest_batch(layout)
     first = start_run(layout, "first-run")
     pids = [first.pid]
@@ -214,7 +213,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         source = Layout(os.path.join(root, "input"))
         generate(source, GeneratorConfig(events=size * args.files, files=args.files, users=args.users,
                                          late_share=0.05, duplicate_share=0.02, minutes_per_file=15, seed=42))
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=read_settings()))
         for s, stream in enumerate(STREAMS):
             for n, side in enumerate(schedule(SIDES, s, args.repeats)):
                 measured = measure(spark, root, f"{stream}-{side}-{n}", side, stream, source, args)

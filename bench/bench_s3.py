@@ -17,11 +17,10 @@ import os
 import statistics
 from typing import Sequence
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.runtime.runner import run_job
 from stateops.storage import filesystem
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 from bench.bench_throughput import Progress
 from bench.common import Measured, Report, fmt_ms, fmt_ratio, machine, make_input, parse_args, ratio, schedule
@@ -79,13 +78,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         try:
             warm = make_input(root, 1_000, 3, args.users, name="warm-up-input")
             for side in SIDES:
-                run_job(spark, get_job(JOB), _home(root, side, f"warm-up-{side}", warm), settings=Settings.from_env())
+                run_job(spark, get_job(JOB), _home(root, side, f"warm-up-{side}", warm), settings=read_settings())
             listener.take(JOB)
             for i, size in enumerate(args.sizes):
                 source = make_input(root, size, args.files, args.users)
                 for n, side in enumerate(schedule(SIDES, i, args.repeats)):
                     run_job(spark, get_job(JOB), _home(root, side, f"{size}-{side}-{n}", source),
-                            settings=Settings.from_env())
+                            settings=read_settings())
                     listener.wait(JOB, args.files)
                     events = listener.take(JOB)
                     durations = [e["batchDuration"] for e in events]

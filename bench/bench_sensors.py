@@ -29,7 +29,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from jobs.definition.environment import Environment, get_job
+from jobs.definition.environment import Environment, get_job, read_settings
 from jobs.definition.spark_settings import SparkSettings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.session import get_session
@@ -40,7 +40,6 @@ from stateops.audit import deep_audit
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, audit_rows, finding_rows
 from stateops.delta import append_rows
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 SENSORS = ("state_skew_sensor", "state_growth_sensor", "query_health_sensor")
 SPARK_PROBE = ("from jobs.definition.spark_settings import SparkSettings; "
@@ -118,7 +117,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         generate(layout, GeneratorConfig(events=2000, files=4, users=200, seed=42))
         from jobs.runtime.runner import run_job
 
-        run_job(spark, get_job("user_activity"), layout, settings=Settings.from_env())
+        run_job(spark, get_job("user_activity"), layout, settings=read_settings())
         counts = _history(spark, layout, args.audit_rows, args.progress_rows, args.commits)
         print(f"history: {counts} in {args.commits} commits per table; {machine()}")
         spark_s = statistics.median(_spark_seconds(args.spark_runs))

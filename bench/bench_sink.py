@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.spark_settings import SparkSettings
 from jobs.runtime.runner import run_job
 from jobs.runtime.session import get_session
 
-from stateops.settings import Settings
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, ratio,
                           schedule, warm_up, workdir)
@@ -26,11 +25,11 @@ JOB = "user_activity"
 
 
 def run_delta(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout, settings=Settings.from_env()).batch_durations_ms
+    return run_job(spark, spec, layout, settings=read_settings()).batch_durations_ms
 
 
 def run_noop(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout, settings=Settings.from_env(), dry_run=True).batch_durations_ms
+    return run_job(spark, spec, layout, settings=read_settings(), dry_run=True).batch_durations_ms
 
 
 SINKS = {"delta": run_delta, "noop": run_noop}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.spark_settings import SparkSettings
 from jobs.definition.spec import default_shuffle_partitions
 from jobs.runtime.runner import run_job
@@ -27,7 +27,6 @@ from jobs.runtime.session import HDFS_PROVIDER, ROCKSDB_PROVIDER, get_session
 from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, Report, check_effective, fmt_ms, fmt_ratio,
                           machine, make_input, new_home, parse_args, ratio, schedule, warm_up, workdir)
 from tests.support.spark_confs import sql_confs
-from stateops.settings import Settings
 
 JOB = "user_activity"
 
@@ -41,7 +40,7 @@ def run_config(spark, layout, size: int, name: str) -> list[int]:
     partitions, provider = configs()[name]
     spec = dataclasses.replace(get_job(JOB), shuffle_partitions=partitions)
     with sql_confs(spark, {SHUFFLE_CONF: str(partitions), PROVIDER_CONF: provider}):
-        result = run_job(spark, spec, layout, settings=Settings.from_env())
+        result = run_job(spark, spec, layout, settings=read_settings())
     evidence = check_effective(spec.checkpoint_path(layout), partitions, provider)
     print(f"  {name:<8} {size:>7} events/batch: batches ms {result.batch_durations_ms}  [{evidence}]", flush=True)
     return result.batch_durations_ms
@@ -56,7 +55,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
           f"per configuration and size; sizes {list(args.sizes)}; {args.users} users", flush=True)
     results = {(size, name): Measured(size, name) for size in args.sizes for name in configs()}
     with workdir(args) as root:
-        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=Settings.from_env()))
+        warm_up(root, args.users, lambda layout: run_job(spark, get_job(JOB), layout, settings=read_settings()))
         for i, size in enumerate(args.sizes):
             source = make_input(root, size, args.files, args.users)
             for n, name in enumerate(schedule(list(configs()), i, args.repeats)):

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.spark_settings import SparkSettings
 from jobs.definition.spec import JobSpec
 from jobs.demo.generator import GeneratorConfig, generate
@@ -39,7 +39,6 @@ from jobs.runtime.start import start_query, stateful_frame
 from jobs.runtime.session import get_session
 from jobs.runtime.sources import raw_lines, valid_rows
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,
                           warm_up, workdir)
@@ -165,7 +164,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     try:
         with workdir(args) as root:
             warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout,
-                                                             settings=Settings.from_env()))
+                                                             settings=read_settings()))
             listener.take("")
             for i, size in enumerate(args.sizes):
                 for name in JOBS:
@@ -174,7 +173,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                     for n, side in enumerate(schedule(SIDES, i, args.repeats)):
                         layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
                         if side == "job":
-                            run_job(spark, spec, layout, settings=Settings.from_env())
+                            run_job(spark, spec, layout, settings=read_settings())
                             listener.wait(name, args.files)
                             dl = [e for e in listener.events.get(deadletter_query_name(name), [])
                                   if e.get("numInputRows", 0) > 0]

@@ -1,11 +1,12 @@
 """Every typed setting the core reads from the process environment, in one object an entry point builds once
-(a CLI command, the code location's load, a Dagster run, a sensor tick) and passes down.
+(a CLI command, the code location's load, a Dagster run, a sensor tick: jobs.definition.environment.read_settings)
+and passes down.
 
 The core takes the piece it needs as a required argument (`settings.control` to the control plane,
 `settings.recovery` to the runbook...): a call path that forgot to pass settings fails at once instead of
 reading the environment again on its own, so every part of one invocation sees the same values. Each class
-still parses and checks its own variables (`from_env`, errors naming the variable and the fix); only this
-module and the entry points call them (tests/unit/test_import_graph.py).
+still parses and checks its own variables (`from_env`, errors naming the variable and the fix); only the entry
+points and the environment's module call them (tests/unit/test_import_graph.py): nothing in this package does.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from stateops.control.settings import ControlSettings
 from stateops.progress import FlushSettings
 from stateops.recovery.settings import RecoverySettings
 from stateops.remediation.alerts import WebhookSettings
-from stateops.storage.aws import extra_storage_options
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,3 @@ class Settings:
     recovery: RecoverySettings = RecoverySettings()
     flush: FlushSettings = FlushSettings()
     webhook: WebhookSettings | None = None
-
-    @classmethod
-    def from_env(cls) -> "Settings":
-        """Read and check every variable now; STATEOPS_STORAGE_OPTIONS too, so a malformed one is refused
-        before a command acts rather than at its first table."""
-        extra_storage_options()
-        return cls(ControlSettings.from_env(), RecoverySettings.from_env(), FlushSettings.from_env(),
-                   WebhookSettings.from_env())

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 
 from stateops.environment import Locations
 from stateops.layout import Layout
+from stateops.control.settings import ControlSettings
+from stateops.progress import FlushSettings
+from stateops.recovery.settings import RecoverySettings
+from stateops.remediation.alerts import WebhookSettings
 from stateops.settings import Settings
+from stateops.storage.aws import extra_storage_options
 
 from jobs.definition.catalog import Catalog
 from jobs.definition.spark_settings import SparkSettings
@@ -37,7 +42,7 @@ class Environment:
         STATEOPS_CONFIG (the CLI's --home and --config, a Dagster resource's home)."""
         found = Locations.read()
         return cls(layout or Layout.of(home or found.home, found.control_home), config_path or found.config_path,
-                   Settings.from_env(), SparkSettings.from_env())
+                   read_settings(), SparkSettings.from_env())
 
     @property
     def catalog(self) -> Catalog:
@@ -45,6 +50,14 @@ class Environment:
         if self._catalog is None:
             self._catalog = Catalog.load(self.layout, self.config_path)
         return self._catalog
+
+
+def read_settings() -> Settings:
+    """The core's settings from the environment, every variable read and checked now; STATEOPS_STORAGE_OPTIONS
+    too, so a malformed one is refused before a command acts rather than at its first table."""
+    extra_storage_options()
+    return Settings(ControlSettings.from_env(), RecoverySettings.from_env(), FlushSettings.from_env(),
+                    WebhookSettings.from_env())
 
 
 def load_jobs(config_path: str | None = None, layout: Layout | None = None) -> dict[str, JobSpec]:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from dagster import (AssetKey, DagsterInstance, RunRequest, SkipReason, build_schedule_context, instance_for_test,
                      materialize)
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from stateops_cli.main import main
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
@@ -25,7 +25,6 @@ from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.control.process import HOST
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -137,7 +136,7 @@ def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run
     stop = CliRunner().invoke(main, ["--home", layout.home, "jobs", "stop", JOB])
     assert stop.exit_code == 0 and f"{JOB} is not running (stale lease of run {lease.run_id}" in stop.output
 
-    result = run_job(spark, get_job(JOB), layout, settings=Settings.from_env())  # takes the stale lease over
+    result = run_job(spark, get_job(JOB), layout, settings=read_settings())  # takes the stale lease over
     (takeover,) = actions.read(layout, JOB, "lease_takeover")
     assert takeover["run_id"] == result.run_id
     assert takeover["details"]["previous"]["lease_id"] == lease.lease_id

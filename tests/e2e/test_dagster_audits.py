@@ -19,14 +19,13 @@ from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, bu
                      in_process_executor, instance_for_test)
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.audit import Thresholds
 from stateops.audit.render import PNG_SIZE
 from stateops.delta import read_table
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 from orchestration import audits
 from orchestration.streaming_jobs import assets
@@ -142,7 +141,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     generated = generate(hot, GeneratorConfig(events=800, files=4, users=100, hot_key_share=0.6,
                                               minutes_per_file=15, seed=31))
     _rekey_onto_one_partition(spark, generated)
-    run_job(spark, spec, hot, settings=Settings.from_env())
+    run_job(spark, spec, hot, settings=read_settings())
     checkpoint = spec.checkpoint_path(hot)
     defs = _defs()
     with instance_for_test() as instance:  # a committed batch now: the schedules launch runs
@@ -218,7 +217,7 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
     balanced = _use_home(monkeypatch, tmp_path / "balanced")
     generate(balanced, GeneratorConfig(events=800, files=4, users=100, hot_key_share=0.0, minutes_per_file=15,
                                        seed=31))
-    run_job(spark, spec, balanced, settings=Settings.from_env())
+    run_job(spark, spec, balanced, settings=read_settings())
     result = _run_deep(_defs(), dagster_instance)
     meta = _materialization(result, f"{JOB}_state_audit")
     for row in _audit_rows(balanced, meta["audit_id"]):

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from stateops_cli.main import main
-from stateops.settings import Settings
 from tests.support.fake_checkpoint import FakeCheckpoint
+from jobs.definition.environment import read_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +74,7 @@ def test_explain_key_json_on_a_real_checkpoint(spark, layout):
     from jobs.runtime.runner import run_job
 
     generated = generate(layout, GeneratorConfig(events=0, orders=30, files=3, seed=5))
-    run_job(spark, get_job("order_payments"), layout, settings=Settings.from_env())
+    run_job(spark, get_job("order_payments"), layout, settings=read_settings())
     paid = sorted(k for k, case in generated.payment_cases.items() if case == "paid")[0]
 
     result = _invoke(["order_payments", "--key", paid, "--json"], layout.home)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, get_job, load_jobs
+from jobs.definition.environment import Environment, get_job, load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.failures import QueryFailed
 from jobs.runtime.recovery import recover
@@ -36,7 +36,6 @@ from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.model import RecoveryRefused
 from stateops_cli.main import main
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts
@@ -62,7 +61,7 @@ def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp
 
     for job, layout in homes.items():
         spec = load_jobs()[job]
-        result = run_job(spark, spec, layout, settings=Settings.from_env())  # the last restart finishes the input
+        result = run_job(spark, spec, layout, settings=read_settings())  # the last restart finishes the input
         counts = {**trial_counts(done[job]), "batches": committed(layout.checkpoint(job)), **outcome(layout, spec),
                   "skipped_on_last_restart": result.batches_skipped}
         counts["duplicates"] += counts.pop("duplicates_after_a_trial")
@@ -85,7 +84,7 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
                                                     confirm=JOB, dry_run=False), spark=spark)
     assert adjusted.outcome == "succeeded", adjusted.error
     more_input(layout, hour=2, seed=44)
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
 
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     newest = max((f for f in checkpoint.state_files() if f.kind == "changelog"), key=lambda f: f.version)
@@ -101,13 +100,13 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
     assert f"--mode restore --archive ID --confirm {JOB}" in broken["recommendation"]
     more_input(layout, hour=3, seed=45)
     with pytest.raises(QueryFailed, match="CANNOT_LOAD_STATE_STORE"):
-        run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+        run_job(spark, get_job(JOB), layout, settings=read_settings())
 
     environment = Environment.from_env(layout=layout)
     restored = recover(environment, RecoveryRequest(JOB, "restore", archive_id=adjusted.runbook_id, reason="corrupt",
                                                     confirm=JOB, dry_run=False), spark=spark)
     assert restored.outcome == "succeeded", restored.error
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
     again = CliRunner().invoke(main, ["--home", layout.home, "audit", JOB, "--json"])
     assert "STATE_UNREADABLE" not in again.stdout and again.exit_code in (0, 1), again.output
     delay = get_job(JOB).watermark_seconds * 1000
@@ -131,7 +130,7 @@ def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original
     monkeypatch.setenv("STATEOPS_CONFIG", str(config))
     spec = get_job(JOB)
     generate(layout, replace(SMALL, files=12))
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     checkpoint = spec.checkpoint_path(layout)
     before = file_hashes(checkpoint)
     assert sum(os.path.getsize(os.path.join(checkpoint, p)) for p in before) < 1 << 20 < len(before) * 4096
@@ -156,5 +155,5 @@ def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original
     record_counts(record_property, "archive out of space", {"checkpoint_files": len(before), "original_changed": 0,
                                                              "half_copied_files_left": 0})
     more_input(layout, hour=4, seed=46)
-    resumed = run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    resumed = run_job(spark, get_job(JOB), layout, settings=read_settings())
     assert resumed.batches == 2, "the job runs on after the failed runbook"

@@ -16,12 +16,11 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.sinkstate import query_app_id
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support import kafka_oracle, oracle
 from tests.support.delta_rows import committed_transactions, table_rows
 from tests.support.kill_trials import committed, kill_trial, record_counts, run_until_fault, trial_counts
@@ -66,7 +65,7 @@ def test_kill_9_on_a_kafka_job_loses_nothing_and_duplicates_nothing(spark, kafka
     replayed = [t for t in committed_transactions(layout.table(JOB)) if t[0] == app_id]
     assert len({b for _, b, _ in replayed}) == len(replayed), "a batch was committed twice"
     spec = load_jobs(str(config), layout)[JOB]
-    result = run_job(spark, spec, layout, settings=Settings.from_env())  # the last restart finishes the topic
+    result = run_job(spark, spec, layout, settings=read_settings())  # the last restart finishes the topic
     every = records(kafka, "events")
     expected = oracle.user_activity(kafka_oracle.batches(spec.checkpoint_path(layout), "events", every),
                                     spec.watermark_seconds * 1000)

@@ -18,7 +18,7 @@ import os
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.sinkstate import query_app_id
@@ -26,7 +26,6 @@ from tests.support import oracle
 from tests.support.delta_rows import committed_transactions
 from tests.support.kill_trials import run_until_fault
 from tests.support.outcomes import assert_equals_oracle
-from stateops.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +58,7 @@ def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout
     before = [t for t in committed_transactions(table) if t[0] == app_id]
 
     spec = load_jobs()[job]
-    result = run_job(spark, spec, layout, settings=Settings.from_env())
+    result = run_job(spark, spec, layout, settings=read_settings())
 
     assert result.batches_skipped == 1
     after = [t for t in committed_transactions(table) if t[0] == app_id]

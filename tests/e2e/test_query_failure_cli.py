@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
-from stateops.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +26,7 @@ STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
 def test_corrupt_state_is_one_line_exit_1_and_a_full_log(spark, layout):
     generate(layout, INPUT)
     spec = load_jobs()["user_activity"]
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     failing_batch = checkpoint.latest_committed_batch() + 1
     # What a torn write or a bad disk leaves: the newest changelog of one state partition is garbage.

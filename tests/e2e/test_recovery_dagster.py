@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
@@ -21,7 +21,6 @@ from stateops.control.process import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes
@@ -63,7 +62,7 @@ def test_dry_run_refusals_and_adjust_from_dagster(spark, layout, dagster_instanc
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
     generate(layout, INPUT)
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     before = file_hashes(layout.home)
 
     planned = _launch(dagster_instance, mode="adjust", watermark_delay="20 minutes", reason="late data")

@@ -20,7 +20,7 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
@@ -29,7 +29,6 @@ from stateops.delta import read_table
 from stateops.faults import ENV
 from stateops.recovery import archive
 from stateops.recovery.journal import read_entries
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -76,7 +75,7 @@ def test_killed_after_every_step_the_runbook_resumes_and_converges(spark, layout
     generate(layout, INPUT)
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     sources = os.path.join(checkpoint, "sources", "0")
     assert os.path.exists(os.path.join(sources, "9.compact"))
     for batch in range(9):  # Spark's cleanup after compaction (10 minutes later)

@@ -13,7 +13,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, load_jobs
+from jobs.definition.environment import Environment, load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.recovery import recover
 from jobs.runtime.runner import run_job
@@ -24,7 +24,6 @@ from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.storage import filesystem
 from stateops.recovery import RecoveryRequest, archive
 from stateops_cli.main import main
-from stateops.settings import Settings
 from stateops.control import ControlSettings
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
@@ -49,7 +48,7 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
 
     with acquire(home, job, run_id="holder", mode="bounded", settings=ControlSettings.from_env()):
         with pytest.raises(LeaseHeldError):
-            run_job(spark, spec, home, settings=Settings.from_env())
+            run_job(spark, spec, home, settings=read_settings())
 
     report = deep_audit(spark, checkpoint)
     assert report.operators
@@ -109,7 +108,7 @@ def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenar
             assert not {f"{target}/{path}" for path, _ in item["paths"]} & stored, "removed from the bucket"
         generate(home, GeneratorConfig(events=300, files=2, users=40, start="2026-01-01T04:00:00+00:00",
                                        minutes_per_file=20, seed=14))
-        assert run_job(spark, load_jobs()[job], home, settings=Settings.from_env()).batches == 2
+        assert run_job(spark, load_jobs()[job], home, settings=read_settings()).batches == 2
         local_mirror(home, spec, mirrored.home)  # the new batches' logs added to the earlier mirror
         assert_equals_oracle(home, spec, mirrored)
     finally:

@@ -10,11 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts
 from tests.support.outcomes import COLUMNS, assert_equals_oracle, local_mirror
 
@@ -35,7 +34,7 @@ def test_kill_9_with_the_home_on_s3_loses_nothing_and_duplicates_nothing(spark, 
         done = dict(zip(homes, pool.map(lambda job: chain(homes[job], job, TRIALS, seed=len(job)), homes)))
     for job, layout in homes.items():
         spec = load_jobs()[job]
-        result = run_job(spark, spec, layout, settings=Settings.from_env())  # the last restart finishes the input
+        result = run_job(spark, spec, layout, settings=read_settings())  # the last restart finishes the input
         counts = {**trial_counts(done[job]), "batches": committed(layout.checkpoint(job)),
                   **assert_equals_oracle(layout, spec, local_mirror(layout, spec, str(tmp_path / f"mirror-{job}"))),
                   "skipped_on_last_restart": result.batches_skipped}

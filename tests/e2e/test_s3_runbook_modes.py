@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.definition.environment import Environment, load_jobs
+from jobs.definition.environment import Environment, load_jobs, read_settings
 from jobs.demo.generator import generate
 from jobs.runtime.recovery import recover
 from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.recovery import RecoveryRequest, archive
-from stateops.settings import Settings
 from tests.support.scenarios import S3_INPUT, more_input
 from tests.support.trees import object_hashes
 
@@ -26,7 +25,7 @@ def test_rewind_rebuild_and_restore_on_s3(spark, s3_layout, monkeypatch):
     job, home = "user_activity", s3_layout
     spec = load_jobs()[job]
     generate(home, S3_INPUT)
-    run_job(spark, spec, home, settings=Settings.from_env())
+    run_job(spark, spec, home, settings=read_settings())
     reports = {}
     for hour, (mode, change) in enumerate((("rewind", {"to_batch": 1}), ("rebuild", {}),
                                            ("restore", None)), start=3):

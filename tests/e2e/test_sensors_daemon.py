@@ -15,10 +15,10 @@ import pytest
 from dagster import AssetKey, RunsFilter
 from dagster._core.scheduler.instigation import TickStatus
 
+from jobs.definition.environment import read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.remediation.guards import Cursor
-from stateops.settings import Settings
 
 from tests.support.audit_queries import oracle_rows
 from tests.support.servers.dagster_daemon import DEADLINE
@@ -88,7 +88,7 @@ def test_daemon_launches_one_runbook_per_finding_and_its_cursor_survives_a_resta
     world = daemon_world
     generate(world.layout, GeneratorConfig(events=800, files=4, users=100, clustered_share=0.9,
                                            clustered_partitions=4, minutes_per_file=15, seed=31))
-    run_job(spark, world.spec(), world.layout, settings=Settings.from_env())
+    run_job(spark, world.spec(), world.layout, settings=read_settings())
     audit_id, report = world.audit(spark)
     assert skew_findings(report), [f.code for f in report.findings]
 
@@ -153,7 +153,7 @@ def test_daemon_adjust_with_a_tighter_delay_stops_the_growth(spark, daemon_world
     before_id, before = world.audit(spark)
     generate(world.layout, GeneratorConfig(events=1800, files=6, users=300, minutes_per_file=10, seed=6,
                                            start="2026-01-01T01:00:00+00:00"))
-    run_job(spark, world.spec(), world.layout, settings=Settings.from_env())
+    run_job(spark, world.spec(), world.layout, settings=read_settings())
     growth_id, grown = world.audit(spark)
     assert "STATE_GROWTH" in [f.code for f in grown.findings], [f.code for f in grown.findings]
     switch(world, GROWTH, True)
@@ -166,7 +166,7 @@ def test_daemon_adjust_with_a_tighter_delay_stops_the_growth(spark, daemon_world
 
     generate(world.layout, GeneratorConfig(events=1200, files=6, users=300, minutes_per_file=10, seed=7,
                                            start="2026-01-01T02:00:00+00:00"))
-    run_job(spark, world.spec(), world.layout, settings=Settings.from_env())
+    run_job(spark, world.spec(), world.layout, settings=read_settings())
     _id, after = world.audit(spark)  # (STATE_GROWTH compares with the oldest audit of the day: not the oracle)
     checkpoint = world.spec().checkpoint_path(world.layout)
     rows_after = sum(sum(oracle_rows(spark, checkpoint, operatorId=op.operator_id).values()) for op in after.operators)

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from stateops.layout import Layout
 from stateops_cli.main import main
-from stateops.settings import Settings
 from tests.support import oracle, scenarios
 from tests.support.servers.kafka import fresh_topics, produce, records
+from jobs.definition.environment import read_settings
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def kafka_homes(kafka_topics, spark, tmp_path_factory):
 
     def user_activity(layout: Layout) -> None:
         config = scenarios.kafka_config(tmp_path_factory.mktemp("kafka-config"), kafka_topics, "user_activity")
-        run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=Settings.from_env())
+        run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=read_settings())
 
     return lambda: store.home("user_activity", user_activity)
 

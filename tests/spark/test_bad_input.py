@@ -15,13 +15,12 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import Environment, load_jobs
+from jobs.definition.environment import Environment, load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.retention import retention_scope
 from jobs.runtime.runner import run_job
 from stateops import retention
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -44,7 +43,7 @@ def test_the_boundary_row_lands_in_exactly_one_query(spark, tmp_path):
                                         "value": 1.0}) + "\n" for i, t in rows))
     nanos = round(arrival.timestamp() * 1000) * 1_000_000
     os.utime(path, ns=(nanos, nanos))
-    run_job(spark, load_jobs()["user_activity"], layout, settings=Settings.from_env())
+    run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
     kept = {user for _, _, user in table_rows(layout.table("user_activity"), ["window_start", "window_end", "user_id"])}
     dead = table_rows(layout.deadletter_table("user_activity"), ["raw", "error"])
     assert kept == {"e-normal", "e-limit"}
@@ -71,7 +70,7 @@ def test_invalid_utf8_dead_letters_stay_readable_keep_their_bytes_and_expire(spa
     good = json.dumps({"event_id": "e-ok", "user_id": "u-1", "event_time": "2026-03-01T11:00:00Z",
                        "action": "view", "value": 1.0}).encode()
     (landing / "part-0000.json").write_bytes(b"\n".join([good, *INVALID_UTF8]) + b"\n")
-    result = run_job(spark, load_jobs()["user_activity"], layout, settings=Settings.from_env())
+    result = run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
     assert result.output_rows == 1 and result.deadletter_rows == len(INVALID_UTF8)
 
     uri = layout.deadletter_table("user_activity")
@@ -103,7 +102,7 @@ def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, t
     progress.write_text("a file where the progress table should be\n")
     spec = load_jobs()["user_activity"]
     with caplog.at_level(logging.WARNING, logger="jobs.runtime.runner"):
-        result = run_job(spark, spec, layout, settings=Settings.from_env())
+        result = run_job(spark, spec, layout, settings=read_settings())
     # Both queries report at least one progress event per file, and not one could be recorded.
     assert result.progress_write_failures >= 2 * SMALL.files
     warnings = [r for r in caplog.records if "not recorded" in r.getMessage()]
@@ -136,7 +135,7 @@ def test_each_query_runs_in_its_scheduler_pool(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(runner.DeltaSink, "__call__", recording)
     layout = Layout(str(tmp_path / "stateops"))
     generate(layout, SMALL)
-    result = run_job(spark, load_jobs()["user_activity"], layout, settings=Settings.from_env())
+    result = run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
     assert pools == {"user_activity": {"stateful"}, "user_activity_deadletter": {"deadletter"}}
     assert result.output_rows > 0 and result.deadletter_rows > 0
     assert context.getLocalProperty("spark.scheduler.pool") is None

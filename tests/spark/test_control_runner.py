@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.examples.builtin import EVENTS
 from stateops_cli.main import main
 from jobs.definition.spec import JobSpec
@@ -25,7 +25,6 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop
 from stateops.control import overrides
 from stateops.control.store import ControlStore
-from stateops.settings import Settings
 from stateops.control import ControlSettings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
@@ -47,7 +46,7 @@ class Background:
 
     def _run(self, **kwargs):
         try:
-            self.outcome["result"] = run_job(**kwargs, settings=Settings.from_env())
+            self.outcome["result"] = run_job(**kwargs, settings=read_settings())
         except BaseException as err:  # noqa: BLE001 - handed to the test thread
             self.outcome["error"] = err
 
@@ -164,7 +163,7 @@ def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):
     bounds = WatermarkBounds(spec.watermark_min, spec.watermark_max)
     overrides.set_override(layout, JOB, "shuffle_partitions", 3, bounds=bounds, reason="new checkpoint", actor="t")
     generate(layout, GeneratorConfig(events=400, files=3, users=40, minutes_per_file=15, seed=8))
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     first_run = checkpoint.offset_batches()
     last = first_run[-1]
@@ -176,7 +175,7 @@ def test_overrides_in_force_are_applied_at_the_next_start(spark, layout):
     overrides.set_override(layout, JOB, "shuffle_partitions", 5, bounds=bounds, reason="too late", actor="t")
     generate(layout, GeneratorConfig(events=400, files=3, users=40, minutes_per_file=15, seed=9,
                                      start="2026-01-01T03:00:00+00:00"))
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     second_run = [b for b in checkpoint.offset_batches() if b not in first_run]
     last = second_run[-1]
     assert len(second_run) >= 3
@@ -207,7 +206,7 @@ def test_a_finished_run_leaves_no_writer_in_its_checkpoint(spark, layout):
     try:
         for key, value in settings.items():
             spark.conf.set(key, value)
-        run_job(spark, spec, layout, settings=Settings.from_env(), mode="bounded")
+        run_job(spark, spec, layout, settings=read_settings(), mode="bounded")
         after_run = file_hashes(spec.checkpoint_path(layout))
         time.sleep(5)
         assert file_hashes(spec.checkpoint_path(layout)) == after_run

@@ -10,11 +10,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support.scenarios import ORACLE_INPUT
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
@@ -30,7 +29,7 @@ LATER_MS = round((datetime.fromisoformat(INPUT.start) + timedelta(minutes=3 * IN
 
 def _run(spark, layout: Layout, name: str):
     spec = load_jobs()[name]
-    return spec, run_job(spark, spec, layout, settings=Settings.from_env())
+    return spec, run_job(spark, spec, layout, settings=read_settings())
 
 
 def _check_poison_dead_letters(layout: Layout, spec) -> None:
@@ -121,7 +120,7 @@ def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",
                    checkpoint=oracle_home.checkpoint("user_actions_p3"))
     before = spark.conf.get("spark.sql.shuffle.partitions")
-    run_job(spark, spec, oracle_home, settings=Settings.from_env())
+    run_job(spark, spec, oracle_home, settings=read_settings())
     checkpoint = Checkpoint.open(spec.checkpoint)
     assert checkpoint.shuffle_partitions(checkpoint.latest_committed_batch()) == 3
     assert spark.conf.get("spark.sql.shuffle.partitions") == before, "the job's count stays out of the session"

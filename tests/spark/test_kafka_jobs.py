@@ -17,12 +17,11 @@ from deltalake import DeltaTable
 
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, load_jobs
+from jobs.definition.environment import Environment, load_jobs, read_settings
 from jobs.runtime.runner import run_job
 from stateops import progress
 from stateops_cli.main import main
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support import kafka_oracle, oracle
 from tests.support.delta_rows import table_rows
 from tests.support.delta_writers import spark_writer_in_long_tier
@@ -38,7 +37,7 @@ def _run(spark, tmp_path, broker: str, job: str, layout: Layout | None = None):
     layout = layout or Layout(str(tmp_path / "stateops"))
     spec = load_jobs(kafka_config(tmp_path, broker, job), layout)[job]
     assert spec.source == "kafka"
-    result = run_job(spark, spec, layout, settings=Settings.from_env())
+    result = run_job(spark, spec, layout, settings=read_settings())
     every = {i.name: records(broker, i.name) for i in spec.inputs}
     batches = {i.name: kafka_oracle.batches(spec.checkpoint_path(layout), i.name, every[i.name]) for i in spec.inputs}
     dead = table_rows(layout.deadletter_table(job), ["input", "raw_bytes"])
@@ -155,7 +154,7 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_pa
     layout = Layout(str(tmp_path / "stateops"))
     spec = load_jobs(str(config), layout)["user_engagement"]
     assert spec.source == "kafka"
-    result = run_job(spark, spec, layout, settings=Settings.from_env())
+    result = run_job(spark, spec, layout, settings=read_settings())
     assert result.batches >= 3
     batches = kafka_oracle.batches(spec.checkpoint_path(layout), "events", records(broker, "events"))
     rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, get_job
+from jobs.definition.environment import Environment, get_job, read_settings
 from stateops_cli.main import main
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.failures import QueryFailed
@@ -27,7 +27,6 @@ from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD
 from stateops.control.store import ControlStore
 from stateops.recovery import RecoveryRequest, archive
-from stateops.settings import Settings
 from stateops.control import ControlSettings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
@@ -56,12 +55,12 @@ def _refused(layout, args: list[str], started: bool = False) -> str:
 
 def test_every_refusal_is_one_line_and_changes_nothing(spark, layout, tmp_path, monkeypatch):
     generate(layout, replace(INPUT, orders=60))
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
     table = tmp_path / "stateops" / "tables" / "order_payments"
     table.mkdir(parents=True)
     (table / "_delta_log").write_text("not a Delta log")  # the sink's first write fails: batch 0 never commits
     with pytest.raises(QueryFailed):
-        run_job(spark, get_job("order_payments"), layout, settings=Settings.from_env())
+        run_job(spark, get_job("order_payments"), layout, settings=read_settings())
     assert Checkpoint.open(layout.checkpoint("order_payments")).committed_batches() == []
     adjust = [JOB, "--mode", "adjust", "--watermark", "20 minutes"]
     before = file_hashes(layout.home)
@@ -137,7 +136,7 @@ def test_a_restart_that_fails_rolls_back_and_the_query_runs_on_the_archived_stat
     generate(layout, INPUT)
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     archived_batch = Checkpoint(checkpoint).latest_committed_batch()
     generate(layout, GeneratorConfig(events=200, files=2, users=30, start="2026-01-01T01:00:00+00:00",
                                      minutes_per_file=15, seed=32))
@@ -185,7 +184,7 @@ def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark
     spec = get_job(job)
     generate(layout, GeneratorConfig(events=600, files=6, users=20, minutes_per_file=15, duplicate_share=0.05,
                                      seed=33))
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     columns = ["session_start", "session_end", "user_id", "events", "first_event_time", "last_event_time"]
     delay = spec.watermark_seconds * 1000
     before = set(table_rows(layout.table(job), columns))

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from jobs.definition.environment import Environment, load_jobs
+from jobs.definition.environment import Environment, load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.retention import retention_scope
 from jobs.runtime.runner import run_job
@@ -33,7 +33,6 @@ from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery.surgery import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE
-from stateops.settings import Settings
 from stateops.control import ControlSettings
 from tests.support.retention_history import ARCHIVES, JOBS, ORPHAN, needs_oracle, state_rows
 from tests.support.tiers import trials
@@ -176,7 +175,7 @@ def _runs_a_batch(spark, home: Path, job: str, after: int) -> None:
     layout = Layout(str(home))
     generate(layout, GeneratorConfig(events=60, files=1, users=10, orders=10, seed=99,
                                      start="2026-01-01T03:00:00+00:00"))
-    run_job(spark, load_jobs(None, layout)[job], layout, settings=Settings.from_env())
+    run_job(spark, load_jobs(None, layout)[job], layout, settings=read_settings())
     committed = sorted(int(p.name) for p in (home / "checkpoints" / job / "commits").iterdir() if p.name.isdigit())
     assert committed[-1] > after, (job, home, committed)
 

@@ -14,7 +14,7 @@ from dagster import AssetObservation, instance_for_test
 from deltalake import write_deltalake
 
 from jobs.definition.catalog import Catalog
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.targets import resolve_audit
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
@@ -23,7 +23,6 @@ from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS
 from stateops.control import maintenance
 from stateops.layout import Layout
 from stateops.remediation.alerts import WebhookSettings, sender_for
-from stateops.settings import Settings
 
 from tests.support.audit_queries import oracle_rows
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
@@ -58,7 +57,7 @@ def test_skew_across_many_keys_escalates_then_launches_one_runbook_per_finding(s
     generate(layout, GeneratorConfig(events=800, files=4, users=100, clustered_share=0.9, clustered_partitions=4,
                                      minutes_per_file=15, seed=31))
     spec = get_job(JOB)
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     with instance_for_test() as instance:
         harness = Harness(instance)
         # No deep audit yet: the fast audit in the tick (bytes) does not reach its 64 MiB floor: a skip, with why.
@@ -125,7 +124,7 @@ def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, sensor_
     layout, _configure = sensor_home
     spec = get_job(JOB)
     generate(layout, GeneratorConfig(events=600, files=3, users=300, minutes_per_file=10, seed=5))
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     with instance_for_test() as instance:
         harness = Harness(instance)
         # With a 2-hour delay nothing is evicted: the progress rows show the state growing while the watermark
@@ -135,7 +134,7 @@ def test_growth_escalates_on_progress_then_tightens_the_watermark(spark, sensor_
         _audit(spark, layout)
         generate(layout, GeneratorConfig(events=1800, files=6, users=300, minutes_per_file=10, seed=6,
                                          start="2026-01-01T00:30:00+00:00"))
-        run_job(spark, spec, layout, settings=Settings.from_env())
+        run_job(spark, spec, layout, settings=read_settings())
         _audit(spark, layout)  # against the first: STATE_GROWTH, the watermark having advanced
         result = harness.tick(GROWTH)
         [request] = result.run_requests
@@ -152,7 +151,7 @@ def _tables(layout: Layout) -> str:
 def test_broken_ops_tables_make_every_sensor_skip_with_a_reason(spark, sensor_home):
     layout, _configure = sensor_home
     generate(layout, GeneratorConfig(events=200, files=1, users=50, minutes_per_file=10, seed=9))
-    run_job(spark, get_job(JOB), layout, settings=Settings.from_env())
+    run_job(spark, get_job(JOB), layout, settings=read_settings())
     _audit(spark, layout)
     saved = os.path.join(os.path.dirname(layout.home), "saved-tables")
     shutil.copytree(_tables(layout), saved)

@@ -20,11 +20,10 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.control import request_stop
-from stateops.settings import Settings
 from stateops.control import ControlSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.long]
@@ -61,7 +60,7 @@ def test_a_continuous_run_keeps_the_drivers_memory_flat_after_warm_up(spark, lay
 
     tracemalloc.start()
     try:
-        result = run_job(spark, spec, layout, settings=Settings.from_env(), mode="continuous",
+        result = run_job(spark, spec, layout, settings=read_settings(), mode="continuous",
                          max_seconds=DEADLINE_SECONDS, on_progress=observe, dry_run=True)
     finally:
         tracemalloc.stop()

@@ -11,13 +11,13 @@ import os
 import pytest
 from click.testing import CliRunner
 
+from jobs.definition.environment import read_settings
 from jobs.examples.builtin import EVENTS
 from stateops_cli.main import main
 from jobs.definition.spec import JobSpec
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.errors import ConfigError
-from stateops.settings import Settings
 
 pytestmark = pytest.mark.spark
 
@@ -54,7 +54,7 @@ def test_a_frame_that_is_not_stateful_and_streaming_is_refused_before_a_query_st
     generate(layout, GeneratorConfig(events=20, files=1, users=5, seed=3))
     spec = _spec(function)
     with pytest.raises(ConfigError) as err:
-        run_job(spark, spec, layout, settings=Settings.from_env())
+        run_job(spark, spec, layout, settings=read_settings())
     assert err.value.field == f"jobs.{function}.transformation"
     assert words in str(err.value) and "Fix:" in str(err.value) and "stateful operator" in str(err.value)
     assert not os.path.exists(spec.checkpoint_path(layout)) and not os.path.exists(layout.table(function))
@@ -63,7 +63,7 @@ def test_a_frame_that_is_not_stateful_and_streaming_is_refused_before_a_query_st
 
 def test_explain_key_says_it_does_not_support_a_job_whose_operators_fit_no_kind(spark, layout, tmp_path):
     generate(layout, GeneratorConfig(events=40, files=2, users=5, seed=3))
-    result = run_job(spark, _spec("dedup_only"), layout, settings=Settings.from_env())
+    result = run_job(spark, _spec("dedup_only"), layout, settings=read_settings())
     assert result.batches == 2
     config = tmp_path / "stateops.toml"
     config.write_text(f"""

@@ -7,13 +7,12 @@ import json
 import os
 from datetime import datetime, timezone
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from jobs.definition.targets import explain_target
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
-from stateops.settings import Settings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -26,7 +25,7 @@ def build_explain_join(spark, root) -> tuple:
     layout = Layout(os.path.join(str(root), "stateops"))
     generated = generate(layout, EXPLAIN_JOIN_INPUT)
     spec = get_job("order_payments")
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     orders = {}
     for path in generated.files["orders"]:
         batch = int(os.path.basename(path).rsplit("-", 1)[1].split(".")[0])  # one file per micro-batch
@@ -55,7 +54,7 @@ def build_late_user_homes(spark, root) -> tuple:
                                  "2025-12-31T22:00:00.000Z", "action": "buy", "value": 5.0}) + "\n")
     os.utime(last, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # keep the order Spark reads files in
     for job in LATE_USER_JOBS:
-        run_job(spark, get_job(job), layout, settings=Settings.from_env())
+        run_job(spark, get_job(job), layout, settings=read_settings())
     return layout, oracle.typed_batches(layout.landing("events"), "events")
 
 
@@ -120,7 +119,7 @@ def build_long_join(spark, root) -> dict:
     orders, payments, replayed_marks, late_marks, batch_of = replay(layout, delay_ms)
     assert replayed_marks == marks, "the placed rows must not move the watermark"
 
-    run_job(spark, spec, layout, settings=Settings.from_env())
+    run_job(spark, spec, layout, settings=read_settings())
     got = table_rows(layout.table("order_payments"), ["order_id", "payment_id", "order_time", "payment_time"])
     assert sorted(got) == sorted(oracle.order_payments(orders, payments, delay_ms)), \
         "the oracle's replay must match this run before it can judge explain-key"

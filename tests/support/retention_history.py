@@ -28,14 +28,13 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import load_jobs
+from jobs.definition.environment import load_jobs, read_settings
 from jobs.demo.generator import GeneratorConfig, generate
 from jobs.runtime.runner import run_job
 from stateops.storage import copies
 from stateops import progress
 from stateops.layout import Layout
 from stateops.recovery import archive as runbook_archive
-from stateops.settings import Settings
 from tests.support.audit_queries import with_conf
 
 DAY = 86400
@@ -86,11 +85,11 @@ def build_history(spark: SparkSession, home: Path) -> Layout:
                                          duplicate_share=0.05, malformed_share=0.02, seed=11 + generation))
         # Changelogs, then snapshot zips (and SSTs) per version for one job; the other way round for the other.
         with_conf(spark, {**settings, CHANGELOG: str(generation == 0).lower()},
-                  lambda: run_job(spark, _spec("user_activity"), layout, settings=Settings.from_env()))
+                  lambda: run_job(spark, _spec("user_activity"), layout, settings=read_settings()))
         with_conf(spark, {**settings, CHANGELOG: str(generation == 1).lower()},
-                  lambda: run_job(spark, _spec("order_payments"), layout, settings=Settings.from_env()))
+                  lambda: run_job(spark, _spec("order_payments"), layout, settings=read_settings()))
         if generation == 0:
-            run_job(spark, _spec("user_sessions"), layout, settings=Settings.from_env())
+            run_job(spark, _spec("user_sessions"), layout, settings=read_settings())
             DeltaTable(layout.ops_table("progress")).optimize.compact()  # files a vacuum may remove later
     for folder in ("checkpoints", "checkpoints/_deadletter"):
         os.rename(home / folder / "user_sessions", home / folder / ORPHAN)

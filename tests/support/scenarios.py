@@ -15,10 +15,10 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from jobs.definition.environment import read_settings
 from jobs.definition.catalog import Catalog
 from jobs.demo.generator import GeneratorConfig, generate
 from stateops.layout import Layout
-from stateops.settings import Settings
 
 # The small input of the runbook and recovery tests: late and duplicate events, a few malformed lines, four
 # files of 15 minutes each (one micro-batch each).
@@ -42,7 +42,7 @@ def _run(spark, layout: Layout, *jobs: str) -> None:
     from jobs.runtime.runner import run_job
 
     for job in jobs:
-        run_job(spark, builtin(layout, job), layout, settings=Settings.from_env())
+        run_job(spark, builtin(layout, job), layout, settings=read_settings())
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class S3Store:
 
             with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
                 self.batches[job] = run_job(self.spark, builtin(layout, job), layout,
-                                            settings=Settings.from_env()).batches
+                                            settings=read_settings()).batches
             copy_prefix(self.homes.env, self.homes.bucket, live, built)
         else:
             copy_prefix(self.homes.env, self.homes.bucket, built, live)

@@ -9,13 +9,12 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import get_job
+from jobs.definition.environment import get_job, read_settings
 from stateops_cli.main import main
 from jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.errors import ConfigError
-from stateops.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -137,7 +136,7 @@ def test_override_cli_refuses_out_of_bounds_and_describe_shows_sources(layout, t
     assert "outside user_activity's bounds [5 minutes, 30 minutes]" in info["settings"]["watermark_delay"]["problem"]
     with pytest.raises(ConfigError, match="override watermark_delay of user_activity: set by alice .* no longer valid"):
         # refused before Spark is touched
-        run_job(None, get_job(JOB, str(config)), layout, settings=Settings.from_env())
+        run_job(None, get_job(JOB, str(config)), layout, settings=read_settings())
     assert current_lease(layout, JOB) is None, "the refused start released the lease"
 
     cleared = _run(layout, "jobs", "override", JOB, "--clear", "watermark", "--reason", "back", config=config)

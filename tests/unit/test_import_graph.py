@@ -162,10 +162,9 @@ def test_no_scheme_branch_outside_the_storage_layer():
 
 
 # Where the environment may be read (`X.from_env()`): the entry points (the CLI, the Dagster code location, its
-# runs and sensor ticks) and the two modules that build what they hand down (stateops.settings for the core,
-# jobs.definition.environment beside the catalog). Everything else takes its settings as parameters.
-_READS_THE_ENVIRONMENT = ("stateops_cli", "orchestration", "sensors", os.path.join("stateops", "settings.py"),
-                          os.path.join("jobs", "definition", "environment.py"))
+# runs and sensor ticks) and the one module that builds what they hand down (jobs.definition.environment, beside the
+# catalog): nothing in the core. Everything else takes its settings as parameters.
+_READS_THE_ENVIRONMENT = ("stateops_cli", "orchestration", "sensors", os.path.join("jobs", "definition", "environment.py"))
 
 
 def _from_env_calls(path: str) -> list[str]:
@@ -183,7 +182,7 @@ def test_no_from_env_below_the_entry_points():
              if not os.path.relpath(os.path.join(folder, name), ROOT).startswith(_READS_THE_ENVIRONMENT)
              for hit in _from_env_calls(os.path.join(folder, name))]
     assert found == []
-    assert _from_env_calls(os.path.join(ROOT, "stateops", "settings.py")), "the check finds a call"
+    assert _from_env_calls(os.path.join(ROOT, "jobs", "definition", "environment.py")), "the check finds a call"
 
 
 def _module_imports() -> dict[str, set[str]]:
