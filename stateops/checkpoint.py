@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from stateops.errors import StateOpsError
-from stateops.storage import filesystem, find_files
+from stateops.storage import exists, filesystem, find_files, is_dir, names, read_text
 
 _BATCH_FILE = re.compile(r"^\d+$")
 # RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.
@@ -54,37 +54,27 @@ def provider_of(batch_metadata: dict) -> str | None:
 class Checkpoint:
     path: str
 
-    def _fs(self):
-        return filesystem(self.path)
-
     def _join(self, *parts: str) -> str:
         return posixpath.join(self.path.rstrip("/"), *parts)
 
     @classmethod
     def open(cls, path: str) -> "Checkpoint":
         """Refuse, with a clear message, anything that is not a checkpoint."""
-        fs, p = filesystem(path)
-        if not fs.exists(p):
+        if not exists(path):
             raise NotACheckpointError(f"{path}: does not exist; pass a job name or a checkpoint directory")
-        if not fs.isdir(p):
+        if not is_dir(path):
             raise NotACheckpointError(f"{path}: is a file, not a checkpoint directory")
-        if not fs.exists(posixpath.join(p, "metadata")) or not fs.exists(posixpath.join(p, "offsets")):
+        if not exists(posixpath.join(path, "metadata")) or not exists(posixpath.join(path, "offsets")):
             raise NotACheckpointError(
                 f"{path}: not a Structured Streaming checkpoint (no metadata or offsets/); "
                 "has the job run yet? (stateops jobs run NAME)")
         return cls(path)
 
     def query_id(self) -> str:
-        fs, _ = self._fs()
-        with fs.open(filesystem(self._join("metadata"))[1], "r") as handle:
-            return json.loads(handle.readline())["id"]
+        return json.loads(read_text(self._join("metadata")).splitlines()[0])["id"]
 
     def _batches(self, folder: str) -> list[int]:
-        fs, p = filesystem(self._join(folder))
-        if not fs.exists(p):
-            return []
-        return sorted(int(posixpath.basename(f)) for f in fs.ls(p, detail=False)
-                      if _BATCH_FILE.match(posixpath.basename(f)))
+        return sorted(int(name) for name in names(self._join(folder)) or () if _BATCH_FILE.match(name))
 
     def offset_batches(self) -> list[int]:
         return self._batches("offsets")
@@ -99,12 +89,11 @@ class Checkpoint:
         return committed[-1]
 
     def _offset_lines(self, batch_id: int) -> list[str]:
-        fs, p = filesystem(self._join("offsets", str(batch_id)))
-        if not fs.exists(p):
+        try:
+            return read_text(self._join("offsets", str(batch_id))).splitlines()
+        except FileNotFoundError:
             raise NotACheckpointError(f"{self.path}: batch {batch_id} is not in the offset log "
-                                      f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})")
-        with fs.open(p, "r") as handle:
-            return handle.read().splitlines()
+                                      f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})") from None
 
     def batch_metadata(self, batch_id: int) -> dict:
         """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
@@ -158,11 +147,7 @@ class Checkpoint:
         return provider_of(self.batch_metadata(batch_id))
 
     def operator_ids(self) -> list[int]:
-        fs, p = filesystem(self._join("state"))
-        if not fs.exists(p):
-            return []
-        return sorted(int(posixpath.basename(d)) for d in fs.ls(p, detail=False)
-                      if posixpath.basename(d).isdigit())
+        return sorted(int(name) for name in names(self._join("state")) or () if name.isdigit())
 
     def state_partitions(self, batch_id: int, files: list[StateFile] | None = None) -> dict[tuple[int, str], int]:
         """(operator, store) -> partitions that wrote state version `batch_id + 1` (the version batch_id

@@ -1,0 +1,47 @@
+"""The storage layer's local shortcuts (`exists`, `is_dir`, `names`, `read_text` on a plain path: os calls, no
+fsspec) answer as fsspec's local filesystem does for the same path, written as a plain path, relative to the
+working folder, under `~`, or as a file:// URL (which goes through fsspec)."""
+from __future__ import annotations
+
+import os
+import posixpath
+
+import pytest
+from fsspec.implementations.local import LocalFileSystem
+
+from stateops.storage import exists, is_dir, names, read_text
+
+pytestmark = pytest.mark.unit
+
+FS = LocalFileSystem()
+
+
+def _fsspec(path: str) -> tuple:
+    p = FS._strip_protocol(path)
+    listed = sorted(posixpath.basename(e) for e in FS.ls(p, detail=False)) if FS.isdir(p) else None
+    text = FS.cat_file(p).decode() if FS.isfile(p) else None
+    return FS.exists(p), FS.isdir(p), listed, text
+
+
+def _ours(path: str) -> tuple:
+    listed = names(path)
+    try:
+        text = read_text(path)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        text = None
+    return exists(path), is_dir(path), sorted(listed) if listed is not None else None, text
+
+
+def test_the_local_shortcuts_answer_as_fsspec(tmp_path, monkeypatch):
+    (tmp_path / "cp" / "commits").mkdir(parents=True)
+    for name in ("0", "1", "10", ".1.crc"):
+        (tmp_path / "cp" / "commits" / name).write_text(f"v1\n{{\"batch\": \"{name}\"}}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    forms = []
+    for rel in ("cp", "cp/commits", "cp/commits/10", "cp/commits/.1.crc", "cp/absent", "cp/commits/10/x"):
+        forms += [str(tmp_path / rel), rel, f"./{rel}", f"~/{rel}", f"file://{tmp_path / rel}"]
+    for path in forms:
+        assert _ours(path) == _fsspec(path), path
+    assert sorted(names("cp/commits")) == [".1.crc", "0", "1", "10"]
+    assert names(os.path.join(str(tmp_path), "cp", "absent")) is None
