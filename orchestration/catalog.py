@@ -1,7 +1,7 @@
 """The job catalog of this code location, loaded once when it loads (from STATEOPS_HOME and STATEOPS_CONFIG):
 every capability's definitions are built from its jobs. A run or a schedule tick is an entry point of its own:
 `catalog_for` loads the catalog once for it, under the home its paths resource names, from the config file
-as it is then (the set of jobs stays the code location's)."""
+as it is then (the set of jobs stays the code location's); an unchanged file is not validated again."""
 from __future__ import annotations
 
 from stateops.layout import Layout
@@ -10,7 +10,16 @@ from jobs.definition.catalog import Catalog, reusing_unchanged
 from jobs.definition.environment import Environment
 from jobs.definition.spec import JobSpec
 
-SPECS: dict[str, JobSpec] = dict(Environment.from_env().catalog.jobs)
+
+
+def _load() -> dict[str, JobSpec]:
+    """Validated afresh (nothing is kept in a new process) and kept, so that the first sensor or schedule tick
+    reuses it while the config file is unchanged: at 1,000 jobs a load takes about 0.4 s of a tick's 1 s."""
+    with reusing_unchanged():
+        return dict(Environment.from_env().catalog.jobs)
+
+
+SPECS: dict[str, JobSpec] = _load()
 
 
 def catalog_for(layout: Layout) -> Catalog:
