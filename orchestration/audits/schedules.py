@@ -15,7 +15,7 @@ batches only and never touch the running query, which is how long-running jobs g
 
 
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
-                     ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
+                     ScheduleEvaluationContext, SkipReason, schedule)
 
 from jobs.definition.spec import JobSpec
 from jobs.definition.targets import resolve_target
@@ -24,6 +24,7 @@ from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
+from orchestration.asset_jobs import scoped_asset_job
 from orchestration.catalog import SPECS, catalog_for
 from orchestration.audits.assets import deep_audit_key, fast_audit_key
 from orchestration.audits.checks import state_checks
@@ -63,11 +64,11 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
 
 def build_audit_jobs(spec: JobSpec) -> tuple:
     """(deep, fast) audit jobs of `spec`."""
-    deep = define_asset_job(
+    deep = scoped_asset_job(
         f"{spec.name}_deep_audit",
-        selection=AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(state_checks[spec.name]),
+        AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(state_checks[spec.name]),
         description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks.")
-    fast = define_asset_job(f"{spec.name}_fast_audit", selection=AssetSelection.assets(fast_audit_key(spec)),
+    fast = scoped_asset_job(f"{spec.name}_fast_audit", AssetSelection.assets(fast_audit_key(spec)),
                             description=f"Fast state audit of {spec.name} (no JVM), on demand: the sensors compute "
                                         "it in process on every tick.")
     return deep, fast

@@ -7,12 +7,13 @@ lease, and while a runbook holds its maintenance lock; the skip reason names the
 from __future__ import annotations
 
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
-                     ScheduleEvaluationContext, SkipReason, define_asset_job, schedule)
+                     ScheduleEvaluationContext, SkipReason, schedule)
 
 from jobs.definition.spec import JobSpec
 from stateops.control import start_blocker
 from stateops.errors import StateOpsError
 
+from orchestration.asset_jobs import scoped_asset_job
 from orchestration.catalog import SPECS
 from orchestration.resources import PathsResource
 from sensors.runs import still_running
@@ -22,7 +23,7 @@ CRON = "*/15 * * * *"
 
 def build_job_run(spec: JobSpec):
     """The Dagster job that materializes the one asset of `spec` (schedules and restarts launch it)."""
-    return define_asset_job(f"{spec.name}_job", selection=AssetSelection.assets(spec.sink_table).without_checks(),
+    return scoped_asset_job(f"{spec.name}_job", AssetSelection.assets(spec.sink_table).without_checks(),
                             description=f"One bounded run of {spec.name}.")
 
 
