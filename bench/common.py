@@ -236,9 +236,10 @@ class Report:
         print(text, flush=True)
 
 
-def sensor_ticks(name: str, ticks: int) -> tuple[list[float], object]:
-    """Seconds of `ticks` ticks of one sensor of the code location (after one discarded warm-up tick, each with
-    the cursor the one before left) on a temporary Dagster instance, and the last tick's result."""
+def sensor_ticks(name: str, ticks: int, warm_up: bool = True) -> tuple[list[float], object]:
+    """Seconds of `ticks` ticks of one sensor of the code location (each with the cursor the one before left;
+    after one discarded warm-up tick, unless `warm_up` is false) on a temporary Dagster instance, and the last
+    tick's result."""
     import time
 
     from dagster import build_sensor_context, instance_for_test
@@ -250,13 +251,13 @@ def sensor_ticks(name: str, ticks: int) -> tuple[list[float], object]:
     sensor = repo.get_sensor_def(name)
     timings, cursor, result = [], None, None
     with instance_for_test() as instance:
-        for i in range(ticks + 1):
+        for i in range(ticks + 1 if warm_up else ticks):
             with build_sensor_context(instance=instance, cursor=cursor, resources=default_resources(),
                                       repository_def=repo) as context:
                 started = time.perf_counter()
                 result = sensor(context)
                 elapsed = time.perf_counter() - started
             cursor = result.cursor
-            if i:
+            if i or not warm_up:
                 timings.append(elapsed)
     return timings, result
