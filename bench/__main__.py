@@ -63,8 +63,8 @@ def main(argv: list[str]) -> None:
                 spark.stop()
                 spark = None
         elif spark is None:
-            from jobs.definition.spark_settings import SparkSettings
-            from jobs.runtime.session import get_session
+            from stateops.jobs.definition.spark_settings import SparkSettings
+            from stateops.jobs.runtime.session import get_session
 
             spark = get_session(SparkSettings.from_env())
         reports[benchmark.key] = module.main(rest, spark=spark)

@@ -26,9 +26,9 @@ import statistics
 import time
 from typing import Sequence
 
-from jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.definition.spark_settings import SparkSettings
 
-from jobs.runtime.session import get_session
+from stateops.jobs.runtime.session import get_session
 
 from bench.common import SHUFFLE_CONF, Report, machine, recorded_confs, workdir
 from tests.support.spark_confs import sql_confs

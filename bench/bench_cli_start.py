@@ -1,7 +1,7 @@
 """CLI start: the commands that only read, each in a fresh process as a user types it, on this tree against an
 earlier revision of it (`--before`, default: the commit before the job model's split), side by side in one run.
 
-  after:    `python -m stateops_cli --home H COMMAND` from this tree (the reading commands import no Spark:
+  after:    `python -m stateops.cli --home H COMMAND` from this tree (the reading commands import no Spark:
             tests/unit/test_cli_imports.py)
   before:   the same command from a temporary `git worktree` of `--before`
   floor:    `python -c pass`, the interpreter's own start
@@ -32,7 +32,7 @@ BEFORE = "0e662ba"  # main before the job model's split (issue 30)
 COMMANDS = (("jobs", "list"), ("jobs", "describe", "user_activity"), ("jobs", "status"),
             ("audit", "user_activity", "--fast"), ("archives", "list", "user_activity"), ("inventory",),
             ("retention", "plan"))
-PROBE = "import sys, runpy; sys.argv[0] = 'stateops'; runpy.run_module('stateops_cli', run_name='__main__')"
+PROBE = "import sys, runpy; sys.argv[0] = 'stateops'; runpy.run_module('stateops.cli', run_name='__main__')"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -101,7 +101,7 @@ def peak_rss_mib() -> tuple[float | None, float | None]:
 
 
 def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
-    from jobs.runtime.sink import _write_with_jvm
+    from stateops.jobs.runtime.sink import _write_with_jvm
     from stateops.delta import write_batch
 
     df = batch_frame(spark, rows)
@@ -153,8 +153,8 @@ def measure(spark, args: argparse.Namespace, root: str):
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     """Needs its own cluster session: `python -m bench` stops its local one first (one SparkContext per
     process) and passes none."""
-    from jobs.definition.spark_settings import SparkSettings
-    from jobs.runtime.session import get_session
+    from stateops.jobs.definition.spark_settings import SparkSettings
+    from stateops.jobs.runtime.session import get_session
     from tests.support.servers.spark_cluster import spark_cluster
 
     if spark is not None:

@@ -20,12 +20,12 @@ import os
 from dataclasses import replace
 from typing import Sequence
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.definition.spark_settings import SparkSettings
-from jobs.demo import kafka_input
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import get_session
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.demo import kafka_input
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import get_session
 from stateops.layout import Layout
 
 from bench.bench_throughput import Progress, run_floor

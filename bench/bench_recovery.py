@@ -25,13 +25,13 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
 
-from jobs.definition.environment import Environment, get_job, read_settings
-from jobs.definition.settings import watermark_bounds
-from jobs.definition.spark_settings import SparkSettings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.recovery import recover
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import get_session
+from stateops.jobs.definition.environment import Environment, get_job, read_settings
+from stateops.jobs.definition.settings import watermark_bounds
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.recovery import recover
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import get_session
 from stateops.control import overrides
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings

@@ -10,7 +10,7 @@ start of the side to a healthy query:
   watermark delay (override), start `stateops jobs run --mode continuous` again; healthy = the new run holds
   the lease and, quiet: it has read every available input (verify.caught_up over observe_reading, the
   runbook's own verdict); busy: it has committed K batches that read new files (K = verification batches);
-- runbook: `jobs.runtime.recovery.recover(... mode="adjust", confirm)` (stop request, deep audit, archive copy,
+- runbook: `stateops.jobs.runtime.recovery.recover(... mode="adjust", confirm)` (stop request, deep audit, archive copy,
   override and sink epoch, sink alignment, long-running restart in its own process, verification: K batches
   with input or caught up, then a deep audit); healthy = outcome succeeded. What ended its verification
   (caught up, K batches, the timeout) is counted.
@@ -34,13 +34,13 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from jobs.definition.environment import Environment, get_job, read_settings
-from jobs.definition.settings import watermark_bounds
-from jobs.definition.spark_settings import SparkSettings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.recovery import job_target, recover
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import get_session
+from stateops.jobs.definition.environment import Environment, get_job, read_settings
+from stateops.jobs.definition.settings import watermark_bounds
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.recovery import job_target, recover
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import get_session
 from stateops.checkpoint import Checkpoint
 from stateops.control import ControlSettings, current_lease, overrides, request_stop, wait_released
 from stateops.layout import Layout
@@ -64,7 +64,7 @@ def start_run(layout: Layout, name: str) -> subprocess.Popen:
     folder = os.path.join(layout.ops_dir(JOB), "logs")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"{name}.log"), "w") as log:
-        return subprocess.Popen([sys.executable, "-m", "stateops_cli", "--home", layout.home, "jobs", "run", JOB,
+        return subprocess.Popen([sys.executable, "-m", "stateops.cli", "--home", layout.home, "jobs", "run", JOB,
                                  "--mode", "continuous"], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 

@@ -27,8 +27,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from jobs.definition.environment import Environment
-from jobs.runtime.retention import retention_scope
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.runtime.retention import retention_scope
 from stateops import progress, retention
 from stateops.audit.context import recent_progress
 from stateops.storage import filesystem

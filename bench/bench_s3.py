@@ -17,8 +17,8 @@ import os
 import statistics
 from typing import Sequence
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.runtime.runner import run_job
 from stateops.storage import filesystem
 from stateops.layout import Layout
 
@@ -63,13 +63,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     measured: dict[tuple[int, str], Measured] = {}
     phases: dict[tuple[int, str], list[dict]] = {}
     with moto_s3() as env, workdir(args) as root:
-        os.environ.update(env)  # before the session: jobs.runtime.session maps AWS_* to S3A
+        os.environ.update(env)  # before the session: stateops.jobs.runtime.session maps AWS_* to S3A
         os.environ["AWS_ALLOW_HTTP"] = "true"
         import boto3
 
-        from jobs.definition.spark_settings import SparkSettings
+        from stateops.jobs.definition.spark_settings import SparkSettings
 
-        from jobs.runtime.session import get_session
+        from stateops.jobs.runtime.session import get_session
 
         boto3.client("s3").create_bucket(Bucket=BUCKET)
         spark = spark or get_session(SparkSettings.from_env())

@@ -15,7 +15,7 @@ the 4 built-ins), and gives every job cheap artefacts without running Spark for 
 Then it measures each figure in a fresh process (`python -m bench.bench_scale --measure WHAT`), so nothing
 one measurement loaded or cached helps another:
 
-  load          a new interpreter importing orchestration.definitions and building its repository definition
+  load          a new interpreter importing stateops.dagster.definitions and building its repository definition
                 (`Definitions.get_repository_def()`), timed from outside the process, interpreter start and
                 Dagster's own import included: what a code server does before it answers
   snapshot      then the repository's snapshot (RepositorySnap.from_def: every job, asset, check, schedule
@@ -131,7 +131,7 @@ def build_home(home: str, config_path: str, batches: int, audits: int) -> dict[s
     """Checkpoints, progress rows and audits for every job of the config file (no Spark); returns counts."""
     import pyarrow as pa
 
-    from jobs.definition.catalog import Catalog
+    from stateops.jobs.definition.catalog import Catalog
     from stateops import progress
     from stateops.audit import fast_audit
     from stateops.audit.history import AUDITS, AUDITS_SCHEMA, audit_rows
@@ -177,7 +177,7 @@ def _rss_mib() -> float:
 def measure(figure: str, ticks: int) -> dict[str, Any]:
     """Seconds of one figure (and, for the load, the RSS after it), in the process running this."""
     if figure in ("load", "snapshot"):
-        from orchestration.definitions import defs
+        from stateops.dagster.definitions import defs
 
         repo = defs.get_repository_def()
         if figure == "load":  # timed by the parent (_in_fresh_process), from the interpreter's start
@@ -191,8 +191,8 @@ def measure(figure: str, ticks: int) -> dict[str, Any]:
         timings = _ticks(figure, ticks)
         return {"seconds": max(timings), "first": timings[0], "median": statistics.median(timings)}
     if figure == "fast_audits":
-        from jobs.definition.environment import Environment
-        from jobs.definition.targets import resolve_audit
+        from stateops.jobs.definition.environment import Environment
+        from stateops.jobs.definition.targets import resolve_audit
         from stateops.audit import fast_audits
 
         started = time.perf_counter()
@@ -203,7 +203,7 @@ def measure(figure: str, ticks: int) -> dict[str, Any]:
         return {"seconds": seconds, "reports": len(reports)}
     command = {"status": ["jobs", "status", "--json"], "retention": ["retention", "plan", "--json"]}[figure]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "stateops_cli", *command], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "stateops.cli", *command], capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"stateops {' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-500:]}")

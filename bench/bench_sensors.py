@@ -5,7 +5,7 @@ opened a Spark session would pay.
           the job's real checkpoint (user_activity, run once with Spark) and ops tables holding `--audit-rows`
           audit rows (findings alongside) and `--progress-rows` progress rows, appended in `--commits`
           commits each (Delta logs with many commits, as months of audits and batches leave them)
-  spark:  a fresh process that builds the project's Spark session (jobs.runtime.session.get_session) and runs one
+  spark:  a fresh process that builds the project's Spark session (stateops.jobs.runtime.session.get_session) and runs one
           trivial query: the floor of any tick that would open a session (the JVM start)
 
 Ticks: one discarded warm-up, then `--ticks` per sensor; the median is reported. Spark: `--spark-runs`
@@ -29,10 +29,10 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from jobs.definition.environment import Environment, get_job, read_settings
-from jobs.definition.spark_settings import SparkSettings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.session import get_session
+from stateops.jobs.definition.environment import Environment, get_job, read_settings
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.session import get_session
 
 from bench.common import Report, machine, sensor_ticks, workdir
 from stateops import progress
@@ -42,8 +42,8 @@ from stateops.delta import append_rows
 from stateops.layout import Layout
 
 SENSORS = ("state_skew_sensor", "state_growth_sensor", "query_health_sensor")
-SPARK_PROBE = ("from jobs.definition.spark_settings import SparkSettings; "
-               "from jobs.runtime.session import get_session; get_session(SparkSettings.from_env()).range(1).count()")
+SPARK_PROBE = ("from stateops.jobs.definition.spark_settings import SparkSettings; "
+               "from stateops.jobs.runtime.session import get_session; get_session(SparkSettings.from_env()).range(1).count()")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
         os.environ["STATEOPS_HOME"] = layout.home
         os.environ.pop("STATEOPS_CONFIG", None)
         generate(layout, GeneratorConfig(events=2000, files=4, users=200, seed=42))
-        from jobs.runtime.runner import run_job
+        from stateops.jobs.runtime.runner import run_job
 
         run_job(spark, get_job("user_activity"), layout, settings=read_settings())
         counts = _history(spark, layout, args.audit_rows, args.progress_rows, args.commits)
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
 def _compact_ops_tables(layout: Layout, root: str) -> None:
     """The daily retention run on the ops tables (compact, checkpoint, vacuum), as the `retention` asset does."""
     from bench.bench_retention import OPS_POLICY
-    from jobs.runtime.retention import retention_scope
+    from stateops.jobs.runtime.retention import retention_scope
     from stateops import retention
 
     config = os.path.join(root, "ops-policy.toml")

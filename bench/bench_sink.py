@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.definition.spark_settings import SparkSettings
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import get_session
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import get_session
 
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, ratio,

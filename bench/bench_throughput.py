@@ -30,14 +30,14 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.definition.spark_settings import SparkSettings
-from jobs.definition.spec import JobSpec
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import deadletter_query_name, run_job
-from jobs.runtime.start import start_query, stateful_frame
-from jobs.runtime.session import get_session
-from jobs.runtime.sources import raw_lines, valid_rows
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import deadletter_query_name, run_job
+from stateops.jobs.runtime.start import start_query, stateful_frame
+from stateops.jobs.runtime.session import get_session
+from stateops.jobs.runtime.sources import raw_lines, valid_rows
 from stateops.layout import Layout
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,

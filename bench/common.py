@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 
 from stateops.layout import Layout
 
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 
 FULL_SIZES = (20_000, 200_000)
 QUICK_SIZES = (1_000, 5_000)
@@ -244,8 +244,8 @@ def sensor_ticks(name: str, ticks: int, warm_up: bool = True) -> tuple[list[floa
 
     from dagster import build_sensor_context, instance_for_test
 
-    from orchestration.definitions import defs
-    from orchestration.resources import default_resources
+    from stateops.dagster.definitions import defs
+    from stateops.dagster.resources import default_resources
 
     repo = defs.get_repository_def()
     sensor = repo.get_sensor_def(name)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from stateops.layout import Layout
 
-from jobs.definition.catalog import Catalog, reusing_unchanged
-from jobs.definition.environment import Environment
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.catalog import Catalog, reusing_unchanged
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.spec import JobSpec
 
 
 
@@ -25,7 +25,7 @@ SPECS: dict[str, JobSpec] = _load()
 def catalog_for(layout: Layout) -> Catalog:
     """The catalog a run or tick under `layout` sees (call once per run or tick and pass it down). The code
     server evaluates schedule ticks again and again (with 1,000 jobs, a thousand hourly audit schedules): an
-    unchanged config file is validated once, not at every tick (jobs.definition.catalog.reusing_unchanged); a run's
+    unchanged config file is validated once, not at every tick (stateops.jobs.definition.catalog.reusing_unchanged); a run's
     own process validates it when it starts."""
     environment = Environment.from_env(layout=layout)
     with reusing_unchanged():

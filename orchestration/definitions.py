@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from orchestration import audits, recovery, retention, streaming_jobs
-from orchestration.audits.schedules import deep_audit_jobs
-from orchestration.recovery.runbook import state_recovery
-from orchestration.resources import default_resources
-from orchestration.streaming_jobs.schedules import job_runs
-from sensors import definitions as sensors
+from stateops.dagster import audits, recovery, retention, streaming_jobs
+from stateops.dagster.audits.schedules import deep_audit_jobs
+from stateops.dagster.recovery.runbook import state_recovery
+from stateops.dagster.resources import default_resources
+from stateops.dagster.streaming_jobs.schedules import job_runs
+from stateops.sensors import definitions as sensors
 
 MODULE_DEFS = [
     streaming_jobs.defs,

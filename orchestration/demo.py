@@ -1,8 +1,8 @@
 """The demo, through Dagster: generate input, then materialize every job's asset and its audits on the
-Dagster instance the UI serves (orchestration.instance), so `bash scripts/ui` shows runs, metadata, audit
+Dagster instance the UI serves (stateops.dagster.instance), so `bash scripts/ui` shows runs, metadata, audit
 tables, charts and asset checks from the first command.
 
-    python -m orchestration.demo      (bash scripts/demo; STATEOPS_HOME, STATEOPS_CONFIG as for the CLI)
+    python -m stateops.dagster.demo      (bash scripts/demo; STATEOPS_HOME, STATEOPS_CONFIG as for the CLI)
 
 One run of the implicit asset job, as the UI's Materialize launches it: every job asset, then its deep and
 fast audits, then the checks on the job's asset (in-process: one JVM for the whole run).
@@ -14,14 +14,14 @@ from typing import Callable
 
 from dagster import AssetKey, DagsterInstance, Definitions, ExecuteInProcessResult, in_process_executor
 
-from jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
+from stateops.jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
 from stateops.layout import Layout
 
-from orchestration.catalog import SPECS
-from orchestration.audits.assets import deep_audit_key, fast_audit_key
-from orchestration.definitions import MODULE_DEFS
-from orchestration.instance import dagster_home, prepare
-from orchestration.resources import PathsResource, SparkResource
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
+from stateops.dagster.definitions import MODULE_DEFS
+from stateops.dagster.instance import dagster_home, prepare
+from stateops.dagster.resources import PathsResource, SparkResource
 
 
 def demo_selection() -> list[AssetKey]:

@@ -1,10 +1,10 @@
 """Where a job's assets appear in the Dagster UI: its asset group. The config file's `group` and `owners` are
-checked as Dagster accepts them when the catalog loads (jobs.definition.spec); how they name a group is Dagster's business."""
+checked as Dagster accepts them when the catalog loads (stateops.jobs.definition.spec); how they name a group is Dagster's business."""
 from __future__ import annotations
 
 import re
 
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec
 
 DEFAULT_GROUP = "streaming_jobs"
 

@@ -2,7 +2,7 @@
 orchestration/dagster.yaml (pools: one run per job at a time). The demo and `scripts/ui` share it, so the UI
 shows what the demo did.
 
-    python -m orchestration.instance     prepare it and print its folder (scripts/ui)
+    python -m stateops.dagster.instance     prepare it and print its folder (scripts/ui)
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from jobs.definition.environment import Environment
-from jobs.definition.spark_settings import SparkSettings
-from jobs.runtime.session import get_session, spark_conf
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.runtime.session import get_session, spark_conf
 from stateops.layout import Layout
 
 
@@ -19,7 +19,7 @@ class SparkResource(LazyPySparkResource):
 
     `spark_config` defaults to the session factory's settings (RocksDB, UTC, machine-sized shuffle
     partitions, the running interpreter for Python workers), shown as config in the UI. The session is
-    built by `jobs.runtime.session.get_session`, not by dagster-pyspark, so there is one way sessions are made
+    built by `stateops.jobs.runtime.session.get_session`, not by dagster-pyspark, so there is one way sessions are made
     (it also sets PYSPARK_PYTHON and checks Java); keys given here win over the factory's settings.
     """
 
@@ -43,7 +43,7 @@ class PathsResource(ConfigurableResource):
 
     def environment(self) -> Environment:
         """Everything a run or a tick reads from the process environment, under this home, read now: call it
-        once per run or tick and pass it down (jobs.definition.environment)."""
+        once per run or tick and pass it down (stateops.jobs.definition.environment)."""
         return Environment.from_env(layout=self.layout)
 
 

@@ -9,9 +9,9 @@ from dagster import Definitions
 
 from stateops.environment import numbers
 
-from sensors.health import build_health_sensor, run_failure_alert
-from sensors.state import state_sensors
-from sensors.ticks import Targets
+from stateops.sensors.health import build_health_sensor, run_failure_alert
+from stateops.sensors.state import state_sensors
+from stateops.sensors.ticks import Targets
 
 INTERVAL_ENV = "STATEOPS_SENSOR_INTERVAL_SECONDS"
 
@@ -23,7 +23,7 @@ def interval_seconds() -> int:
 def build_defs(*, deep_audit_jobs: Mapping[str, Any], job_runs: Mapping[str, Any], runbook: Any) -> Definitions:
     """The four sensors. `deep_audit_jobs` / `job_runs`: StateOps job -> its deep audit job / its own run job;
     `runbook`: the state_recovery job. Each tick reads the config file (and so the remediation policies) as
-    it is then: a policy edited in the config file applies from the next tick (jobs.definition.catalog.reusing_unchanged:
+    it is then: a policy edited in the config file applies from the next tick (stateops.jobs.definition.catalog.reusing_unchanged:
     validated again only when it changed)."""
     targets = Targets(deep_audit=lambda job: deep_audit_jobs[job].name, job_run=lambda job: job_runs[job].name,
                       runbook=runbook)

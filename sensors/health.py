@@ -13,10 +13,10 @@ from stateops.remediation.alerts import Alert, WebhookSettings, sender_for
 from stateops.remediation.model import TAG
 from stateops.remediation.tick import Watched, health_decisions
 
-from jobs.definition.environment import Environment
+from stateops.jobs.definition.environment import Environment
 
-from sensors import runs
-from sensors.ticks import Paths, Targets, evaluate
+from stateops.sensors import runs
+from stateops.sensors.ticks import Paths, Targets, evaluate
 
 HEALTH_DESCRIPTION = (
     "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "

@@ -10,7 +10,7 @@ from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationConte
 from stateops.layout import Layout
 from stateops.remediation.tick import growth_decisions, skew_decisions
 
-from sensors.ticks import Paths, Targets, evaluate
+from stateops.sensors.ticks import Paths, Targets, evaluate
 
 SKEW_DESCRIPTION = (
     "STATE_SKEW on M consecutive deep audits (policy skew_audits) -> by cause: many keys -> the runbook "

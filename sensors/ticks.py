@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 from dagster import (AssetKey, AssetObservation, ConfigurableResource, MetadataValue, RunRequest, SensorEvaluationContext,
                      SensorResult)
 
-from jobs.definition.catalog import Catalog, reusing_unchanged
-from jobs.definition.environment import Environment
-from jobs.definition.settings import effective_spec
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.catalog import Catalog, reusing_unchanged
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.settings import effective_spec
+from stateops.jobs.definition.spec import JobSpec
 from stateops.control import maintenance, overrides
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
@@ -27,11 +27,11 @@ from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
 from stateops.remediation.tick import Watched
 
-from sensors import runs
-from sensors.runbook import RUNBOOK_JOB, runbook_run_config
+from stateops.sensors import runs
+from stateops.sensors.runbook import RUNBOOK_JOB, runbook_run_config
 
 Decide = Callable[[Environment, list[Watched], _dt.datetime], "dict[str, Decision]"]
-# A sensor's `paths` parameter: the code location's orchestration.resources.PathsResource (it has `.layout` and
+# A sensor's `paths` parameter: the code location's stateops.dagster.resources.PathsResource (it has `.layout` and
 # `.environment()`), typed by its base class so that sensors never import orchestration, which composes them.
 Paths = ConfigurableResource
 

@@ -1,7 +1,7 @@
 """The configuration file (STATEOPS_CONFIG), read and validated once per entry point and passed down.
 
-    [catalog]                                   builtin_jobs (jobs.definition.catalog)
-    [jobs.NAME]                                 a job's definition or its overrides (jobs.definition.spec)
+    [catalog]                                   builtin_jobs (stateops.jobs.definition.catalog)
+    [jobs.NAME]                                 a job's definition or its overrides (stateops.jobs.definition.spec)
     [audit], [audit.jobs.NAME]                  finding thresholds (stateops.audit.thresholds)
     [remediation], [remediation.jobs.NAME]      what the sensors do (stateops.remediation.policy)
     [retention], [retention.jobs.NAME], [retention.ops_tables]   (stateops.retention.policy)
@@ -9,7 +9,7 @@
 Every table is a pydantic model with unknown keys refused and strict types (TOML `true` is no count, "5" no
 number), so a typo never falls back to a default in silence: an unknown table, an unknown key or a per-job
 table naming no job is one ConfigError naming the field and the fix. The core validates the sections it owns;
-the job tables are checked against the job model by jobs.definition.spec, which also knows the job names.
+the job tables are checked against the job model by stateops.jobs.definition.spec, which also knows the job names.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every typed setting the core reads from the process environment, in one object an entry point builds once
-(a CLI command, the code location's load, a Dagster run, a sensor tick: jobs.definition.environment.read_settings)
+(a CLI command, the code location's load, a Dagster run, a sensor tick: stateops.jobs.definition.environment.read_settings)
 and passes down.
 
 The core takes the piece it needs as a required argument (`settings.control` to the control plane,

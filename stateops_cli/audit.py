@@ -20,8 +20,8 @@ from stateops.audit.findings import human_bytes
 from stateops.timefmt import human_duration
 from stateops.errors import StateOpsError
 
-from jobs.definition.environment import Environment
-from jobs.definition.targets import resolve_audit
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.targets import resolve_audit
 
 
 def _cell(value) -> str:
@@ -80,7 +80,7 @@ def audit(ctx: click.Context, target: str, batch_id: int | None, fast: bool, as_
     if fast:
         report = fast_audit(resolved.checkpoint, thresholds=resolved.thresholds, layout=layout, job=resolved.job)
     else:
-        from jobs.runtime.session import get_session
+        from stateops.jobs.runtime.session import get_session
         from stateops.audit import deep_audit
 
         report = deep_audit(get_session(obj.spark), resolved.checkpoint, batch_id=batch_id,

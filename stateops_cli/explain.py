@@ -19,8 +19,8 @@ from stateops.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
 from stateops.storage import filesystem
 
-from jobs.definition.environment import Environment
-from jobs.definition.targets import explain_target
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.targets import explain_target
 
 def render(result: KeyExplanation) -> str:
     lines = [f"{result.job} key {result.key} at batch {result.batch_id} (watermark {result.watermark or 'none'})",
@@ -60,7 +60,7 @@ def explain_key_command(obj: Environment, job: str, key: str, batch_id: int | No
     # Usage errors before anything else: no committed batch means no operators to judge either.
     resolve_batch(Checkpoint.open(spec.checkpoint_path(layout)), batch_id)
     target = explain_target(spec, layout)
-    from jobs.runtime.session import get_session
+    from stateops.jobs.runtime.session import get_session
 
     result = explain_key(get_session(obj.spark), target, key, batch_id)
     click.echo(result.to_json(indent=2) if as_json else render(result))

@@ -18,11 +18,11 @@ from stateops.control import (current_lease, default_actor, job_status, maintena
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import Environment
-from jobs.definition.settings import CLI_NAMES, settings_report, watermark_bounds
-from jobs.definition.spec import JobSpec
-from jobs.runtime.result import MODES, RunResult, deadletter_query_name
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.settings import CLI_NAMES, settings_report, watermark_bounds
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
 
 
 @click.group("jobs")
@@ -124,8 +124,8 @@ def summary(result: RunResult) -> str:
 def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, as_json: bool,
              runbook_id: str | None) -> None:
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
-    from jobs.runtime.runner import run_job
-    from jobs.runtime.session import get_session
+    from stateops.jobs.runtime.runner import run_job
+    from stateops.jobs.runtime.session import get_session
 
     spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
     # Refused before a JVM starts; run_job decides atomically.

@@ -13,15 +13,15 @@ import click
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 
-from jobs.definition.environment import Environment
-from jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
-from jobs.runtime.failures import QueryFailed
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
+from stateops.jobs.runtime.failures import QueryFailed
 
-from stateops_cli.audit import audit
-from stateops_cli.explain import explain_key_command
-from stateops_cli.jobs import jobs_group, summary
-from stateops_cli.recover import COMMANDS as RECOVERY_COMMANDS
-from stateops_cli.retention import COMMANDS as RETENTION_COMMANDS
+from stateops.cli.audit import audit
+from stateops.cli.explain import explain_key_command
+from stateops.cli.jobs import jobs_group, summary
+from stateops.cli.recover import COMMANDS as RECOVERY_COMMANDS
+from stateops.cli.retention import COMMANDS as RETENTION_COMMANDS
 
 
 class StateOpsGroup(click.Group):
@@ -71,7 +71,7 @@ def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
         click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
                    f"{obj.layout.landing(source)}")
     if bootstrap:
-        from jobs.demo import kafka_input
+        from stateops.jobs.demo import kafka_input
 
         kafka_input.wait_for_broker(bootstrap)
         kafka_input.create_topics(bootstrap, generated.files)
@@ -85,8 +85,8 @@ def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
 def demo(obj: Environment) -> None:
     """Generate input, then run every job once (bounded), without Dagster, and show what they produced
     (`bash scripts/demo` does the same through the Dagster instance the UI serves, audits included)."""
-    from jobs.runtime.runner import run_job
-    from jobs.runtime.session import get_session
+    from stateops.jobs.runtime.runner import run_job
+    from stateops.jobs.runtime.session import get_session
 
     layout = obj.layout
     click.echo(f"StateOps demo under {layout.home}")

@@ -21,10 +21,10 @@ from stateops.recovery.journal import read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import Environment
-from jobs.runtime.recovery import plan as plan_recovery
-from jobs.runtime.recovery import recover
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.runtime.recovery import plan as plan_recovery
+from stateops.jobs.runtime.recovery import recover
 
 
 def _parameter(name: str, info):

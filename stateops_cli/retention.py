@@ -20,8 +20,8 @@ from stateops.errors import StateOpsError
 from stateops.retention import history
 from stateops.retention.model import Plan
 
-from jobs.definition.environment import Environment
-from jobs.runtime.retention import retention_scope
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.runtime.retention import retention_scope
 
 
 def _inventory_lines(data: dict) -> list[str]:

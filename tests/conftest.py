@@ -21,8 +21,8 @@ def layout(tmp_path, monkeypatch) -> Layout:
 @pytest.fixture(scope="session")
 def spark():
     """Real Spark, local mode, built by the project's session factory (RocksDB, UTC, machine-sized)."""
-    from jobs.definition.spark_settings import SparkSettings
-    from jobs.runtime.session import get_session
+    from stateops.jobs.definition.spark_settings import SparkSettings
+    from stateops.jobs.runtime.session import get_session
 
     session = get_session(SparkSettings.from_env())
     yield session
@@ -47,10 +47,10 @@ def each_delta_writer(request, spark):
 def importable(monkeypatch):
     """`importable(folder)` puts a folder of user code on sys.path for the test, first forgetting any module of
     the same name imported from elsewhere; afterwards the modules imported from it are forgotten too, with the
-    job loader's cache (jobs.definition.transformation): tests import examples/engagement.py from several folders."""
+    job loader's cache (stateops.jobs.definition.transformation): tests import examples/engagement.py from several folders."""
     import sys
 
-    from jobs.definition import transformation
+    from stateops.jobs.definition import transformation
 
     folders: list[str] = []
 

@@ -1,10 +1,10 @@
 """The jobs StateOps runs, from three places, each defining jobs the same way (a JobSpec):
 
-1. the four examples (jobs.examples.builtin; `[catalog] builtin_jobs = false` in the config file leaves them out);
+1. the four examples (stateops.jobs.examples.builtin; `[catalog] builtin_jobs = false` in the config file leaves them out);
 2. the `stateops.jobs` entry point group: a package declares e.g.
    `[project.entry-points."stateops.jobs"] visits = "my_jobs.visits:JOBS"`, a JobSpec or a list of them;
 3. `[jobs.<name>]` tables of the config file (STATEOPS_CONFIG) with `transformation = "module:function"`,
-   inputs, watermark and output settings (jobs.definition.spec.spec_from_config).
+   inputs, watermark and output settings (stateops.jobs.definition.spec.spec_from_config).
 
 A `[jobs.<name>]` table naming a job defined elsewhere overrides its settings instead, e.g.
 
@@ -34,9 +34,9 @@ from stateops.remediation.policy import Policy
 from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
-from jobs.definition import transformation
-from jobs.definition.spec import JobSpec, spec_from_config, with_overrides
-from jobs.examples.builtin import BUILTIN
+from stateops.jobs.definition import transformation
+from stateops.jobs.definition.spec import JobSpec, spec_from_config, with_overrides
+from stateops.jobs.examples.builtin import BUILTIN
 
 ENTRY_POINT_GROUP = "stateops.jobs"
 
@@ -53,7 +53,7 @@ def _entry_point_jobs() -> Iterable[tuple[str, JobSpec]]:
         specs = (loaded,) if isinstance(loaded, JobSpec) else loaded
         if not isinstance(specs, (list, tuple)) or not all(isinstance(s, JobSpec) for s in specs):
             raise ConfigError(where, f"is {type(loaded).__name__}, not a JobSpec or a list of JobSpecs",
-                              "point it to a jobs.definition.spec.JobSpec (or a list of them)")
+                              "point it to a stateops.jobs.definition.spec.JobSpec (or a list of them)")
         yield from ((where, spec) for spec in specs)
 
 
@@ -72,7 +72,7 @@ def _catalog_settings(config: ConfigFile) -> bool:
 def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
     """All jobs by name, validated, with the config file's overrides applied, paths checked under `layout`."""
     defined: dict[str, tuple[str, JobSpec]] = {}
-    sources = [("jobs.examples.builtin.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
+    sources = [("stateops.jobs.examples.builtin.BUILTIN", spec) for spec in BUILTIN] if _catalog_settings(config) else []
     sources += list(_entry_point_jobs())
     overrides = {}
     for name, table in config.table("jobs").items():
@@ -91,7 +91,7 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
             raise ConfigError(f"jobs.{name}", "is not a known job", f"use one of {sorted(specs)}, or define it "
                               'with transformation = "module:function" and its settings (docs/jobs.md, Your own jobs)')
         specs[name] = with_overrides(specs[name], values)
-    for spec in specs.values():  # each validated as it was made (jobs.definition.spec.JobSpec)
+    for spec in specs.values():  # each validated as it was made (stateops.jobs.definition.spec.JobSpec)
         transformation.check(spec)  # the callable imports and binds (after the fields it depends on)
     check_folders([JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table,
                               spec.checkpoint_path(layout), spec.archive_dir) for spec in specs.values()], layout)

@@ -1,12 +1,12 @@
 """What an entry point reads from the process environment, once: where the home is, which config file, every
 typed setting of the core (stateops.settings) and the Spark session's. Built by a CLI command, the code
-location's load, a Dagster run (orchestration.resources), a sensor tick, a script or a test, and passed down:
+location's load, a Dagster run (stateops.dagster.resources), a sensor tick, a script or a test, and passed down:
 below these, nothing reads the environment on its own (tests/unit/test_import_graph.py). The catalog is loaded
 beside it, on first use, once.
 
 Variables: STATEOPS_HOME, STATEOPS_CONTROL_HOME, STATEOPS_CONFIG (stateops.environment), the control plane's,
 the runbook's, the progress buffer's and the webhook's (stateops.settings), STATEOPS_SPARK_MASTER,
-STATEOPS_SPARK_CONF, STATEOPS_DELTA_WRITER (jobs.runtime.session); the AWS SDK's are read where every S3 client reads
+STATEOPS_SPARK_CONF, STATEOPS_DELTA_WRITER (stateops.jobs.runtime.session); the AWS SDK's are read where every S3 client reads
 them (stateops.storage.aws).
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from stateops.remediation.alerts import WebhookSettings
 from stateops.settings import Settings
 from stateops.storage.aws import extra_storage_options
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.spark_settings import SparkSettings
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.definition.spec import JobSpec
 
 
 @dataclass

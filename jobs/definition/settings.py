@@ -15,8 +15,8 @@ from stateops.control.overrides import SHUFFLE_PARTITIONS, WATERMARK_DELAY, Wate
 from stateops.errors import ConfigError, StateOpsError
 from stateops.layout import Layout
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.spec import JobSpec
 
 SHOWN = ("watermark_delay", "shuffle_partitions", "trigger_interval", "max_files_per_trigger")
 CLI_NAMES = {WATERMARK_DELAY: "watermark", SHUFFLE_PARTITIONS: "shuffle-partitions"}  # stateops jobs override

@@ -1,6 +1,6 @@
-"""The Spark session's settings, read from the environment by the entry point (jobs.definition.environment):
+"""The Spark session's settings, read from the environment by the entry point (stateops.jobs.definition.environment):
 STATEOPS_SPARK_MASTER, STATEOPS_SPARK_CONF (a JSON object of Spark settings), STATEOPS_DELTA_WRITER. The session
-factory (jobs.runtime.session) turns them into Spark's configuration."""
+factory (stateops.jobs.runtime.session) turns them into Spark's configuration."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from stateops.environment import text
 from stateops.errors import ConfigError
 
-from jobs.definition.spec import default_shuffle_partitions
+from stateops.jobs.definition.spec import default_shuffle_partitions
 
 PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".jars",
                             "spark")

@@ -1,11 +1,11 @@
 """A validated model per job. Every problem names the field and the fix, when the spec is made.
 
-A job is defined by a JobSpec: in Python (jobs.definition.catalog's examples, or a package's `stateops.jobs` entry
+A job is defined by a JobSpec: in Python (stateops.jobs.definition.catalog's examples, or a package's `stateops.jobs` entry
 point) or as a `[jobs.<name>]` table of the config file (`spec_from_config`). Every definition is checked
 the same way, by pydantic as the config file's other sections are (stateops.config): types strictly (TOML
 `true` is no count, "8" no number, "user_id" no list of columns; a TOML list is a tuple and a TOML table a
 nested spec), then the value rules below, each refusal one ConfigError naming the field and the fix. Its
-transformation is checked by the catalog after that (jobs.definition.transformation: it imports, its parameters fit).
+transformation is checked by the catalog after that (stateops.jobs.definition.transformation: it imports, its parameters fit).
 """
 from __future__ import annotations
 
@@ -269,7 +269,7 @@ def _check_checkpoint(spec: JobSpec, where: str) -> None:
 def check_values(spec: JobSpec) -> None:
     """The value rules of a JobSpec whose types pydantic accepted (JobSpec runs them as it is made): each
     refusal a ConfigError naming the field. Its transformation (an import) is checked by the catalog after this
-    (jobs.definition.transformation.check)."""
+    (stateops.jobs.definition.transformation.check)."""
     if not _NAME.match(spec.name):
         raise ConfigError("name", f"{spec.name!r} is not a valid job name",
                           "use lower-case letters, digits and underscores, starting with a letter")

@@ -22,9 +22,9 @@ from stateops.joins import JoinBound
 from stateops.kafka_offsets import KafkaSource
 from stateops.layout import Layout
 
-from jobs.definition.catalog import Catalog
+from stateops.jobs.definition.catalog import Catalog
 from stateops.sinkstate import query_app_id
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec
 
 
 def resolve_target(target: str, catalog: Catalog) -> tuple[str, str | None]:

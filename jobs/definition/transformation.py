@@ -10,7 +10,7 @@ Its parameters are bound by name, so the signature says what it uses:
 Each input stream holds the rows that parsed against the input's schema (dead letters are kept apart)
 and already carries the job's watermark on the input's time column, with the watermark delay in force
 (overrides included): the callable applies no watermark of its own. It returns a streaming DataFrame
-with at least one stateful operator (checked when the run starts, before any query: jobs.runtime.plan).
+with at least one stateful operator (checked when the run starts, before any query: stateops.jobs.runtime.plan).
 
 The module must be importable where the driver runs (PYTHONPATH, sys.path or an installed package); Python
 UDFs and stateful processors it defines are pickled by reference, so Spark's Python processes import it too.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from stateops.errors import ConfigError
 
 if TYPE_CHECKING:
-    from jobs.definition.spec import JobSpec
+    from stateops.jobs.definition.spec import JobSpec
 
 STREAMS, SPEC = "streams", "spec"
 _REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

@@ -2,7 +2,7 @@
 jobs/examples/transforms.py). `[catalog] builtin_jobs = false` in the config file leaves them out."""
 from __future__ import annotations
 
-from jobs.definition.spec import ExplainSpec, InputSpec, JobSpec, StreamJoin
+from stateops.jobs.definition.spec import ExplainSpec, InputSpec, JobSpec, StreamJoin
 
 # user_sessions' inactivity gap (jobs/examples/transforms.py builds the session window with it); kept here so that
 # loading the examples imports no Spark.
@@ -19,7 +19,7 @@ PAYMENTS = InputSpec(
 # The four standard patterns, defined as any user's job is (their transformations: jobs/examples/transforms.py).
 BUILTIN: tuple[JobSpec, ...] = (
     JobSpec(
-        name="user_activity", inputs=(EVENTS,), transformation="jobs.examples.transforms:user_activity",
+        name="user_activity", inputs=(EVENTS,), transformation="stateops.jobs.examples.transforms:user_activity",
         output_mode="update", sink_table="user_activity", merge_keys=("window_start", "window_end", "user_id"),
         explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
         output_time_column="window_start",
@@ -27,7 +27,7 @@ BUILTIN: tuple[JobSpec, ...] = (
         description="Dedup by event_id within the watermark, then 5-minute windows per user (count, sum).",
     ),
     JobSpec(
-        name="user_sessions", inputs=(EVENTS,), transformation="jobs.examples.transforms:user_sessions",
+        name="user_sessions", inputs=(EVENTS,), transformation="stateops.jobs.examples.transforms:user_sessions",
         output_mode="append", sink_table="user_sessions",
         # A row stays on time until the watermark passes it by the gap (its session is still open).
         explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",),
@@ -37,7 +37,7 @@ BUILTIN: tuple[JobSpec, ...] = (
         description="Session windows per user with a 15-minute inactivity gap.",
     ),
     JobSpec(
-        name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="jobs.examples.transforms:order_payments",
+        name="order_payments", inputs=(ORDERS, PAYMENTS), transformation="stateops.jobs.examples.transforms:order_payments",
         output_mode="append", sink_table="order_payments",
         join=StreamJoin(left="orders", right="payments", lower="0 seconds", upper="5 minutes"),
         explain=ExplainSpec(key_columns={"orders": "order_id", "payments": "order_id"},
@@ -47,7 +47,7 @@ BUILTIN: tuple[JobSpec, ...] = (
         description="Orders joined with their payment made within 5 minutes (the join's bound).",
     ),
     JobSpec(
-        name="user_actions", inputs=(EVENTS,), transformation="jobs.examples.transforms:user_actions",
+        name="user_actions", inputs=(EVENTS,), transformation="stateops.jobs.examples.transforms:user_actions",
         output_mode="append", sink_table="user_actions",
         explain=ExplainSpec(key_columns={"events": "user_id"}, output_key_columns=("user_id",)),
         idempotent_key=("user_id", "first_event_time"), output_time_column="first_event_time",

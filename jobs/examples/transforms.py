@@ -1,14 +1,14 @@
-"""The transformations of the four example jobs (jobs.examples.builtin), written as any user's job is.
+"""The transformations of the four example jobs (stateops.jobs.examples.builtin), written as any user's job is.
 
-Each takes its input streams by name (already parsed and watermarked: jobs.definition.transformation) and returns
+Each takes its input streams by name (already parsed and watermarked: stateops.jobs.definition.transformation) and returns
 the stateful streaming DataFrame.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from jobs.definition.spec import JobSpec
-from jobs.examples.builtin import SESSION_GAP
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.examples.builtin import SESSION_GAP
 
 if TYPE_CHECKING:  # Spark and pandas are imported where a query is built or a batch runs, not where the catalog
     import pandas as pd  # loads the job: `stateops jobs list` imports neither

@@ -16,7 +16,7 @@ from stateops.errors import StateOpsError
 from stateops.layout import Layout
 from stateops.storage import filesystem
 
-from jobs.runtime.query_events import JsonEvents
+from stateops.jobs.runtime.query_events import JsonEvents
 
 log = logging.getLogger(__name__)
 

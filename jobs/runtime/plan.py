@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stateops.errors import ConfigError
 
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec
 
 _FIX = ("return the streaming DataFrame built from the streams it is given, with a stateful operator: an "
         "aggregation, dropDuplicatesWithinWatermark, a join of two streams, or keyed state "

@@ -24,11 +24,11 @@ from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
 from stateops.sparkstate import ensure_state_coordinator
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import Environment
-from jobs.definition.settings import effective_spec, watermark_bounds
-from jobs.definition.spec import JobSpec
-from jobs.definition.targets import kafka_source
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.settings import effective_spec, watermark_bounds
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.definition.targets import kafka_source
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
@@ -56,7 +56,7 @@ def process_launcher(catalog: Catalog, job: str) -> Launcher:
         os.makedirs(folder, exist_ok=True)
         count = sum(1 for name in os.listdir(folder) if name.startswith(runbook_id))
         log = os.path.join(folder, f"{runbook_id}-{count + 1}.log")
-        command = [sys.executable, "-m", "stateops_cli", "--home", layout.home,
+        command = [sys.executable, "-m", "stateops.cli", "--home", layout.home,
                    *(("--config", catalog.config.path) if catalog.config.path else ()),
                    "jobs", "run", job, "--mode", "continuous", "--runbook-id", runbook_id]
         with open(log, "w") as handle:
@@ -79,7 +79,7 @@ class SparkRuntime:
     @property
     def spark(self):
         if self._spark is None:
-            from jobs.runtime.session import get_session
+            from stateops.jobs.runtime.session import get_session
 
             self._spark = get_session(self.environment.spark)
         elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):
@@ -96,7 +96,7 @@ class SparkRuntime:
         self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
-        from jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here
+        from stateops.jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here
 
         result = run_job(self.spark, self.spec, self.layout, settings=self.environment.settings,
                          runbook_id=runbook_id)

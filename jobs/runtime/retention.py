@@ -6,9 +6,9 @@ from __future__ import annotations
 from stateops.errors import ConfigError
 from stateops.retention import JobArea, Scope
 
-from jobs.definition.environment import Environment
-from jobs.definition.spark_settings import SparkSettings
-from jobs.runtime.session import spark_conf
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.runtime.session import spark_conf
 
 MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
 SPARK_DEFAULT_MIN_BATCHES = 100

@@ -1,10 +1,10 @@
 """The one place that starts and stops a job's queries, and reads the job's effective settings: a run is
-started (jobs.runtime.start), polled, stopped and settled (jobs.runtime.stop), its progress recorded as it comes
-(jobs.runtime.listener); this module holds the order and the run's result.
+started (stateops.jobs.runtime.start), polled, stopped and settled (stateops.jobs.runtime.stop), its progress recorded as it comes
+(stateops.jobs.runtime.listener); this module holds the order and the run's result.
 
 A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
 transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
-streaming frame, jobs.runtime.plan) and a stateless dead-letter query that keeps every line that failed parsing or
+streaming frame, stateops.jobs.runtime.plan) and a stateless dead-letter query that keeps every line that failed parsing or
 lies too far in the future. Every progress event of both goes to the `progress` ops table in small groups
 (stateops.progress.ProgressBuffer: at most STATEOPS_PROGRESS_FLUSH_SECONDS late, all written when the run
 ends; rows that cannot be written are counted and logged, and never stop the query); the stateful query's
@@ -42,16 +42,16 @@ from stateops.layout import Layout
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
 
-from jobs.definition.settings import effective_spec
-from jobs.definition.spec import JobSpec, check_output_columns
-from jobs.runtime.failures import query_failed
-from jobs.runtime.listener import ProgressCallback, ProgressRecorder
-from jobs.runtime.plan import stateful_plan
-from jobs.runtime.result import MODES, RunResult, deadletter_query_name
-from jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF
-from jobs.runtime.sink import DeltaSink
-from jobs.runtime.start import deadletter_frame, ensure_landing, fenced, start_query, stateful_frame
-from jobs.runtime.stop import poll, stop_and_settle
+from stateops.jobs.definition.settings import effective_spec
+from stateops.jobs.definition.spec import JobSpec, check_output_columns
+from stateops.jobs.runtime.failures import query_failed
+from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
+from stateops.jobs.runtime.plan import stateful_plan
+from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
+from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF
+from stateops.jobs.runtime.sink import DeltaSink
+from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, fenced, start_query, stateful_frame
+from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def run_job(
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
                  max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
                  flush: progress_table.FlushSettings, on_progress: ProgressCallback | None) -> RunResult:
-    """Start (jobs.runtime.start), poll until done or stopped, stop and settle (jobs.runtime.stop)."""
+    """Start (stateops.jobs.runtime.start), poll until done or stopped, stop and settle (stateops.jobs.runtime.stop)."""
     ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
     checkpoints = (spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name))
@@ -115,7 +115,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         plan = stateful_plan(frame, spec)
         check_output_columns(spec, frame.columns)
         if mode == "bounded" and plan.processing_time:
-            log.info("%s: %s expire state by processing time; no empty batches in bounded runs (jobs.runtime.plan)",
+            log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
         queries.append(start_query(frame, spec.name, None if dry_run else fenced(sink, lease), mode,
                                    spec.output_mode, spec, checkpoints[0],

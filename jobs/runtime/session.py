@@ -24,20 +24,20 @@ from typing import Iterator
 from stateops.errors import ConfigError, StateOpsError
 from stateops.storage import s3a_conf
 
-from jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
+from stateops.jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
 WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-# A job's stateful query is scheduled before its dead-letter query (jobs/runtime/scheduler_pools.xml, jobs.runtime.runner).
+# A job's stateful query is scheduled before its dead-letter query (jobs/runtime/scheduler_pools.xml, stateops.jobs.runtime.runner).
 SCHEDULER_POOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheduler_pools.xml")
 STATEFUL_POOL, DEADLETTER_POOL = "stateful", "deadletter"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
 # http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
-DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by jobs.runtime.runner
+DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by stateops.jobs.runtime.runner
 # Delta 4.4 rebuilds a table's snapshot state (to read `txnVersion`) at every idempotent commit, with this many
 # tasks (default 50: a 50-task Spark job per micro-batch). On a local master one per core: user_activity's
 # micro-batch on Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events (BENCHMARKS.md, Delta sink).

@@ -5,7 +5,7 @@ floor are dropped and append rows that may repeat rows already in the table are 
 idempotent key is absent (stateops.sinkstate explains both). Normal appends stay plain appends.
 
 The writer is delta-rs from the driver (the default) or Delta's own Spark writer (`STATEOPS_DELTA_WRITER=spark`,
-jobs.runtime.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
+stateops.jobs.runtime.session), with Delta's idempotent-write options; both record and honour the same Delta transaction
 (app_id, batch_id), so a table written by one is skipped alike by the other.
 """
 from __future__ import annotations

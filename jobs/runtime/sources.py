@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from stateops.layout import Layout
 
-from jobs.definition.spec import InputSpec, JobSpec
+from stateops.jobs.definition.spec import InputSpec, JobSpec
 
 
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:

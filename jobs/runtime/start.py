@@ -15,11 +15,11 @@ from stateops.durations import spark_interval
 from stateops.layout import Layout
 from stateops.storage import filesystem
 
-from jobs.definition import transformation
-from jobs.definition.spec import JobSpec
-from jobs.runtime.session import STATEFUL_POOL
-from jobs.runtime.sink import DeltaSink
-from jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
+from stateops.jobs.definition import transformation
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.runtime.session import STATEFUL_POOL
+from stateops.jobs.runtime.sink import DeltaSink
+from stateops.jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
     if spec.source == "json":

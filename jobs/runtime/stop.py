@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from stateops.control import HeldLease
 
-from jobs.runtime.listener import ProgressCallback, ProgressRecorder, deliver
+from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder, deliver
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from orchestration.audits import assets, checks, schedules
+from stateops.dagster.audits import assets, checks, schedules
 
 defs = Definitions.merge(assets.defs, checks.defs, schedules.defs)

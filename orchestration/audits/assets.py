@@ -17,24 +17,24 @@ schedules skip such ticks instead.
 from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
                      MetadataValue, asset)
 
-from jobs.definition.spec import JobSpec
-from jobs.definition.targets import AuditTarget, resolve_audit
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.definition.targets import AuditTarget, resolve_audit
 
-from orchestration.groups import DEFAULT_GROUP, asset_group
+from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from orchestration.catalog import SPECS, catalog_for
-from orchestration.failure import one_line_failure
-from orchestration.resources import PathsResource, SparkResource
+from stateops.dagster.catalog import SPECS, catalog_for
+from stateops.dagster.failure import one_line_failure
+from stateops.dagster.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
 
 
 def audit_group(spec: JobSpec) -> str:
-    """The audits of a job in its own group (orchestration.groups.asset_group) go to `<group>_audits`, the others to
+    """The audits of a job in its own group (stateops.dagster.groups.asset_group) go to `<group>_audits`, the others to
     state_audits: next to their team's jobs, not in one list of every job's audits."""
     group = asset_group(spec)
     return GROUP if group == DEFAULT_GROUP else f"{group}_audits"

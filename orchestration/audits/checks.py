@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
                      AssetChecksDefinition, AssetKey, Definitions, MetadataValue, multi_asset_check)
 
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec
 from stateops.audit import load_findings, load_history
 from stateops.timefmt import human_duration
 from stateops.audit.render import findings_markdown
@@ -25,9 +25,9 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from orchestration.catalog import SPECS
-from orchestration.audits.assets import audit_target, deep_audit_key
-from orchestration.resources import PathsResource
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.audits.assets import audit_target, deep_audit_key
+from stateops.dagster.resources import PathsResource
 
 # check name -> (finding codes it reflects, what it is about)
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {

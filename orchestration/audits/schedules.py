@@ -17,19 +17,19 @@ batches only and never touch the running query, which is how long-running jobs g
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, schedule)
 
-from jobs.definition.spec import JobSpec
-from jobs.definition.targets import resolve_target
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.definition.targets import resolve_target
 from stateops.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from orchestration.asset_jobs import scoped_asset_job
-from orchestration.catalog import SPECS, catalog_for
-from orchestration.audits.assets import deep_audit_key, fast_audit_key
-from orchestration.audits.checks import state_checks
-from orchestration.resources import PathsResource
-from sensors.runs import still_running
+from stateops.dagster.asset_jobs import scoped_asset_job
+from stateops.dagster.catalog import SPECS, catalog_for
+from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
+from stateops.dagster.audits.checks import state_checks
+from stateops.dagster.resources import PathsResource
+from stateops.sensors.runs import still_running
 
 DEEP_CRON = "0 * * * *"
 

@@ -1,6 +1,6 @@
 """The recovery runbook in Dagster: the `state_recovery` job (runbook)."""
 from __future__ import annotations
 
-from orchestration.recovery.runbook import defs
+from stateops.dagster.recovery.runbook import defs
 
 __all__ = ["defs"]

@@ -1,7 +1,7 @@
 """The recovery runbook in Dagster: op job `state_recovery`, launched from the Launchpad (or by the sensors).
 
 One op, `recover`, takes the runbook request as its Config (every field described, so the Launchpad explains
-itself) and runs stateops.recovery through jobs.runtime.recovery: a dry run (the default) plans and changes nothing.
+itself) and runs stateops.recovery through stateops.jobs.runtime.recovery: a dry run (the default) plans and changes nothing.
 Each journal entry the executor writes becomes an event of the run while it happens: an AssetObservation of
 the job's table for each finished step (its details as metadata), a log line for each started one. The
 op's output metadata holds the plan (markdown and JSON), the before/after audits, the verification and the
@@ -23,7 +23,7 @@ from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Defini
                      OpExecutionContext, Output, job, op)
 from pydantic import Field, create_model
 
-from jobs.runtime.recovery import recover
+from stateops.jobs.runtime.recovery import recover
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, alive
 from stateops.errors import ConfigError, StateOpsError, first_line
@@ -31,8 +31,8 @@ from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequ
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
 
-from orchestration.catalog import SPECS
-from orchestration.resources import PathsResource, SparkResource
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
 POOL = "stateops_recovery"

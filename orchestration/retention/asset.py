@@ -18,16 +18,16 @@ from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultSched
                      define_asset_job, schedule)
 from pydantic import Field
 
-from jobs.runtime.retention import retention_scope
+from stateops.jobs.runtime.retention import retention_scope
 from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
 from stateops.storage import filesystem
 from stateops.retention import history
 from stateops.retention.model import Plan
 
-from orchestration.catalog import catalog_for
-from orchestration.failure import one_line_failure
-from orchestration.resources import PathsResource
+from stateops.dagster.catalog import catalog_for
+from stateops.dagster.failure import one_line_failure
+from stateops.dagster.resources import PathsResource
 
 GROUP = "retention"
 CRON = "30 3 * * *"

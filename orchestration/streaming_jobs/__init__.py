@@ -3,6 +3,6 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from orchestration.streaming_jobs import assets, schedules
+from stateops.dagster.streaming_jobs import assets, schedules
 
 defs = Definitions.merge(assets.defs, schedules.defs)

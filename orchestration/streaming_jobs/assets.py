@@ -2,8 +2,8 @@
 
 Built by a factory from the job catalog, so every registered job (the examples, entry points, the config
 file's own jobs) becomes an asset without code here, with the spec's owners and tags, a code version
-(jobs.definition.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
-`streaming_jobs` (orchestration.groups.asset_group), so that a code location of a thousand jobs lists them by
+(stateops.jobs.definition.transformation.code_version) and an asset group: the job's `group`, else its team owner's name, else
+`streaming_jobs` (stateops.dagster.groups.asset_group), so that a code location of a thousand jobs lists them by
 team. The run's numbers become the materialization's metadata, the first thing an operator looks at, with the
 standard entries Dagster shows natively (`dagster/row_count`, `dagster/column_schema`, `dagster/uri`); each new
 micro-batch is reported while the run goes on, as an AssetObservation (batch, input rows, state rows, watermark, batch time) in the run's event log.
@@ -21,21 +21,21 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
-from jobs.definition.spec import JobSpec
-from jobs.runtime.runner import RunResult, run_job
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.runtime.runner import RunResult, run_job
 
-from orchestration.groups import DEFAULT_GROUP, asset_group
-from jobs.definition.transformation import code_version
+from stateops.dagster.groups import DEFAULT_GROUP, asset_group
+from stateops.jobs.definition.transformation import code_version
 from stateops import control, kafka_lag
 from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
 
-from orchestration.catalog import SPECS
-from orchestration.failure import one_line_failure
-from orchestration.resources import PathsResource, SparkResource
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.failure import one_line_failure
+from stateops.dagster.resources import PathsResource, SparkResource
 
-GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (orchestration.groups.asset_group)
+GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (stateops.dagster.groups.asset_group)
 
 
 class StreamingRunConfig(Config):

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, schedule)
 
-from jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec
 from stateops.control import start_blocker
 from stateops.errors import StateOpsError
 
-from orchestration.asset_jobs import scoped_asset_job
-from orchestration.catalog import SPECS
-from orchestration.resources import PathsResource
-from sensors.runs import still_running
+from stateops.dagster.asset_jobs import scoped_asset_job
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.resources import PathsResource
+from stateops.sensors.runs import still_running
 
 CRON = "*/15 * * * *"
 

@@ -289,7 +289,7 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
 
     With `layout`, earlier audits and the query's progress rows come from the ops tables (growth, cleanup,
     late drops); pass `history`/`progress` to supply them directly. `join_bound`: the time bound of the
-    query's stream-stream join, when known (a job's: jobs.examples.transforms.join_bound); without it join rows
+    query's stream-stream join, when known (a job's: stateops.jobs.examples.transforms.join_bound); without it join rows
     get the configured join_eviction_grace_seconds. Does not record: see history.record.
     """
     t = thresholds or Thresholds()

@@ -1,6 +1,6 @@
 """What the executor needs from Spark and the orchestrator, as an interface the core does not implement.
 
-The jobs layer implements it with a Spark session (jobs.runtime.recovery.SparkRuntime); an orchestrator may
+The jobs layer implements it with a Spark session (stateops.jobs.runtime.recovery.SparkRuntime); an orchestrator may
 replace `launch_continuous` (e.g. start a long-running Dagster run instead of a process). Every method is
 called with the job's lease and maintenance lock arranged by the executor.
 """

@@ -1,6 +1,6 @@
 """What retention looks after, as data: the home, each configured job's paths, the roots guard, the policies
 and Spark's own minimum history. The jobs layer builds it from the job catalog and the config file
-(jobs.runtime.retention.retention_scope); the core never imports the catalog."""
+(stateops.jobs.runtime.retention.retention_scope); the core never imports the catalog."""
 from __future__ import annotations
 
 import posixpath

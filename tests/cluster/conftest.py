@@ -12,7 +12,7 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.sinkstate import query_app_id
 from stateops.faults import ENV
 from stateops.layout import Layout

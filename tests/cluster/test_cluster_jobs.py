@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from jobs.definition.catalog import Catalog
+from stateops.jobs.definition.catalog import Catalog
 from stateops import progress
 from tests.support.delta_rows import committed_transactions
 from tests.support.outcomes import assert_equals_oracle

@@ -179,7 +179,7 @@ def s3_calls(s3_homes):
 def audit_cli_home(spark, tmp_path_factory) -> dict:
     """user_activity run over generated input, an unbounded dedup checkpoint outside the home, an empty folder and
     a plain file: the targets of the `stateops audit` contract tests."""
-    from jobs.demo.generator import GeneratorConfig, generate
+    from stateops.jobs.demo.generator import GeneratorConfig, generate
     from tests.support.audit_queries import event_stream, events, run_bounded, run_job_query, write_batches
 
     root = tmp_path_factory.mktemp("audit_cli")
@@ -209,13 +209,13 @@ def postgres_url():
 
 @pytest.fixture(scope="module")
 def demo_run(spark, tmp_path_factory):
-    """(layout, DAGSTER_HOME, instance, run id, printed lines) of one demo run (orchestration.demo.run_demo, as
+    """(layout, DAGSTER_HOME, instance, run id, printed lines) of one demo run (stateops.dagster.demo.run_demo, as
     scripts/demo runs it) on a reduced input, into a fresh instance prepared as scripts/demo and scripts/ui
     prepare it."""
     from dagster import DagsterInstance
 
-    from orchestration.demo import run_demo
-    from orchestration.instance import prepare
+    from stateops.dagster.demo import run_demo
+    from stateops.dagster.instance import prepare
     from tests.support.scenarios import DEMO_INPUT_SMALL
 
     root = tmp_path_factory.mktemp("demo")

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from stateops.audit import load_history
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 from tests.support.audit_queries import nonzero, oracle_rows
 
 pytestmark = pytest.mark.e2e

@@ -16,9 +16,9 @@ from dagster import (DagsterRunStatus, RunRequest, SkipReason, build_schedule_co
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.control.process import HOST
 
-from orchestration.streaming_jobs.assets import SPECS, job_assets, pool_name
-from orchestration.definitions import defs
-from orchestration.resources import default_resources
+from stateops.dagster.streaming_jobs.assets import SPECS, job_assets, pool_name
+from stateops.dagster.definitions import defs
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from dagster import (AssetKey, DagsterInstance, RunRequest, SkipReason, build_schedule_context, instance_for_test,
                      materialize)
 
-from jobs.definition.environment import get_job, read_settings
-from stateops_cli.main import main
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.cli.main import main
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
@@ -28,9 +28,9 @@ from stateops.control.process import HOST
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
-from orchestration.streaming_jobs.assets import job_assets
-from orchestration.definitions import defs
-from orchestration.resources import default_resources
+from stateops.dagster.streaming_jobs.assets import job_assets
+from stateops.dagster.definitions import defs
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 
@@ -151,7 +151,7 @@ def test_dagster_holder_refuses_second_runs_and_stops_gracefully_on_request(layo
     dagster_home.mkdir()
     shutil.copy(os.path.join(ROOT, "orchestration", "dagster.yaml"), dagster_home / "dagster.yaml")
     config = json.dumps({"ops": {JOB: {"config": {"mode": "continuous"}}}})
-    holder = _start([f"{BIN}/dagster", "asset", "materialize", "-m", "orchestration.definitions", "--select", JOB,
+    holder = _start([f"{BIN}/dagster", "asset", "materialize", "-m", "stateops.dagster.definitions", "--select", JOB,
                      "--config-json", config], {**env, "DAGSTER_HOME": str(dagster_home)}, tmp_path, "dagster")
     try:
         lease = _holding_everything(layout, holder)

@@ -12,14 +12,14 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus, instance_for_test, materialize
 from deltalake import DeltaTable
 
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops import progress
 from stateops.control import request_stop
 from stateops.delta import open_table
 from stateops.control import ControlSettings
 
-from orchestration.streaming_jobs.assets import SPECS, job_assets
-from orchestration.resources import default_resources
+from stateops.dagster.streaming_jobs.assets import SPECS, job_assets
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 

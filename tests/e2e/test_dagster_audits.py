@@ -19,17 +19,17 @@ from dagster import (AssetCheckSeverity, Definitions, RunRequest, SkipReason, bu
                      in_process_executor, instance_for_test)
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.audit import Thresholds
 from stateops.audit.render import PNG_SIZE
 from stateops.delta import read_table
 from stateops.layout import Layout
 
-from orchestration import audits
-from orchestration.streaming_jobs import assets
-from orchestration.resources import default_resources
+from stateops.dagster import audits
+from stateops.dagster.streaming_jobs import assets
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 
@@ -254,9 +254,9 @@ def test_audit_definitions_shape(dagster_instance):
     through the newest instance, and an earlier test's has been disposed.)"""
     from dagster import AssetKey, DefaultScheduleStatus
 
-    from orchestration.catalog import SPECS
-    from orchestration.audits.assets import GROUP
-    from orchestration.definitions import defs
+    from stateops.dagster.catalog import SPECS
+    from stateops.dagster.audits.assets import GROUP
+    from stateops.dagster.definitions import defs
 
     repo = defs.get_repository_def()
     graph = repo.asset_graph

@@ -17,12 +17,12 @@ from dagster import AssetKey, DagsterInstance, materialize
 from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator
 from deltalake import DeltaTable
 
-from jobs.definition.environment import get_job
-from jobs.demo.generator import GeneratorConfig, generate
-from orchestration.streaming_jobs.assets import job_assets
-from orchestration.audits.assets import deep_audit_assets, deep_audit_key
-from orchestration.recovery.runbook import state_recovery
-from orchestration.resources import default_resources
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.dagster.streaming_jobs.assets import job_assets
+from stateops.dagster.audits.assets import deep_audit_assets, deep_audit_key
+from stateops.dagster.recovery.runbook import state_recovery
+from stateops.dagster.resources import default_resources
 from stateops.control import overrides
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]

@@ -8,9 +8,9 @@ import pytest
 from dagster import (AssetKey, DagsterRun, DagsterRunStatus, DefaultScheduleStatus, RunRequest,
                      SkipReason, build_schedule_context, instance_for_test)
 
-from orchestration.streaming_jobs.assets import GROUP, SPECS
-from orchestration.definitions import defs
-from orchestration.resources import default_resources
+from stateops.dagster.streaming_jobs.assets import GROUP, SPECS
+from stateops.dagster.definitions import defs
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 from stateops import progress
 from stateops.layout import Layout
 from tests.support.scenarios import DEMO_INPUT_SMALL
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_demo_produces_every_table(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr("stateops_cli.main.DEMO_INPUT", DEMO_INPUT_SMALL)
+    monkeypatch.setattr("stateops.cli.main.DEMO_INPUT", DEMO_INPUT_SMALL)
     result = CliRunner().invoke(main, ["--home", str(tmp_path), "demo"])
     assert result.exit_code == 0, result.output
     layout = Layout(str(tmp_path))

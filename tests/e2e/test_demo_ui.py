@@ -1,6 +1,6 @@
 """The demo through Dagster, and the UI that shows it, checked in a real browser.
 
-`bash scripts/demo` is orchestration.demo.run_demo on DEMO_INPUT (about 9,000 lines); here the same code
+`bash scripts/demo` is stateops.dagster.demo.run_demo on DEMO_INPUT (about 9,000 lines); here the same code
 path runs on a reduced input (a few hundred lines: the whole demo is too slow for CI) into a fresh
 instance prepared as scripts/demo and scripts/ui prepare it. Oracles: the Dagster instance's own API
 (runs, latest materializations, the run's event log), the Delta tables and the audits ops table.
@@ -14,9 +14,9 @@ from deltalake import DeltaTable
 
 from stateops.delta import read_table
 
-from orchestration.catalog import SPECS
-from orchestration.audits.assets import deep_audit_key, fast_audit_key
-from orchestration.demo import demo_selection
+from stateops.dagster.catalog import SPECS
+from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
+from stateops.dagster.demo import demo_selection
 from tests.support.scenarios import DEMO_INPUT_SMALL
 from tests.support.servers import browser
 

@@ -14,9 +14,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 from tests.support.fake_checkpoint import FakeCheckpoint
-from jobs.definition.environment import read_settings
+from stateops.jobs.definition.environment import read_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +58,7 @@ def test_no_committed_batch_exits_2(layout):
 
 def test_entry_point_usage_error_has_no_traceback(layout):
     """Through the installed entry point's main group, in a fresh process."""
-    code = ("import sys\nfrom stateops_cli.main import main\n"
+    code = ("import sys\nfrom stateops.cli.main import main\n"
             "sys.exit(main.main(args=sys.argv[1:], prog_name='stateops'))")
     proc = subprocess.run([sys.executable, "-c", code, "explain-key", "no_such_job", "--key", "x"],
                           capture_output=True, text=True, cwd=REPO, timeout=600,
@@ -69,9 +69,9 @@ def test_entry_point_usage_error_has_no_traceback(layout):
 
 @pytest.mark.spark
 def test_explain_key_json_on_a_real_checkpoint(spark, layout):
-    from jobs.definition.environment import get_job
-    from jobs.demo.generator import GeneratorConfig, generate
-    from jobs.runtime.runner import run_job
+    from stateops.jobs.definition.environment import get_job
+    from stateops.jobs.demo.generator import GeneratorConfig, generate
+    from stateops.jobs.runtime.runner import run_job
 
     generated = generate(layout, GeneratorConfig(events=0, orders=30, files=3, seed=5))
     run_job(spark, get_job("order_payments"), layout, settings=read_settings())

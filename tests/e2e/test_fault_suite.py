@@ -26,16 +26,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, get_job, load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.failures import QueryFailed
-from jobs.runtime.recovery import recover
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import Environment, get_job, load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.failures import QueryFailed
+from stateops.jobs.runtime.recovery import recover
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.model import RecoveryRefused
-from stateops_cli.main import main
+from stateops.cli.main import main
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts

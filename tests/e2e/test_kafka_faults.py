@@ -16,9 +16,9 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.sinkstate import query_app_id
 from stateops.layout import Layout
 from tests.support import kafka_oracle, oracle

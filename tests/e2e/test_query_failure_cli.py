@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.definition.environment import load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.e2e

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, start_ticks
@@ -25,9 +25,9 @@ from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes
 
-from orchestration.definitions import defs
-from orchestration.recovery.runbook import state_recovery, terminate_holder
-from orchestration.resources import default_resources
+from stateops.dagster.definitions import defs
+from stateops.dagster.recovery.runbook import state_recovery, terminate_holder
+from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
 

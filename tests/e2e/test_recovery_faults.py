@@ -20,9 +20,9 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.control import maintenance, overrides
 from stateops.delta import read_table

@@ -26,8 +26,8 @@ import yaml
 from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
-from jobs.definition.environment import get_job
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides
 from stateops.recovery import archive

@@ -24,9 +24,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobs.definition.environment import Environment, get_job
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.recovery import recover
+from stateops.jobs.definition.environment import Environment, get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.recovery import recover
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.delta import read_table

@@ -23,8 +23,8 @@ from datetime import datetime
 
 import pytest
 
-from jobs.definition.environment import get_job
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops import progress
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease

@@ -19,7 +19,7 @@ from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.recovery import archive, journal
 from stateops.recovery.journal import Journal, RunbookActive, read_entries, running
-from stateops_cli.main import main
+from stateops.cli.main import main
 from tests.support.fake_checkpoint import FakeCheckpoint
 
 pytestmark = pytest.mark.e2e

@@ -13,17 +13,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.recovery import recover
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import HDFS_PROVIDER
+from stateops.jobs.definition.environment import Environment, load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.recovery import recover
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import HDFS_PROVIDER
 from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.storage import filesystem
 from stateops.recovery import RecoveryRequest, archive
-from stateops_cli.main import main
+from stateops.cli.main import main
 from stateops.control import ControlSettings
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jobs.definition.environment import load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.layout import Layout
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts
 from tests.support.outcomes import COLUMNS, assert_equals_oracle, local_mirror

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.definition.environment import Environment, load_jobs, read_settings
-from jobs.demo.generator import generate
-from jobs.runtime.recovery import recover
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import Environment, load_jobs, read_settings
+from stateops.jobs.demo.generator import generate
+from stateops.jobs.runtime.recovery import recover
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.recovery import RecoveryRequest, archive
 from tests.support.scenarios import S3_INPUT, more_input

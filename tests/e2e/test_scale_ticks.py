@@ -10,14 +10,14 @@ from collections import Counter
 import pytest
 from dagster import build_sensor_context, instance_for_test
 
-import jobs.definition.catalog as catalog_module
+import stateops.jobs.definition.catalog as catalog_module
 import stateops.delta as delta_module
 import stateops.remediation.signals as signals_module
 from bench.bench_scale import EXAMPLES, build_home, config_text
-from orchestration.resources import PathsResource
-from sensors.health import build_health_sensor
-from sensors.state import state_sensors
-from sensors.ticks import Targets
+from stateops.dagster.resources import PathsResource
+from stateops.sensors.health import build_health_sensor
+from stateops.sensors.state import state_sensors
+from stateops.sensors.ticks import Targets
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ of their own, and persists their cursors; the test writes the input, runs the jo
 real Spark, and checks what the daemon did in the instance and what the runbook did to the state (Spark's
 state reader as the oracle).
 
-The code location is StateOps' own (orchestration.definitions) with the real `state_recovery` job. The three
+The code location is StateOps' own (stateops.dagster.definitions) with the real `state_recovery` job. The three
 tests share one daemon and one home, in order: plan mode and a daemon restart, then auto mode's rebuild of the
 skewed state, then auto mode's adjust of the growing state.
 """
@@ -15,9 +15,9 @@ import pytest
 from dagster import AssetKey, RunsFilter
 from dagster._core.scheduler.instigation import TickStatus
 
-from jobs.definition.environment import read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.remediation.guards import Cursor
 
 from tests.support.audit_queries import oracle_rows

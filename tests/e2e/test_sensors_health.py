@@ -15,8 +15,8 @@ from stateops import progress
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.remediation.alerts import WebhookSettings, sender_for
 
-from orchestration.catalog import SPECS
-from sensors.health import run_failure_alert
+from stateops.dagster.catalog import SPECS
+from stateops.sensors.health import run_failure_alert
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
 
 pytestmark = pytest.mark.e2e
@@ -152,7 +152,7 @@ def test_run_failure_alert_posts_to_the_webhook(layout, monkeypatch, tmp_path):
 def test_sensors_in_the_code_location_with_descriptions():
     from dagster import DefaultSensorStatus
 
-    from orchestration.definitions import defs
+    from stateops.dagster.definitions import defs
 
     repo = defs.get_repository_def()
     sensors = {s.name: s for s in repo.sensor_defs}

@@ -16,13 +16,13 @@ import pytest
 from dagster import materialize
 from deltalake import DeltaTable
 
-from jobs.definition.environment import get_job
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.delta import read_table
 
-from orchestration.streaming_jobs.assets import build_job_asset
-from orchestration.audits.assets import build_deep_audit_asset
-from orchestration.resources import PathsResource, SparkResource
+from stateops.dagster.streaming_jobs.assets import build_job_asset
+from stateops.dagster.audits.assets import build_deep_audit_asset
+from stateops.dagster.resources import PathsResource, SparkResource
 from tests.support import engagement_oracle
 
 pytestmark = pytest.mark.e2e

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from stateops.layout import Layout
-from stateops_cli.main import main
+from stateops.cli.main import main
 from tests.support import oracle, scenarios
 from tests.support.servers.kafka import fresh_topics, produce, records
-from jobs.definition.environment import read_settings
+from stateops.jobs.definition.environment import read_settings
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,8 @@ def kafka_topics(kafka, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def kafka_homes(kafka_topics, spark, tmp_path_factory):
     """Homes built once for the module over its topics (copied per test): `user_activity` run over every record."""
-    from jobs.definition.environment import load_jobs
-    from jobs.runtime.runner import run_job
+    from stateops.jobs.definition.environment import load_jobs
+    from stateops.jobs.runtime.runner import run_job
 
     store = scenarios.Store(str(tmp_path_factory.mktemp("kafka-homes")))
 
@@ -97,7 +97,7 @@ def deep_audit_states(spark, tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def deep_audit_reports(spark, deep_audit_states) -> dict:
     """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
-    from jobs.definition.environment import get_job
+    from stateops.jobs.definition.environment import get_job
     from stateops.audit import deep_audit
     from tests.support.audit_queries import DEEP_AUDIT_JOBS
 
@@ -205,7 +205,7 @@ def delta_spark(spark):
 def oracle_home(tmp_path_factory, delta_writer) -> Layout:
     """A home per Delta writer (tests/conftest.py delta_writer: every test using it runs on both) with
     scenarios.ORACLE_INPUT, whose second file of every input holds a poison row."""
-    from jobs.demo.generator import generate
+    from stateops.jobs.demo.generator import generate
 
     layout = Layout(str(tmp_path_factory.mktemp(f"oracle-{delta_writer}") / "stateops"))
     generate(layout, scenarios.ORACLE_INPUT)

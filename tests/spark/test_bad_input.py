@@ -15,10 +15,10 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from jobs.definition.environment import Environment, load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.retention import retention_scope
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import Environment, load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.retention import retention_scope
+from stateops.jobs.runtime.runner import run_job
 from stateops import retention
 from stateops.layout import Layout
 from tests.support import oracle
@@ -101,7 +101,7 @@ def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, t
     progress.parent.mkdir(parents=True)
     progress.write_text("a file where the progress table should be\n")
     spec = load_jobs()["user_activity"]
-    with caplog.at_level(logging.WARNING, logger="jobs.runtime.runner"):
+    with caplog.at_level(logging.WARNING, logger="stateops.jobs.runtime.runner"):
         result = run_job(spark, spec, layout, settings=read_settings())
     # Both queries report at least one progress event per file, and not one could be recorded.
     assert result.progress_write_failures >= 2 * SMALL.files
@@ -118,8 +118,8 @@ def test_each_query_runs_in_its_scheduler_pool(spark, tmp_path, monkeypatch):
     """Both queries still run and write (nothing lost), each in its fair-scheduler pool: Spark's jobs of the
     stateful query's batches in `stateful` (offered a free core first), the dead-letter query's in
     `deadletter`; the caller's thread keeps its own pool."""
-    from jobs.runtime import runner
-    from jobs.runtime.sink import DeltaSink
+    from stateops.jobs.runtime import runner
+    from stateops.jobs.runtime.sink import DeltaSink
 
     context = spark.sparkContext
     assert context._jsc.sc().getSchedulingMode().toString() == "FAIR"

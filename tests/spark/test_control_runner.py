@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.examples.builtin import EVENTS
-from stateops_cli.main import main
-from jobs.definition.spec import JobSpec
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.examples.builtin import EVENTS
+from stateops.cli.main import main
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop

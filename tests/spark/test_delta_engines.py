@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from jobs.runtime.sink import TXN_APP_ID, TXN_VERSION, _write_with_jvm
+from stateops.jobs.runtime.sink import TXN_APP_ID, TXN_VERSION, _write_with_jvm
 from stateops.delta import write_batch
 
 pytestmark = pytest.mark.spark

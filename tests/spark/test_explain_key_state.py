@@ -11,8 +11,8 @@ import pytest
 
 from stateops.explain import explain_key
 
-from jobs.definition.environment import get_job
-from jobs.definition.targets import explain_target
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.definition.targets import explain_target
 from tests.support import oracle
 from tests.support.explain_homes import LATE_USER, LATE_USER_INPUT, LATE_USER_JOBS
 

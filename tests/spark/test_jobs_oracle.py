@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobs.definition.environment import load_jobs, read_settings
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import load_jobs, read_settings
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from tests.support.scenarios import ORACLE_INPUT

@@ -17,10 +17,10 @@ from deltalake import DeltaTable
 
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, load_jobs, read_settings
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import Environment, load_jobs, read_settings
+from stateops.jobs.runtime.runner import run_job
 from stateops import progress
-from stateops_cli.main import main
+from stateops.cli.main import main
 from stateops.layout import Layout
 from tests.support import kafka_oracle, oracle
 from tests.support.delta_rows import table_rows
@@ -171,7 +171,7 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     (sources/0/0) and replays every record. After each, the table equals the oracle over the records the
     checkpoint's batches read (the rebuild's: its upserts over the rows it does not emit again); the rebuild
     admits the rows the shorter delay dropped as late. (Runs before the tests that add records to `events`.)"""
-    from jobs.runtime.recovery import recover
+    from stateops.jobs.runtime.recovery import recover
     from stateops import kafka_offsets
     from stateops.recovery import RecoveryRequest
 
@@ -217,8 +217,8 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafk
     checkpoint, which reads the records produced since from the offsets it recorded, verified; the table
     equals the oracle with the delay switching at the restart. (Adds records to `events`: the tests after this
     one compute their oracles from whatever the topic holds.)"""
-    from jobs.definition.catalog import Catalog
-    from jobs.runtime.recovery import job_target, recover
+    from stateops.jobs.definition.catalog import Catalog
+    from stateops.jobs.runtime.recovery import job_target, recover
     from stateops.recovery import RecoveryRequest
     from stateops.recovery.observation import observe_reading
 
@@ -257,7 +257,7 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     """`recover --mode repartition` on a Kafka job: the state is repartitioned offline (4 -> 3), the query
     restarts on it and reads the records produced since; the table equals the oracle, the state has 3
     partitions. (Adds records to `events`, like the adjust test.)"""
-    from jobs.runtime.recovery import recover
+    from stateops.jobs.runtime.recovery import recover
     from stateops.checkpoint import Checkpoint
     from stateops.recovery import RecoveryRequest
 
@@ -287,7 +287,7 @@ def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafk
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from jobs.runtime.recovery import plan
+    from stateops.jobs.runtime.recovery import plan
     from stateops.recovery import RecoveryRequest
     from stateops.recovery.model import RecoveryRefused
 

@@ -15,13 +15,13 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import Environment, get_job, read_settings
-from stateops_cli.main import main
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.failures import QueryFailed
-from jobs.runtime.recovery import recover
-from jobs.runtime.runner import run_job
-from jobs.runtime.session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.jobs.definition.environment import Environment, get_job, read_settings
+from stateops.cli.main import main
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.failures import QueryFailed
+from stateops.jobs.runtime.recovery import recover
+from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.session import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from stateops.checkpoint import Checkpoint
 from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from jobs.definition.environment import Environment, load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.retention import retention_scope
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import Environment, load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.retention import retention_scope
+from stateops.jobs.runtime.runner import run_job
 from stateops import actions, progress, retention
 from stateops.delta import read_table
 from stateops.checkpoint import Checkpoint
@@ -230,7 +230,7 @@ def _one_line(text: str) -> str:
 def _cli(*args: str):
     from click.testing import CliRunner
 
-    from stateops_cli.main import main
+    from stateops.cli.main import main
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
@@ -415,9 +415,9 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
     home = retention_home
     from dagster import build_schedule_context
 
-    from orchestration.definitions import defs
-    from orchestration.resources import PathsResource
-    from orchestration.retention.asset import plans_dir, retention_daily
+    from stateops.dagster.definitions import defs
+    from stateops.dagster.resources import PathsResource
+    from stateops.dagster.retention.asset import plans_dir, retention_daily
 
     monkeypatch.setenv("STATEOPS_CONFIG", write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
     scope = retention_scope(Environment.from_env(layout=Layout(str(home))))

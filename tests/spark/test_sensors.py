@@ -13,11 +13,11 @@ import pytest
 from dagster import AssetObservation, instance_for_test
 from deltalake import write_deltalake
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import get_job, read_settings
-from jobs.definition.targets import resolve_audit
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.definition.targets import resolve_audit
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.audit import deep_audit, record
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS
 from stateops.control import maintenance

@@ -1,7 +1,7 @@
 """Soak: a continuous run over thousands of small micro-batches keeps the driver's memory flat after warm-up.
 
 The runner used to keep every progress event of both queries for the whole run (ProgressRecorder.events),
-so a long-running job's driver grew with every batch; it now keeps running totals (jobs.runtime.listener.RunTotals)
+so a long-running job's driver grew with every batch; it now keeps running totals (stateops.jobs.runtime.listener.RunTotals)
 and the newest batch per query. Oracle: Python's own allocations (tracemalloc, garbage collected first)
 sampled on the run's thread every SAMPLE_EVERY batches through the progress callback, and the process RSS
 alongside; after WARM_UP batches the traced memory may not grow by more than a fixed allowance, whatever
@@ -20,9 +20,9 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.control import request_stop
 from stateops.control import ControlSettings
 

@@ -1,7 +1,7 @@
 """A user's transformation that returns no stateful streaming frame is refused before any query starts, and
 explain-key refuses a job whose operators it has no rules for, saying so, instead of guessing.
 
-Real Spark: the frames are analysed by Spark (jobs.runtime.plan), the dedup-only job runs and leaves a real
+Real Spark: the frames are analysed by Spark (stateops.jobs.runtime.plan), the dedup-only job runs and leaves a real
 checkpoint whose operators explain-key reads. Oracle: the file system (no checkpoint, no table written).
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import read_settings
-from jobs.examples.builtin import EVENTS
-from stateops_cli.main import main
-from jobs.definition.spec import JobSpec
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import read_settings
+from stateops.jobs.examples.builtin import EVENTS
+from stateops.cli.main import main
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.errors import ConfigError
 
 pytestmark = pytest.mark.spark

@@ -19,10 +19,10 @@ from stateops.audit import deep_audit
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 
-from jobs.definition.environment import get_job
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.start import stateful_frame
-from jobs.runtime.session import HDFS_PROVIDER
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.start import stateful_frame
+from stateops.jobs.runtime.session import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 
 EVENTS_SCHEMA = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"

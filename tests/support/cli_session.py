@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 
 
 def run(args: list[str]) -> dict:

@@ -1,4 +1,4 @@
-"""The Delta writer in force for a test: delta-rs from the driver or Delta's own Spark writer (jobs.runtime.session)."""
+"""The Delta writer in force for a test: delta-rs from the driver or Delta's own Spark writer (stateops.jobs.runtime.session)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +10,8 @@ import pytest
 @contextlib.contextmanager
 def delta_writer_in_force(spark, writer: str):
     """Jobs run by this session and the `stateops` processes a test starts write Delta with `writer`
-    (jobs.runtime.session: `delta-rs`, or Delta's own Spark writer); skips `spark` without its jars."""
-    from jobs.runtime.session import DELTA_WRITER_CONF, project_jars
+    (stateops.jobs.runtime.session: `delta-rs`, or Delta's own Spark writer); skips `spark` without its jars."""
+    from stateops.jobs.runtime.session import DELTA_WRITER_CONF, project_jars
 
     if writer == "spark" and not any("delta-spark" in os.path.basename(j) for j in project_jars()):
         pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")

@@ -7,10 +7,10 @@ import json
 import os
 from datetime import datetime, timezone
 
-from jobs.definition.environment import get_job, read_settings
-from jobs.definition.targets import explain_target
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.jobs.definition.targets import explain_target
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.layout import Layout
 from tests.support import oracle

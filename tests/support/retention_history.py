@@ -28,9 +28,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.definition.environment import load_jobs, read_settings
-from jobs.demo.generator import GeneratorConfig, generate
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import load_jobs, read_settings
+from stateops.jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.runtime.runner import run_job
 from stateops.storage import copies
 from stateops import progress
 from stateops.layout import Layout

@@ -15,9 +15,9 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from jobs.definition.environment import read_settings
-from jobs.definition.catalog import Catalog
-from jobs.demo.generator import GeneratorConfig, generate
+from stateops.jobs.definition.environment import read_settings
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.layout import Layout
 
 # The small input of the runbook and recovery tests: late and duplicate events, a few malformed lines, four
@@ -39,7 +39,7 @@ def more_input(layout: Layout, hour: int, seed: int, files: int = 2, base: Gener
 
 
 def _run(spark, layout: Layout, *jobs: str) -> None:
-    from jobs.runtime.runner import run_job
+    from stateops.jobs.runtime.runner import run_job
 
     for job in jobs:
         run_job(spark, builtin(layout, job), layout, settings=read_settings())
@@ -107,7 +107,7 @@ class S3Store:
         layout = Layout.of(self.homes.url(job))
         if job not in self.batches:  # the module's bucket is new: nothing under `live` yet
             generate(layout, S3_INPUT)
-            from jobs.runtime.runner import run_job
+            from stateops.jobs.runtime.runner import run_job
             from tests.support.spark_confs import sql_confs
 
             with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):

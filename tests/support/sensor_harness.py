@@ -1,10 +1,10 @@
-"""Sensor tests' harness: the code location's sensors (orchestration.definitions, with the real
+"""Sensor tests' harness: the code location's sensors (stateops.dagster.definitions, with the real
 `state_recovery` job) evaluated with Dagster's sensor context on a real instance, and the runs they request
 executed in process the way the daemon would launch them."""
 from dagster import RunRequest, SensorResult, build_sensor_context
 
-from orchestration.definitions import defs
-from orchestration.resources import default_resources
+from stateops.dagster.definitions import defs
+from stateops.dagster.resources import default_resources
 
 RUNBOOK_OP = "recover"  # the state_recovery op whose config is the runbook request
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from stateops.errors import ConfigError
 from stateops.recovery import archive
-from stateops_cli.main import main
+from stateops.cli.main import main
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Asset jobs resolved against their own assets (orchestration.asset_jobs): the same jobs as Dagster's own
+"""Asset jobs resolved against their own assets (stateops.dagster.asset_jobs): the same jobs as Dagster's own
 resolution against the whole code location, with a resolution cost that does not grow with the jobs
 registered (at 1,000 jobs Dagster's own walked 4,000 assets definitions per job: a minute per snapshot)."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from dagster._core.definitions.assets.job import asset_job as dagster_asset_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from orchestration.asset_jobs import ScopedAssetJob
-from orchestration.audits.schedules import audit_jobs
-from orchestration.definitions import defs
-from orchestration.streaming_jobs.schedules import job_runs
+from stateops.dagster.asset_jobs import ScopedAssetJob
+from stateops.dagster.audits.schedules import audit_jobs
+from stateops.dagster.definitions import defs
+from stateops.dagster.streaming_jobs.schedules import job_runs
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ import datetime as dt
 import pytest
 from dagster import AssetCheckSeverity
 
-from orchestration.audits.checks import check_result
+from stateops.dagster.audits.checks import check_result
 
 pytestmark = pytest.mark.unit
 

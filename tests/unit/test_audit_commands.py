@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 
 pytestmark = pytest.mark.unit
 

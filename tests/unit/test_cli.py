@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 
 pytestmark = pytest.mark.unit
 

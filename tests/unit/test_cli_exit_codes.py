@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from stateops_cli.main import main
+from stateops.cli.main import main
 from stateops.audit.deep import StateReadError
 from stateops.checkpoint import NotACheckpointError
 from stateops.control.lease import LeaseLostError

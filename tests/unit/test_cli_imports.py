@@ -14,15 +14,15 @@ pytestmark = pytest.mark.unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPARK = ("pyspark", "delta")  # delta: delta-spark's Python package (delta-rs is `deltalake`)
-MODULES = ["stateops_cli.main", "stateops_cli.jobs", "stateops_cli.audit", "stateops_cli.recover",
-           "stateops_cli.retention", "stateops_cli.explain"]
+MODULES = ["stateops.cli.main", "stateops.cli.jobs", "stateops.cli.audit", "stateops.cli.recover",
+           "stateops.cli.retention", "stateops.cli.explain"]
 COMMANDS = [["jobs", "list"], ["jobs", "describe", "user_activity"], ["jobs", "status"],
             ["audit", "user_activity", "--fast"], ["archives", "list", "user_activity"], ["inventory"],
             ["retention", "plan"], ["recover", "plan", "user_activity", "--mode", "rebuild"]]
 PROBE = """
 import json, sys
 from click.testing import CliRunner
-from stateops_cli.main import main
+from stateops.cli.main import main
 result = CliRunner().invoke(main, sys.argv[1:])
 crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
 print(json.dumps({"exit": result.exit_code, "crashed": repr(result.exception) if crashed else None,

@@ -10,8 +10,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.catalog import Catalog
-from stateops_cli.main import main
+from stateops.jobs.definition.catalog import Catalog
+from stateops.cli.main import main
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 
@@ -125,7 +125,7 @@ def test_one_sensor_tick_loads_the_catalog_once(tmp_path, monkeypatch):
 def test_the_cli_leaves_the_environment_alone(tmp_path):
     """--home and --config reach every command through the context, not by rewriting os.environ (a subprocess,
     so that nothing of this process's environment can leak into the check)."""
-    code = ("import os, sys; from click.testing import CliRunner; from stateops_cli.main import main; "
+    code = ("import os, sys; from click.testing import CliRunner; from stateops.cli.main import main; "
             f"r = CliRunner().invoke(main, ['--home', {str(tmp_path)!r}, 'jobs', 'list']); "
             "assert r.exit_code == 0, r.output; "
             "assert 'STATEOPS_HOME' not in os.environ and 'STATEOPS_CONFIG' not in os.environ")

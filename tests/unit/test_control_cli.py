@@ -9,9 +9,9 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from jobs.definition.environment import get_job, read_settings
-from stateops_cli.main import main
-from jobs.runtime.runner import run_job
+from stateops.jobs.definition.environment import get_job, read_settings
+from stateops.cli.main import main
+from stateops.jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.errors import ConfigError

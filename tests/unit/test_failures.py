@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.runtime.failures import QueryFailed, query_failed, spark_error
+from stateops.jobs.runtime.failures import QueryFailed, query_failed, spark_error
 from stateops.layout import Layout
 
 pytestmark = pytest.mark.unit

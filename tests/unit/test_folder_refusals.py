@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.definition.catalog import Catalog
+from stateops.jobs.definition.catalog import Catalog
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.roots import OutsideRootsError

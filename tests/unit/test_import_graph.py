@@ -1,10 +1,11 @@
 """The floors of the house, read from the source with `ast` (every import, at module level or inside a
-function): the core (`stateops`) imports neither the Spark runtime (`jobs`), the CLI (`stateops_cli`), the
-Dagster code (`orchestration`, `sensors`) nor Dagster; `jobs` imports neither the CLI nor Dagster code; the CLI
-and the Dagster code are siblings that never import each other; `sensors` are composed by `orchestration` and
-never import it; no two packages or subpackages import each other, and no two modules either (directly or round
-a loop); no code outside the storage layer (`stateops/storage/`) branches on a storage scheme; and nothing below
-the entry points reads its settings from the environment (`from_env()`)."""
+function): the core (`stateops` without the four packages below) imports neither the Spark runtime
+(`stateops.jobs`), the CLI (`stateops.cli`), the Dagster code (`stateops.dagster`, `stateops.sensors`) nor Dagster;
+`stateops.jobs` imports neither the CLI nor Dagster code; the CLI and the Dagster code are siblings that never
+import each other; the sensors are composed by `stateops.dagster` and never import it; no two packages or
+subpackages import each other, and no two modules either (directly or round a loop); no code outside the storage
+layer (`stateops/storage/`) branches on a storage scheme; and nothing below the entry points reads its settings
+from the environment (`from_env()`)."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,23 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACKAGES = ("stateops", "jobs", "orchestration", "sensors", "stateops_cli")
+# The installed name of each package -> its folder in the repository (pyproject.toml's package-dir).
+FOLDERS = {"stateops": "stateops", "stateops.jobs": "jobs", "stateops.dagster": "orchestration",
+           "stateops.sensors": "sensors", "stateops.cli": "stateops_cli"}
+RUNTIME, DAGSTER_CODE, SENSORS, CLI = "stateops.jobs", "stateops.dagster", "stateops.sensors", "stateops.cli"
+LAYERS = (RUNTIME, DAGSTER_CODE, SENSORS, CLI)
+DAGSTER = ("dagster", "dagster_pyspark")  # the library (not stateops.dagster)
+
+
+def _project_files():
+    """(module name as installed, path) of every module of the project's packages."""
+    for package, folder in FOLDERS.items():
+        for where, _dirs, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(where, name)
+                    rel = os.path.relpath(path, os.path.join(ROOT, folder))[:-3].replace(os.sep, ".")
+                    yield f"{package}.{rel}".removesuffix(".__init__"), path
 
 
 def _imports(path: str, submodules: set[str] | dict[str, str] = frozenset()) -> set[str]:
@@ -36,43 +53,41 @@ def _imports(path: str, submodules: set[str] | dict[str, str] = frozenset()) -> 
 
 def _modules() -> dict[str, set[str]]:
     """Module name -> the modules it imports, for every module of the project's packages."""
-    graph = {}
-    for package in PACKAGES:
-        for folder, _dirs, files in os.walk(os.path.join(ROOT, package)):
-            for name in files:
-                if name.endswith(".py"):
-                    rel = os.path.relpath(os.path.join(folder, name), ROOT)[:-3].replace(os.sep, ".")
-                    graph[rel.removesuffix(".__init__")] = _imports(os.path.join(folder, name))
-    return graph
+    return {module: _imports(path) for module, path in _project_files()}
+
+
+def _layer(module: str) -> str:
+    """`stateops.jobs`, `stateops.dagster`, `stateops.sensors` or `stateops.cli` for a module of one of them;
+    `core` for the rest of stateops; the top-level package of anything else (a library)."""
+    for layer in LAYERS:
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return "core" if module.split(".")[0] == "stateops" else module.split(".")[0]
 
 
 def _unit(module: str) -> str:
-    """The unit a module belongs to: a top-level package, or in the core one of its subpackages or modules."""
-    parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "stateops" else parts[0]
+    """The unit a module belongs to: one of the four layers, or in the core one of its subpackages or modules."""
+    return ".".join(module.split(".")[:2])
 
 
 def _importers(graph, of: str, targets: tuple[str, ...]) -> list[str]:
-    return sorted(f"{module} imports {imported}" for module, imports in graph.items()
-                  if module == of or module.startswith(of + ".")
-                  for imported in imports if imported.split(".")[0] in targets)
+    return sorted(f"{module} imports {imported}" for module, imports in graph.items() if _layer(module) == of
+                  for imported in imports if _layer(imported) in targets)
 
 
 def test_the_core_imports_no_runtime_no_cli_no_dagster_code_and_no_dagster():
-    assert _importers(_modules(), "stateops", ("jobs", "stateops_cli", "orchestration", "sensors", "dagster",
-                                               "dagster_pyspark")) == []
+    assert _importers(_modules(), "core", (*LAYERS, *DAGSTER)) == []
 
 
 def test_the_spark_runtime_imports_neither_the_cli_nor_dagster_code():
-    assert _importers(_modules(), "jobs", ("stateops_cli", "orchestration", "sensors", "dagster",
-                                           "dagster_pyspark")) == []
+    assert _importers(_modules(), RUNTIME, (CLI, DAGSTER_CODE, SENSORS, *DAGSTER)) == []
 
 
 def test_the_cli_and_the_dagster_code_never_import_each_other():
     graph = _modules()
-    assert _importers(graph, "stateops_cli", ("orchestration", "sensors", "dagster")) == []
-    assert _importers(graph, "orchestration", ("stateops_cli",)) == []
-    assert _importers(graph, "sensors", ("stateops_cli",)) == []
+    assert _importers(graph, CLI, (DAGSTER_CODE, SENSORS, *DAGSTER)) == []
+    assert _importers(graph, DAGSTER_CODE, (CLI,)) == []
+    assert _importers(graph, SENSORS, (CLI,)) == []
 
 
 def _imported_modules(graph, of: str) -> set[str]:
@@ -87,17 +102,17 @@ def test_the_rooms_of_jobs_import_downwards_only():
     exactly-once sink needs its app id and replay rules (stateops.sinkstate, beside stateops.delta), not the
     runbook that sets them."""
     graph = _modules()
-    definition = _imported_modules(graph, "jobs.definition")
+    definition = _imported_modules(graph, "stateops.jobs.definition")
     assert not {m for m in definition if m.split(".")[0] in ("pyspark", "delta") or m.startswith(
-        ("jobs.runtime", "jobs.demo"))}, sorted(definition)
-    runtime = _imported_modules(graph, "jobs.runtime")
-    assert not {m for m in runtime if m.startswith(("jobs.examples", "jobs.demo"))}, sorted(runtime)
-    sink = _imported_modules(graph, "jobs.runtime.sink")
+        ("stateops.jobs.runtime", "stateops.jobs.demo"))}, sorted(definition)
+    runtime = _imported_modules(graph, "stateops.jobs.runtime")
+    assert not {m for m in runtime if m.startswith(("stateops.jobs.examples", "stateops.jobs.demo"))}, sorted(runtime)
+    sink = _imported_modules(graph, "stateops.jobs.runtime.sink")
     assert "stateops.sinkstate" in sink and not {m for m in sink if m.startswith("stateops.recovery")}
 
 
-def test_sensors_never_import_orchestration_which_composes_them():
-    assert _importers(_modules(), "sensors", ("orchestration",)) == []
+def test_sensors_never_import_the_dagster_code_which_composes_them():
+    assert _importers(_modules(), SENSORS, (DAGSTER_CODE,)) == []
 
 
 def test_no_package_cycle():
@@ -105,7 +120,7 @@ def test_no_package_cycle():
     edges = defaultdict(set)
     for module, imports in graph.items():
         for imported in imports:
-            if imported.split(".")[0] in PACKAGES and _unit(imported) != _unit(module):
+            if imported.split(".")[0] == "stateops" and _unit(imported) != _unit(module):
                 edges[_unit(module)].add(_unit(imported))
     cycles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if a < b and a in edges.get(b, ()))
     assert cycles == []
@@ -154,17 +169,16 @@ def _scheme_branches(path: str) -> list[str]:
 def test_no_scheme_branch_outside_the_storage_layer():
     """Locks, records and copies are written once per backend, in stateops/storage; the rest asks it
     (`kind`, `can_lock`, `one_store`) or just passes URLs to fsspec and delta-rs."""
-    found = [hit for package in PACKAGES for folder, _dirs, files in os.walk(os.path.join(ROOT, package))
-             if not os.path.relpath(folder, ROOT).startswith(os.path.join("stateops", "storage"))
-             for name in files if name.endswith(".py") for hit in _scheme_branches(os.path.join(folder, name))]
+    found = [hit for module, path in _project_files() if not module.startswith("stateops.storage")
+             for hit in _scheme_branches(path)]
     assert found == []
     assert _scheme_branches(os.path.join(ROOT, "stateops", "storage", "paths.py")), "the check finds a branch"
 
 
 # Where the environment may be read (`X.from_env()`): the entry points (the CLI, the Dagster code location, its
-# runs and sensor ticks) and the one module that builds what they hand down (jobs.definition.environment, beside the
+# runs and sensor ticks) and the one module that builds what they hand down (stateops.jobs.definition.environment, beside the
 # catalog): nothing in the core. Everything else takes its settings as parameters.
-_READS_THE_ENVIRONMENT = ("stateops_cli", "orchestration", "sensors", os.path.join("jobs", "definition", "environment.py"))
+_READS_THE_ENVIRONMENT = (CLI, DAGSTER_CODE, SENSORS, "stateops.jobs.definition.environment")
 
 
 def _from_env_calls(path: str) -> list[str]:
@@ -175,12 +189,10 @@ def _from_env_calls(path: str) -> list[str]:
 
 
 def test_no_from_env_below_the_entry_points():
-    """An entry point reads the environment once (jobs.definition.environment.Environment) and passes it down: a call path
+    """An entry point reads the environment once (stateops.jobs.definition.environment.Environment) and passes it down: a call path
     that forgot to pass settings fails instead of reading the environment again on its own."""
-    found = [hit for package in PACKAGES for folder, _dirs, files in os.walk(os.path.join(ROOT, package))
-             for name in files if name.endswith(".py")
-             if not os.path.relpath(os.path.join(folder, name), ROOT).startswith(_READS_THE_ENVIRONMENT)
-             for hit in _from_env_calls(os.path.join(folder, name))]
+    found = [hit for module, path in _project_files() if not module.startswith(_READS_THE_ENVIRONMENT)
+             for hit in _from_env_calls(path)]
     assert found == []
     assert _from_env_calls(os.path.join(ROOT, "jobs", "definition", "environment.py")), "the check finds a call"
 
@@ -188,13 +200,7 @@ def test_no_from_env_below_the_entry_points():
 def _module_imports() -> dict[str, set[str]]:
     """Module -> the project's modules it imports: `from package import name` counts as an import of the
     submodule `package.name` when there is one, else of the package (its __init__)."""
-    files = {}
-    for package in PACKAGES:
-        for folder, _dirs, names in os.walk(os.path.join(ROOT, package)):
-            for name in names:
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    files[os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
+    files = dict(_project_files())
     return {module: {imported for imported in _imports(path, files) if imported in files and imported != module}
             for module, path in files.items()}
 

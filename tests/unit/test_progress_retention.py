@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobs.definition.environment import Environment
-from jobs.runtime.retention import retention_scope
+from stateops.jobs.definition.environment import Environment
+from stateops.jobs.runtime.retention import retention_scope
 from stateops import progress, retention
 from stateops.audit.context import recent_progress
 from stateops.layout import Layout

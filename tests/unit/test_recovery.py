@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from jobs.runtime.sink import DeltaSink
+from stateops.jobs.runtime.sink import DeltaSink
 from stateops.storage import copies
 from stateops import sinkstate
 from stateops.control import maintenance, overrides

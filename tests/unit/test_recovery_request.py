@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from orchestration.recovery.runbook import RecoveryConfig
+from stateops.dagster.recovery.runbook import RecoveryConfig
 from stateops.recovery.request import (RecoveryRequest, RequestFieldError, cli_words, described, launchpad_words,
                                        request_fields)
-from stateops_cli.main import main
-from stateops_cli.recover import plan_command, run_command
+from stateops.cli.main import main
+from stateops.cli.recover import plan_command, run_command
 
 pytestmark = pytest.mark.unit
 

@@ -95,7 +95,7 @@ def test_unknown_job_and_object_store_paths(tmp_path):
 
 
 def test_the_catalogs_roots_know_every_job(tmp_path):
-    from jobs.definition.catalog import Catalog
+    from stateops.jobs.definition.catalog import Catalog
 
     layout = Layout(str(tmp_path / "home"))
     config = tmp_path / "stateops.toml"
@@ -111,7 +111,7 @@ def test_the_catalogs_roots_know_every_job(tmp_path):
 def test_sink_tables_dead_letters_and_landing_zones_are_guarded(tmp_path):
     """Issue 20 item 4: the job areas leave out no output: a step of no job (an orphan's deletion) may not touch
     a job's sink or dead-letter table, another job's step neither; no step touches the landing zones."""
-    from jobs.definition.catalog import Catalog
+    from stateops.jobs.definition.catalog import Catalog
 
     layout = Layout(str(tmp_path / "home"))
     roots = Catalog.load(layout, None).roots()

@@ -13,9 +13,9 @@ import pytest
 
 import stateops.folders as folders_module
 from bench.bench_scale import EXAMPLES, config_text
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import get_job
-from orchestration.groups import DEFAULT_GROUP, asset_group
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import get_job
+from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.errors import ConfigError
 from stateops.folders import JobFolders, _Folders, _inside
 from stateops.layout import Layout
@@ -104,7 +104,7 @@ def test_a_jobs_asset_group_is_its_group_else_its_team_else_the_default(tmp_path
 
 
 def test_a_tick_reuses_an_unchanged_config_file_and_reads_an_edited_one(tmp_path):
-    from jobs.definition.catalog import reusing_unchanged
+    from stateops.jobs.definition.catalog import reusing_unchanged
 
     layout, config = Layout(str(tmp_path / "home")), tmp_path / "stateops.toml"
     config.write_text('[jobs.user_activity]\nwatermark_delay = "20 minutes"\n')

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.definition.spark_settings import SparkSettings
 
-from jobs.runtime.session import ROCKSDB_PROVIDER, delta_jars_on_classpath, spark_conf
+from stateops.jobs.runtime.session import ROCKSDB_PROVIDER, delta_jars_on_classpath, spark_conf
 from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.definition import transformation
-from jobs.definition.environment import load_jobs
-from jobs.definition.spec import InputSpec, JobSpec, check_output_columns, spec_from_config
-from jobs.examples.builtin import BUILTIN
+from stateops.jobs.definition import transformation
+from stateops.jobs.definition.environment import load_jobs
+from stateops.jobs.definition.spec import InputSpec, JobSpec, check_output_columns, spec_from_config
+from stateops.jobs.examples.builtin import BUILTIN
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from jobs.definition import catalog, transformation
-from jobs.definition.environment import load_jobs
-from jobs.definition.spec import InputSpec, JobSpec
+from stateops.jobs.definition import catalog, transformation
+from stateops.jobs.definition.environment import load_jobs
+from stateops.jobs.definition.spec import InputSpec, JobSpec
 from stateops.errors import ConfigError
 from stateops.layout import Layout
 

@@ -114,8 +114,8 @@ def check_pages(url: str, instance: DagsterInstance, jobs: list[tuple[str, str]]
 def main() -> int:
     from stateops.layout import Layout
 
-    from orchestration.catalog import SPECS
-    from orchestration.instance import dagster_home
+    from stateops.dagster.catalog import SPECS
+    from stateops.dagster.instance import dagster_home
 
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     if chromium() is None:

@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 
-from jobs.definition.catalog import Catalog
-from jobs.definition.environment import get_job
-from jobs.definition.settings import effective_spec
-from jobs.definition.targets import resolve_audit
+from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.environment import get_job
+from stateops.jobs.definition.settings import effective_spec
+from stateops.jobs.definition.targets import resolve_audit
 from stateops.audit import deep_audit, record
 from stateops.layout import Layout
 from tests.support import ROOT
@@ -76,7 +76,7 @@ class World:
         shutil.copy(os.path.join(ROOT, "orchestration", "dagster.yaml"), self.dagster_home)
         self.workspace = os.path.join(self.tmp, "workspace.yaml")
         with open(self.workspace, "w") as handle:
-            handle.write(f"load_from:\n  - python_module:\n      module_name: orchestration.definitions\n"
+            handle.write(f"load_from:\n  - python_module:\n      module_name: stateops.dagster.definitions\n"
                          f"      location_name: {LOCATION}\n      working_directory: {ROOT}\n"
                          f"      executable_path: {sys.executable}\n")
         self.env = {**os.environ, "DAGSTER_HOME": self.dagster_home, "STATEOPS_HOME": self.layout.home,

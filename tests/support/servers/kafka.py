@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from jobs.demo.kafka_input import create_topics, produce  # noqa: F401 - the tests' producer is the CLI's
+from stateops.jobs.demo.kafka_input import create_topics, produce  # noqa: F401 - the tests' producer is the CLI's
 from tests.support import ROOT
 from tests.support.servers.ports import free_port
 
@@ -37,7 +37,7 @@ def require_jars() -> None:
 @contextlib.contextmanager
 def kafka_broker(timeout: float = 90.0) -> Iterator[str]:
     """Start `scripts/kafka` on free ports; yield its bootstrap address; SIGTERM it at the end."""
-    from jobs.demo.kafka_input import wait_for_broker
+    from stateops.jobs.demo.kafka_input import wait_for_broker
 
     port, controller = free_port(), free_port()
     env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller)}

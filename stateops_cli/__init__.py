@@ -1,0 +1,1 @@
+"""The command line (`stateops`): one module per command group, main.py composes them."""
