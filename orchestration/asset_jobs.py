@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from dagster import AssetSelection, ExecutorDefinition, JobDefinition, ResourceDefinition
+from dagster import AssetSelection, ExecutorDefinition, JobDefinition, ResourceDefinition, in_process_executor
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
@@ -44,5 +44,6 @@ def scope(asset_graph: AssetGraph, selection: AssetSelection) -> AssetGraph:
 
 
 def scoped_asset_job(name: str, selection: AssetSelection, description: str) -> ScopedAssetJob:
-    """An asset job (as define_asset_job makes it) for a selection of named assets and checks."""
-    return ScopedAssetJob(name=name, selection=selection, description=description)
+    """An asset job (as define_asset_job makes it) for a selection of named assets and checks, run in one process
+    (at most one JVM per run, whatever the code location's default executor)."""
+    return ScopedAssetJob(name=name, selection=selection, description=description, executor_def=in_process_executor)

@@ -1,32 +1,39 @@
-"""The job catalog of this code location, loaded once when it loads (from STATEOPS_HOME and STATEOPS_CONFIG):
-every capability's definitions are built from its jobs. A run or a schedule tick is an entry point of its own:
-`catalog_for` loads the catalog once for it, under the home its paths resource names, from the config file
-as it is then (the set of jobs stays the code location's); an unchanged file is not validated again."""
+"""The jobs of a code location, loaded once when its definitions are built (stateops.dagster.build_defs), and the
+catalog a run or a schedule tick sees: each is an entry point of its own, and `catalog_for` loads the catalog
+once for it, under the home and config file of its paths resource, from the config file as it is then (the set
+of jobs stays the code location's).
+
+The code server evaluates schedule ticks again and again (with 1,000 jobs, a thousand hourly audit schedules):
+an unchanged config file is validated once, not at every tick (stateops.jobs.definition.catalog.reusing_unchanged),
+and the catalog validated when the definitions were built is the one the first tick reuses (at 1,000 jobs a
+load takes about 0.4 s of a tick's 1 s); a run's own process validates it when it starts.
+"""
 from __future__ import annotations
 
-from stateops.layout import Layout
+from typing import Iterable
 
+from stateops.errors import ConfigError
 from stateops.jobs.definition.catalog import Catalog, reusing_unchanged
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.spec import JobSpec
 
 
-
-def _load() -> dict[str, JobSpec]:
-    """Validated afresh (nothing is kept in a new process) and kept, so that the first sensor or schedule tick
-    reuses it while the config file is unchanged: at 1,000 jobs a load takes about 0.4 s of a tick's 1 s."""
+def load_specs(config_path: str | None = None, home: str | None = None,
+               jobs: Iterable[str] | None = None) -> dict[str, JobSpec]:
+    """The jobs of the config file (`config_path`, else $STATEOPS_CONFIG) under `home` (else $STATEOPS_HOME),
+    validated now; `jobs`: only those (each must be one of them)."""
     with reusing_unchanged():
-        return dict(Environment.from_env().catalog.jobs)
+        catalog = Environment.from_env(home=home, config_path=config_path).catalog
+    if jobs is None:
+        return dict(catalog.jobs)
+    unknown = sorted(set(jobs) - set(catalog.jobs))
+    if unknown:
+        raise ConfigError("jobs", f"names {', '.join(map(repr, unknown))}, not a job of the config file",
+                          f"use some of {sorted(catalog.jobs)} (stateops jobs list), or leave jobs out for all")
+    return {name: spec for name, spec in catalog.jobs.items() if name in set(jobs)}
 
 
-SPECS: dict[str, JobSpec] = _load()
-
-
-def catalog_for(layout: Layout) -> Catalog:
-    """The catalog a run or tick under `layout` sees (call once per run or tick and pass it down). The code
-    server evaluates schedule ticks again and again (with 1,000 jobs, a thousand hourly audit schedules): an
-    unchanged config file is validated once, not at every tick (stateops.jobs.definition.catalog.reusing_unchanged); a run's
-    own process validates it when it starts."""
-    environment = Environment.from_env(layout=layout)
+def catalog_for(environment: Environment) -> Catalog:
+    """The catalog a run or tick sees (call once per run or tick and pass it down)."""
     with reusing_unchanged():
         return environment.catalog

@@ -17,16 +17,16 @@ from dagster import AssetKey, DagsterInstance, Definitions, ExecuteInProcessResu
 from stateops.jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
 from stateops.layout import Layout
 
-from stateops.dagster.catalog import SPECS
+from stateops.jobs.definition.spec import JobSpec
 from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
-from stateops.dagster.definitions import MODULE_DEFS
+from stateops.dagster.catalog import load_specs
+from stateops.dagster.factory import build_defs
 from stateops.dagster.instance import dagster_home, prepare
-from stateops.dagster.resources import PathsResource, SparkResource
 
 
-def demo_selection() -> list[AssetKey]:
+def demo_selection(specs: dict[str, JobSpec]) -> list[AssetKey]:
     """Every job asset, and its deep and fast audit assets."""
-    return [key for spec in SPECS.values()
+    return [key for spec in specs.values()
             for key in (AssetKey(spec.sink_table), deep_audit_key(spec), fast_audit_key(spec))]
 
 
@@ -35,10 +35,9 @@ def run_demo(layout: Layout, instance: DagsterInstance, config: GeneratorConfig 
     """Generate `config`'s input under `layout`, then materialize the demo's selection on `instance`."""
     generated = generate(layout, config)
     echo(f"StateOps demo under {layout.home}: " + ", ".join(f"{n} {source}" for source, n in generated.lines.items()))
-    defs = Definitions.merge(*MODULE_DEFS, Definitions(
-        resources={"spark": SparkResource(), "paths": PathsResource(home=layout.home)}, executor=in_process_executor))
+    defs = Definitions.merge(build_defs(home=layout.home), Definitions(executor=in_process_executor))
     result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, asset_selection=demo_selection(), raise_on_error=False, tags={"stateops/demo": "true"},
+        instance=instance, asset_selection=demo_selection(load_specs(home=layout.home)), raise_on_error=False, tags={"stateops/demo": "true"},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})  # the UI has every event
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization

@@ -32,21 +32,25 @@ class SparkResource(LazyPySparkResource):
 
 
 class PathsResource(ConfigurableResource):
-    """Where StateOps reads and writes; every path is derived from `home` by stateops.layout."""
+    """Where StateOps reads and writes (every path is derived from `home` by stateops.layout) and which config
+    file defines its jobs."""
 
     home: str = Field(default="", description="StateOps root (local path or fsspec URL); empty: $STATEOPS_HOME "
                       "as the run's process sees it (read at run time, not when the definitions were loaded)")
+    config: str = Field(default="", description="The StateOps config file; empty: $STATEOPS_CONFIG as the run's "
+                        "process sees it (none: the built-in jobs only)")
 
     @property
     def layout(self) -> Layout:
         return Layout(self.home) if self.home else Layout.from_env()
 
     def environment(self) -> Environment:
-        """Everything a run or a tick reads from the process environment, under this home, read now: call it
-        once per run or tick and pass it down (stateops.jobs.definition.environment)."""
-        return Environment.from_env(layout=self.layout)
+        """Everything a run or a tick reads from the process environment, under this home and config file, read
+        now: call it once per run or tick and pass it down (stateops.jobs.definition.environment)."""
+        return Environment.from_env(layout=self.layout, config_path=self.config or None)
 
 
-def default_resources() -> dict[str, ConfigurableResource]:
-    """The resources every StateOps definition binds, keyed as the assets and ops ask for them."""
-    return {"spark": SparkResource(), "paths": PathsResource()}
+def default_resources(home: str | None = None, config: str | None = None) -> dict[str, ConfigurableResource]:
+    """The resources every StateOps definition binds, keyed as the assets and ops ask for them; `home` and
+    `config` given are fixed in the definitions (stateops.dagster.build_defs), else read by each run and tick."""
+    return {"spark": SparkResource(), "paths": PathsResource(home=home or "", config=config or "")}

@@ -14,8 +14,7 @@ schedules skip such ticks instead.
 """
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations as types.
 
-from dagster import (AssetExecutionContext, AssetKey, AssetsDefinition, Definitions, MaterializeResult,
-                     MetadataValue, asset)
+from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.targets import AuditTarget, resolve_audit
@@ -24,9 +23,10 @@ from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.errors import StateOpsError
+from stateops.jobs.definition.environment import Environment
 from stateops.layout import Layout
 
-from stateops.dagster.catalog import SPECS, catalog_for
+from stateops.dagster.catalog import catalog_for
 from stateops.dagster.failure import one_line_failure
 from stateops.dagster.resources import PathsResource, SparkResource
 
@@ -48,9 +48,9 @@ def fast_audit_key(spec: JobSpec) -> AssetKey:
     return AssetKey(f"{spec.name}_state_audit_fast")
 
 
-def audit_target(spec: JobSpec, layout: Layout) -> AuditTarget:
+def audit_target(spec: JobSpec, environment: Environment) -> AuditTarget:
     """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does."""
-    return resolve_audit(spec.name, catalog_for(layout))
+    return resolve_audit(spec.name, catalog_for(environment))
 
 
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str) -> dict[str, object]:
@@ -86,10 +86,12 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str)
     }
 
 
-def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, layout, run_audit) -> MaterializeResult:
+def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, paths: PathsResource,
+                      run_audit) -> MaterializeResult:
     """Resolve the job's checkpoint and thresholds, audit, record in the ops tables, report as metadata."""
+    layout = paths.layout
     try:
-        target = audit_target(spec, layout)
+        target = audit_target(spec, paths.environment())
         report = run_audit(target, layout)
     except StateOpsError as err:
         raise one_line_failure(err) from None
@@ -108,7 +110,7 @@ def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
         from stateops.audit import deep_audit
 
-        return _audit_and_record(context, spec, paths.layout, lambda target, layout: deep_audit(
+        return _audit_and_record(context, spec, paths, lambda target, layout: deep_audit(
             spark.spark_session, target.checkpoint, thresholds=target.thresholds, layout=layout, job=spec.name,
             join_bound=target.join_bound))
 
@@ -122,13 +124,8 @@ def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
            description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
                        "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
     def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:
-        return _audit_and_record(context, spec, paths.layout, lambda target, layout: fast_audit(
+        return _audit_and_record(context, spec, paths, lambda target, layout: fast_audit(
             target.checkpoint, thresholds=target.thresholds, layout=layout, job=spec.name))
 
     return _fast
 
-
-deep_audit_assets = {name: build_deep_audit_asset(spec) for name, spec in SPECS.items()}
-fast_audit_assets = {name: build_fast_audit_asset(spec) for name, spec in SPECS.items()}
-
-defs = Definitions(assets=[*deep_audit_assets.values(), *fast_audit_assets.values()])

@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any, Iterable, Mapping, Optional
 
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetChecksDefinition, AssetKey, Definitions, MetadataValue, multi_asset_check)
+                     AssetChecksDefinition, AssetKey, MetadataValue, multi_asset_check)
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.audit import load_findings, load_history
@@ -25,7 +25,6 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
-from stateops.dagster.catalog import SPECS
 from stateops.dagster.audits.assets import audit_target, deep_audit_key
 from stateops.dagster.resources import PathsResource
 
@@ -98,7 +97,7 @@ def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
         layout = paths.layout
         now = dt.datetime.now(dt.timezone.utc)
         try:
-            checkpoint = audit_target(spec, layout).checkpoint
+            checkpoint = audit_target(spec, paths.environment()).checkpoint
         except StateOpsError as err:
             for name in CHECKS:
                 yield check_result(name, None, [], now, missing=first_line(err))
@@ -109,7 +108,3 @@ def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
 
     return _checks
 
-
-state_checks = {name: build_state_checks(spec) for name, spec in SPECS.items()}
-
-defs = Definitions(asset_checks=list(state_checks.values()))

@@ -14,7 +14,7 @@ batches only and never touch the running query, which is how long-running jobs g
 """
 
 
-from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
+from dagster import (AssetChecksDefinition, AssetSelection, DefaultScheduleStatus, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, schedule)
 
 from stateops.jobs.definition.spec import JobSpec
@@ -22,25 +22,24 @@ from stateops.jobs.definition.targets import resolve_target
 from stateops.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line
-from stateops.layout import Layout
+from stateops.jobs.definition.environment import Environment
 
 from stateops.dagster.asset_jobs import scoped_asset_job
-from stateops.dagster.catalog import SPECS, catalog_for
+from stateops.dagster.catalog import catalog_for
 from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
-from stateops.dagster.audits.checks import state_checks
 from stateops.dagster.resources import PathsResource
 from stateops.sensors.runs import still_running
 
 DEEP_CRON = "0 * * * *"
 
 
-def not_ready(spec: JobSpec, layout: Layout) -> str | None:
+def not_ready(spec: JobSpec, environment: Environment) -> str | None:
     """Why the job cannot be audited now (maintenance lock, no checkpoint, no committed batch), or None."""
     try:
-        lock = maintenance.current(layout, spec.name)
+        lock = maintenance.current(environment.layout, spec.name)
         if lock is not None:
             return str(MaintenanceLockedError(lock))
-        checkpoint, _job = resolve_target(spec.name, catalog_for(layout))
+        checkpoint, _job = resolve_target(spec.name, catalog_for(environment))
         if not Checkpoint.open(checkpoint).committed_batches():
             return f"job {spec.name} has no committed batch yet at {checkpoint}; run it first"
     except StateOpsError as err:
@@ -53,7 +52,10 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
     @schedule(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
               default_status=DefaultScheduleStatus.STOPPED)
     def _tick(context: ScheduleEvaluationContext, paths: PathsResource):
-        reason = not_ready(spec, paths.layout)
+        try:
+            reason = not_ready(spec, paths.environment())
+        except StateOpsError as err:  # e.g. a malformed variable of the environment
+            reason = first_line(err)
         if reason:
             return SkipReason(reason)
         running = still_running(context.instance, job.name)
@@ -62,21 +64,14 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
     return _tick
 
 
-def build_audit_jobs(spec: JobSpec) -> tuple:
-    """(deep, fast) audit jobs of `spec`."""
+def build_audit_jobs(spec: JobSpec, checks: AssetChecksDefinition) -> tuple:
+    """(deep, fast) audit jobs of `spec`; `checks`: its state checks (stateops.dagster.audits.checks)."""
     deep = scoped_asset_job(
         f"{spec.name}_deep_audit",
-        AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(state_checks[spec.name]),
+        AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(checks),
         description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks.")
     fast = scoped_asset_job(f"{spec.name}_fast_audit", AssetSelection.assets(fast_audit_key(spec)),
                             description=f"Fast state audit of {spec.name} (no JVM), on demand: the sensors compute "
                                         "it in process on every tick.")
     return deep, fast
 
-
-audit_jobs = {name: build_audit_jobs(spec) for name, spec in SPECS.items()}
-deep_audit_jobs = {name: deep for name, (deep, _fast) in audit_jobs.items()}
-audit_schedules = [audit_schedule(spec, deep_audit_jobs[name], f"{name}_deep_audit_hourly", DEEP_CRON)
-                   for name, spec in SPECS.items()]
-
-defs = Definitions(jobs=[fast for _deep, fast in audit_jobs.values()], schedules=audit_schedules)

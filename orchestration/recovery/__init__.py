@@ -1,6 +1,6 @@
 """The recovery runbook in Dagster: the `state_recovery` job (runbook)."""
 from __future__ import annotations
 
-from stateops.dagster.recovery.runbook import defs
+from stateops.dagster.recovery.runbook import build_state_recovery
 
-__all__ = ["defs"]
+__all__ = ["build_state_recovery"]

@@ -17,10 +17,10 @@ import json
 import os
 import signal
 import time
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Literal, Mapping, Optional
 
-from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Definitions, Failure, MetadataValue,
-                     OpExecutionContext, Output, job, op)
+from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Failure, JobDefinition, MetadataValue,
+                     OpExecutionContext, Output, in_process_executor, job, op)
 from pydantic import Field, create_model
 
 from stateops.jobs.runtime.recovery import recover
@@ -31,7 +31,7 @@ from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequ
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
 
-from stateops.dagster.catalog import SPECS
+from stateops.jobs.definition.spec import JobSpec
 from stateops.dagster.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -42,15 +42,13 @@ TERMINATE_GRACE_SECONDS = 60.0  # after the run launcher's terminate, before SIG
 
 def _config_fields() -> dict[str, Any]:
     """The Launchpad's fields: the request's (stateops.recovery.request), each described in the Launchpad's words;
-    `job` lists the jobs and `mode` is a choice."""
+    `mode` is a choice."""
     words, found = launchpad_words(), {}
     for name, info in request_fields().items():
         if not info.json_schema_extra["launchpad"]:
             continue
         description = described(name, words)
         annotation = {"job": str, "mode": Literal[MODES]}.get(name, info.annotation)
-        if name == "job":
-            description += f" One of {', '.join(sorted(SPECS))}."
         found[name] = (annotation, Field(... if info.is_required() else info.default, description=description))
     return found
 
@@ -62,10 +60,11 @@ class RecoveryConfig(create_model("RecoveryRequestFields", __base__=Config, **_c
         return RecoveryRequest(**self.model_dump(), actor=actor)
 
 
-def check_config(config: RecoveryConfig) -> None:
-    """What the config schema cannot say, in the Launchpad's words (field names, not the CLI's flags)."""
-    if config.job not in SPECS:
-        raise ConfigError("job", f"unknown job {config.job!r}", f"use one of {', '.join(sorted(SPECS))}")
+def check_config(config: RecoveryConfig, jobs: Mapping[str, JobSpec]) -> None:
+    """What the config schema cannot say, in the Launchpad's words (field names, not the CLI's flags); `jobs`:
+    the code location's."""
+    if config.job not in jobs:
+        raise ConfigError("job", f"unknown job {config.job!r}", f"use one of {', '.join(sorted(jobs))}")
     if not config.dry_run and config.confirm != config.job:
         got = f"confirm {config.confirm!r}" if config.confirm else "no confirm"
         raise ConfigError("confirm", f"{got} does not confirm the runbook on {config.job}",
@@ -164,40 +163,42 @@ def report_metadata(report: RecoveryReport) -> dict[str, Any]:
     return metadata
 
 
-@op(name="recover", pool=POOL, description="Plan the runbook (dry run) or run it: stop, archive, adjust, restart, "
-                                           "verify, roll back on failure.")
-def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: SparkResource,
-               paths: PathsResource) -> Output:
-    try:
-        check_config(config)
-    except ConfigError as err:
-        raise Failure(description=str(err), allow_retries=False) from None
-    context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
-    asset = AssetKey(SPECS[config.job].sink_table)
+def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
+    """The `state_recovery` job for the code location's `jobs`."""
 
-    def on_event(event: RecoveryEvent) -> None:
-        if event.phase == "started":
-            context.log.info(f"runbook {event.runbook_id}: {event.step} started")
-        else:
-            context.log_event(step_event(asset, event))
+    @op(name="recover", pool=POOL, description="Plan the runbook (dry run) or run it: stop, archive, adjust, "
+                                               "restart, verify, roll back on failure.")
+    def recover_op(context: OpExecutionContext, config: RecoveryConfig, spark: SparkResource,
+                   paths: PathsResource) -> Output:
+        try:
+            check_config(config, jobs)
+        except ConfigError as err:
+            raise Failure(description=str(err), allow_retries=False) from None
+        context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
+        asset = AssetKey(jobs[config.job].sink_table)
 
-    try:
-        report = recover(paths.environment(), config.request(actor=f"dagster run {context.run_id}"),
-                         spark=lambda: spark.spark_session,
-                         on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
-    except StateOpsError as err:
-        raise Failure(description=first_line(err), allow_retries=False) from None
-    metadata = report_metadata(report)
-    if report.outcome in ("rolled_back", "failed"):
-        raise Failure(description=report.summary(), metadata=metadata, allow_retries=False)
-    context.log.info(report.summary())
-    return Output(report.outcome, metadata=metadata)
+        def on_event(event: RecoveryEvent) -> None:
+            if event.phase == "started":
+                context.log.info(f"runbook {event.runbook_id}: {event.step} started")
+            else:
+                context.log_event(step_event(asset, event))
 
+        try:
+            report = recover(paths.environment(), config.request(actor=f"dagster run {context.run_id}"),
+                             spark=lambda: spark.spark_session,
+                             on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
+        except StateOpsError as err:
+            raise Failure(description=first_line(err), allow_retries=False) from None
+        metadata = report_metadata(report)
+        if report.outcome in ("rolled_back", "failed"):
+            raise Failure(description=report.summary(), metadata=metadata, allow_retries=False)
+        context.log.info(report.summary())
+        return Output(report.outcome, metadata=metadata)
 
-@job(name=JOB_NAME, description="Guarded state recovery of one streaming job (docs/operations.md, Recovery). Dry run by default: "
-                                "the plan is in the run's metadata; set dry_run: false and confirm: <job> to act.")
-def state_recovery():
-    recover_op()
+    @job(name=JOB_NAME, executor_def=in_process_executor, description="Guarded state recovery of one streaming job (docs/operations.md, Recovery). Dry "
+                                    "run by default: the plan is in the run's metadata; set dry_run: false and "
+                                    "confirm: <job> to act.")
+    def state_recovery():
+        recover_op()
 
-
-defs = Definitions(jobs=[state_recovery])
+    return state_recovery

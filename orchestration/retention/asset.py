@@ -15,7 +15,7 @@ import posixpath
 
 from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultScheduleStatus, Definitions,
                      MaterializeResult, MetadataValue, RunRequest, ScheduleEvaluationContext, SkipReason, asset,
-                     define_asset_job, schedule)
+                     define_asset_job, in_process_executor, schedule)
 from pydantic import Field
 
 from stateops.jobs.runtime.retention import retention_scope
@@ -101,6 +101,7 @@ def retention_asset(context: AssetExecutionContext, config: RetentionConfig, pat
 
 
 retention_job = define_asset_job("retention_job", selection=AssetSelection.assets(retention_asset),
+                                 executor_def=in_process_executor,
                                  description="Plan retention; apply with config `apply: true` (Launchpad).")
 
 
@@ -109,7 +110,7 @@ retention_job = define_asset_job("retention_job", selection=AssetSelection.asset
 def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
     """Plan daily; the run applies only when the config file says `[retention] apply_on_schedule = true`."""
     try:
-        apply = catalog_for(paths.layout).retention.apply_on_schedule
+        apply = catalog_for(paths.environment()).retention.apply_on_schedule
     except StateOpsError as err:
         return SkipReason(first_line(err))
     return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})

@@ -17,7 +17,7 @@ holds the maintenance lock, fails with one line naming the holder, before Spark 
 from collections import Counter
 from typing import Literal
 
-from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, Config, Definitions,
+from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, Config,
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
@@ -31,7 +31,6 @@ from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
 
-from stateops.dagster.catalog import SPECS
 from stateops.dagster.failure import one_line_failure
 from stateops.dagster.resources import PathsResource, SparkResource
 
@@ -144,7 +143,3 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
 
     return _materialize
 
-
-job_assets = [build_job_asset(spec) for spec in SPECS.values()]
-
-defs = Definitions(assets=job_assets)

@@ -6,7 +6,7 @@ lease, and while a runbook holds its maintenance lock; the skip reason names the
 """
 from __future__ import annotations
 
-from dagster import (AssetSelection, DefaultScheduleStatus, Definitions, RunRequest, ScheduleDefinition,
+from dagster import (AssetSelection, DefaultScheduleStatus, RunRequest, ScheduleDefinition,
                      ScheduleEvaluationContext, SkipReason, schedule)
 
 from stateops.jobs.definition.spec import JobSpec
@@ -14,7 +14,6 @@ from stateops.control import start_blocker
 from stateops.errors import StateOpsError
 
 from stateops.dagster.asset_jobs import scoped_asset_job
-from stateops.dagster.catalog import SPECS
 from stateops.dagster.resources import PathsResource
 from stateops.sensors.runs import still_running
 
@@ -45,8 +44,3 @@ def build_job_schedule(spec: JobSpec, job) -> ScheduleDefinition:
 
     return _tick
 
-
-job_runs = {name: build_job_run(spec) for name, spec in SPECS.items()}
-job_schedules = [build_job_schedule(spec, job_runs[name]) for name, spec in SPECS.items()]
-
-defs = Definitions(schedules=job_schedules)

@@ -16,7 +16,8 @@ from dagster import (DagsterRunStatus, RunRequest, SkipReason, build_schedule_co
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.control.process import HOST
 
-from stateops.dagster.streaming_jobs.assets import SPECS, job_assets, pool_name
+from stateops.dagster.streaming_jobs.assets import pool_name
+from tests.support.code_location import SPECS, job_assets
 from stateops.dagster.definitions import defs
 from stateops.dagster.resources import default_resources
 

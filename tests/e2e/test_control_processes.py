@@ -28,7 +28,7 @@ from stateops.control.process import HOST
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
-from stateops.dagster.streaming_jobs.assets import job_assets
+from tests.support.code_location import job_assets
 from stateops.dagster.definitions import defs
 from stateops.dagster.resources import default_resources
 

@@ -18,7 +18,7 @@ from stateops.control import request_stop
 from stateops.delta import open_table
 from stateops.control import ControlSettings
 
-from stateops.dagster.streaming_jobs.assets import SPECS, job_assets
+from tests.support.code_location import SPECS, job_assets
 from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e

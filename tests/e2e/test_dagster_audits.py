@@ -27,8 +27,7 @@ from stateops.audit.render import PNG_SIZE
 from stateops.delta import read_table
 from stateops.layout import Layout
 
-from stateops.dagster import audits
-from stateops.dagster.streaming_jobs import assets
+from stateops.dagster import build_defs
 from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e
@@ -45,9 +44,8 @@ skew_min_rows = 50   # the default (1000) calls a few hundred rows noise; this d
 
 
 def _defs() -> Definitions:
-    """The code location's definitions, with resources built now (they read STATEOPS_HOME when built)."""
-    return Definitions.merge(assets.defs, audits.defs,
-                             Definitions(resources=default_resources(), executor=in_process_executor))
+    """The code location's definitions, built now (for the STATEOPS_CONFIG and STATEOPS_HOME set now)."""
+    return Definitions.merge(build_defs(), Definitions(executor=in_process_executor))
 
 
 def _config(tmp_path, monkeypatch):
@@ -254,7 +252,7 @@ def test_audit_definitions_shape(dagster_instance):
     through the newest instance, and an earlier test's has been disposed.)"""
     from dagster import AssetKey, DefaultScheduleStatus
 
-    from stateops.dagster.catalog import SPECS
+    from tests.support.code_location import SPECS
     from stateops.dagster.audits.assets import GROUP
     from stateops.dagster.definitions import defs
 

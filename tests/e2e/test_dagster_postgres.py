@@ -19,9 +19,10 @@ from deltalake import DeltaTable
 
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
-from stateops.dagster.streaming_jobs.assets import job_assets
-from stateops.dagster.audits.assets import deep_audit_assets, deep_audit_key
-from stateops.dagster.recovery.runbook import state_recovery
+from tests.support.code_location import job_assets
+from stateops.dagster.audits.assets import deep_audit_key
+from tests.support.code_location import deep_audit_assets
+from tests.support.code_location import state_recovery
 from stateops.dagster.resources import default_resources
 from stateops.control import overrides
 

@@ -8,7 +8,8 @@ import pytest
 from dagster import (AssetKey, DagsterRun, DagsterRunStatus, DefaultScheduleStatus, RunRequest,
                      SkipReason, build_schedule_context, instance_for_test)
 
-from stateops.dagster.streaming_jobs.assets import GROUP, SPECS
+from stateops.dagster.streaming_jobs.assets import GROUP
+from tests.support.code_location import SPECS
 from stateops.dagster.definitions import defs
 from stateops.dagster.resources import default_resources
 

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from stateops.delta import read_table
 
-from stateops.dagster.catalog import SPECS
+from tests.support.code_location import SPECS
 from stateops.dagster.audits.assets import deep_audit_key, fast_audit_key
 from stateops.dagster.demo import demo_selection
 from tests.support.scenarios import DEMO_INPUT_SMALL
@@ -38,7 +38,7 @@ def _latest(instance, key: AssetKey) -> tuple[str, dict]:
 def test_demo_materializes_every_job_and_audit_on_the_instance(demo_run):
     layout, _, instance, run_id, lines = demo_run
     assert instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS
-    assert set(demo_selection()) == {k for s in SPECS.values()
+    assert set(demo_selection(SPECS)) == {k for s in SPECS.values()
                                      for k in (AssetKey(s.sink_table), deep_audit_key(s), fast_audit_key(s))}
     logs = instance.all_logs(run_id)
     for spec in SPECS.values():

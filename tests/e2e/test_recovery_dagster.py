@@ -26,7 +26,8 @@ from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes
 
 from stateops.dagster.definitions import defs
-from stateops.dagster.recovery.runbook import state_recovery, terminate_holder
+from stateops.dagster.recovery.runbook import terminate_holder
+from tests.support.code_location import state_recovery
 from stateops.dagster.resources import default_resources
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from stateops import progress
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.remediation.alerts import WebhookSettings, sender_for
 
-from stateops.dagster.catalog import SPECS
+from tests.support.code_location import SPECS
 from stateops.sensors.health import run_failure_alert
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
 

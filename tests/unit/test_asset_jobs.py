@@ -10,13 +10,16 @@ from dagster._core.definitions.assets.job import asset_job as dagster_asset_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from stateops.dagster.asset_jobs import ScopedAssetJob
-from stateops.dagster.audits.schedules import audit_jobs
+from stateops.dagster.audits.checks import build_state_checks
+from stateops.dagster.audits.schedules import build_audit_jobs
 from stateops.dagster.definitions import defs
-from stateops.dagster.streaming_jobs.schedules import job_runs
+from stateops.dagster.streaming_jobs.schedules import build_job_run
+from tests.support.code_location import SPECS
 
 pytestmark = pytest.mark.unit
 
-SCOPED = [*job_runs.values(), *(job for pair in audit_jobs.values() for job in pair)]
+SCOPED = [*(build_job_run(spec) for spec in SPECS.values()),
+          *(job for spec in SPECS.values() for job in build_audit_jobs(spec, build_state_checks(spec)))]
 
 
 def _layout(job) -> tuple:
@@ -32,7 +35,7 @@ def _repo():
 
 
 def test_every_job_of_the_code_location_is_scoped():
-    assert len(SCOPED) == 3 * len(job_runs)
+    assert len(SCOPED) == 3 * len(SPECS)
     assert all(isinstance(job, ScopedAssetJob) for job in SCOPED)
 
 

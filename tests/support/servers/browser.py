@@ -114,7 +114,7 @@ def check_pages(url: str, instance: DagsterInstance, jobs: list[tuple[str, str]]
 def main() -> int:
     from stateops.layout import Layout
 
-    from stateops.dagster.catalog import SPECS
+    from tests.support.code_location import SPECS
     from stateops.dagster.instance import dagster_home
 
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
