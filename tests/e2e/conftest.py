@@ -258,3 +258,12 @@ def daemon_env(daemon_world, monkeypatch):
     """This test's process sees the world's homes and config."""
     for name in ("DAGSTER_HOME", "STATEOPS_HOME", "STATEOPS_CONFIG"):
         monkeypatch.setenv(name, daemon_world.env[name])
+
+
+@pytest.fixture(scope="module")
+def installed_stateops(tmp_path_factory):
+    """The python of a new venv with StateOps installed from a wheel of this tree (tests/support/wheel_env.py)."""
+    from tests.support.wheel_env import build_wheel, new_venv
+
+    root = tmp_path_factory.mktemp("installed")
+    return new_venv(root / "venv", build_wheel(root / "dist"))
