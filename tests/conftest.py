@@ -167,6 +167,7 @@ HEAVIEST_FIRST = (
     "tests/e2e/test_kafka_faults.py",
     "tests/e2e/test_kill_restart.py",
     "tests/spark/test_retention.py",
+    "tests/e2e/test_dagster_project.py",
     "tests/e2e/test_dagster_assets.py",
     "tests/e2e/test_demo.py",
     "tests/spark/test_audit_deep.py",
