@@ -37,6 +37,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("sensors", "Sensor tick: ops tables and file listings vs a Spark session", "bench.bench_sensors"),
     Benchmark("cli_start", "CLI start: the reading commands before and after the job model's split",
               "bench.bench_cli_start", own_session=True),
-    Benchmark("scale", "Scale: 4 to 1,000 jobs in one code location (load, sensor ticks, status, retention, fast "
-              "audits, memory)", "bench.bench_scale", own_session=True),
+    Benchmark("scale", "Scale: 4 to 1,000 jobs in one code location (load, snapshot, sensor ticks, status, retention, "
+              "fast audits, memory)", "bench.bench_scale", own_session=True),
 )
