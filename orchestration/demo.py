@@ -36,8 +36,9 @@ def run_demo(layout: Layout, instance: DagsterInstance, config: GeneratorConfig 
     generated = generate(layout, config)
     echo(f"StateOps demo under {layout.home}: " + ", ".join(f"{n} {source}" for source, n in generated.lines.items()))
     defs = Definitions.merge(build_defs(home=layout.home), Definitions(executor=in_process_executor))
+    selection = demo_selection(load_specs(home=layout.home))  # the catalog build_defs validated, reused (unchanged)
     result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, asset_selection=demo_selection(load_specs(home=layout.home)), raise_on_error=False, tags={"stateops/demo": "true"},
+        instance=instance, asset_selection=selection, raise_on_error=False, tags={"stateops/demo": "true"},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})  # the UI has every event
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
