@@ -1,12 +1,14 @@
-"""Delta sink overhead: the real delta-rs foreachBatch sink (run_job) vs Spark's `noop` sink.
+"""Delta sink overhead: the two Delta writers of run_job (delta-rs, Delta's Spark writer) vs Spark's `noop` sink.
 
-Same job (`user_activity`), same input, project defaults (RocksDB, machine-sized partitions), one run.
-The `noop` run is run_job's dry run: the same two queries (stateful and dead-letter), availableNow,
-their own checkpoints and the progress recorder, writing to Spark's `noop` sink. So the ratio isolates
-the cost of the Delta writes (MERGE of each micro-batch's updated windows, exactly-once bookkeeping).
-Runs alternate A B B A within a size (B A A B for the next), so drift of the machine's load hits both.
+Same job (`user_activity`: update mode, MERGE of each micro-batch's updated windows), same input, project
+defaults (RocksDB, machine-sized partitions), one process, one session. The `noop` run is run_job's dry run:
+the same two queries (stateful and dead-letter), availableNow, their own checkpoints and the progress recorder,
+writing to Spark's `noop` sink. `delta-rs` writes from the driver (`STATEOPS_DELTA_WRITER=delta-rs`), `spark`
+with Delta's own Spark writer (`STATEOPS_DELTA_WRITER=spark`), each into a fresh home, exactly-once
+bookkeeping included. Runs alternate A B C, C B A within a size (the other way round for the next), so drift
+of the machine's load hits every side alike.
 
-  .venv/bin/python -m bench.bench_sink [--quick]
+  .venv/bin/python -m bench.bench_sink [--quick] [--sizes 20000,200000] [--files 6] [--repeats 2]
 """
 from __future__ import annotations
 
@@ -15,24 +17,24 @@ from typing import Sequence
 from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.runner import run_job
-from stateops.jobs.runtime.session import get_session
+from stateops.jobs.runtime.session import DELTA_WRITER_CONF, get_session
 
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, make_input, new_home, parse_args, ratio,
                           schedule, warm_up, workdir)
 
 JOB = "user_activity"
+SIDES = ("noop", "delta-rs", "spark")
 
 
-def run_delta(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout, settings=read_settings()).batch_durations_ms
-
-
-def run_noop(spark, layout, spec) -> list[int]:
-    return run_job(spark, spec, layout, settings=read_settings(), dry_run=True).batch_durations_ms
-
-
-SINKS = {"delta": run_delta, "noop": run_noop}
+def run_side(spark, layout, spec, side: str) -> list[int]:
+    """One run of the job on `side`: the writer is the session's DELTA_WRITER_CONF, which run_job reads."""
+    before = spark.conf.get(DELTA_WRITER_CONF, "delta-rs")
+    spark.conf.set(DELTA_WRITER_CONF, "delta-rs" if side == "noop" else side)
+    try:
+        return run_job(spark, spec, layout, settings=read_settings(), dry_run=side == "noop").batch_durations_ms
+    finally:
+        spark.conf.set(DELTA_WRITER_CONF, before)
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
@@ -43,28 +45,30 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     print(f"sink benchmark: {machine()}")
     print(f"job {JOB}; project defaults ({spec.shuffle_partitions} partitions, "
           f"{spark.conf.get('spark.sql.streaming.stateStore.providerClass').rsplit('.', 1)[-1]}); "
-          f"{args.files} micro-batches per run (first = warm-up, excluded); {args.repeats} run(s) per sink and "
+          f"{args.files} micro-batches per run (first = warm-up, excluded); {args.repeats} run(s) per side and "
           f"size; sizes {list(args.sizes)}", flush=True)
-    results = {(size, name): Measured(size, name) for size in args.sizes for name in SINKS}
+    results = {(size, side): Measured(size, side) for size in args.sizes for side in SIDES}
     with workdir(args) as root:
-        warm_up(root, args.users, lambda layout: run_delta(spark, layout, spec))
+        for side in SIDES[1:]:
+            warm_up(root, args.users, lambda layout: run_side(spark, layout, spec, side), name=f"warm-up-{side}")
         for i, size in enumerate(args.sizes):
             source = make_input(root, size, args.files, args.users)
-            for n, name in enumerate(schedule(list(SINKS), i, args.repeats)):
-                layout = new_home(root, f"{name}-{size}-{n}", source)
-                durations = SINKS[name](spark, layout, spec)
-                print(f"  {name:<5} {size:>7} events/batch: batches ms {durations}", flush=True)
-                results[size, name].add(durations, args.files)
+            for n, side in enumerate(schedule(list(SIDES), i, args.repeats)):
+                layout = new_home(root, f"{side}-{size}-{n}", source)
+                durations = run_side(spark, layout, spec, side)
+                print(f"  {side:<8} {size:>7} events/batch: batches ms {durations}", flush=True)
+                results[size, side].add(durations, args.files)
     rows = []
     for size in args.sizes:
-        by = {name: results[size, name] for name in SINKS}
-        for name in ("noop", "delta"):
-            r = by[name]
-            rows.append([size, name, len(r.steady), fmt_ms(r.warmup_ms), fmt_ms(r.median_ms),
+        by = {side: results[size, side] for side in SIDES}
+        for side in SIDES:
+            r = by[side]
+            rows.append([size, side, len(r.steady), fmt_ms(r.warmup_ms), fmt_ms(r.median_ms),
                          fmt_ms(min(r.steady)), fmt_ms(max(r.steady)),
-                         fmt_ratio(ratio(r, by["noop"])) if name == "delta" else ""])
-    report.table("median micro-batch latency (ms), warm-up batch excluded; ratio = delta / noop",
-                ["events/batch", "sink", "batches", "warm-up", "median", "min", "max", "ratio"], rows)
+                         fmt_ratio(ratio(r, by["noop"])) if side != "noop" else "",
+                         fmt_ratio(ratio(r, by["delta-rs"])) if side == "spark" else ""])
+    report.table("median micro-batch latency (ms), warm-up batch excluded; ratios of medians",
+                 ["events/batch", "sink", "batches", "warm-up", "median", "min", "max", "/ noop", "/ delta-rs"], rows)
     report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
     return report
 

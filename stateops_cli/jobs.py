@@ -22,7 +22,9 @@ from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.settings import CLI_NAMES, settings_report, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
+from stateops.jobs.runtime.session import delta_writer_in_force
 
 
 @click.group("jobs")
@@ -37,10 +39,11 @@ def jobs_list(obj: Environment) -> None:
         click.echo(f"{spec.name:16} {spec.output_mode:7} {spec.description}")
 
 
-def describe(spec: JobSpec, catalog: Catalog) -> dict:
+def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
     """Everything an operator needs to find a job's data, and its effective settings, as plain data."""
     layout = catalog.layout
     settings = settings_report(spec, catalog)
+    writer, why = delta_writer_in_force(spark)
     return {
         "name": spec.name,
         "description": spec.description,
@@ -52,6 +55,7 @@ def describe(spec: JobSpec, catalog: Catalog) -> dict:
         "merge_keys": list(spec.merge_keys),
         "checkpoint": spec.checkpoint_path(layout),
         "output_table": layout.table(spec.sink_table),
+        "delta_writer": {"value": writer, "source": why},
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},
@@ -86,7 +90,7 @@ def _setting_line(name: str, entry: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def jobs_describe(obj: Environment, name: str, as_json: bool) -> None:
-    info = describe(obj.catalog.job(name), obj.catalog)
+    info = describe(obj.catalog.job(name), obj.catalog, obj.spark)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return

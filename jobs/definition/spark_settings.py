@@ -14,7 +14,7 @@ from stateops.jobs.definition.spec import default_shuffle_partitions
 
 PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".jars",
                             "spark")
-DELTA_WRITERS = ("delta-rs", "spark")
+DELTA_WRITERS = ("auto", "delta-rs", "spark")
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,26 @@ class SparkSettings:
     app_name: str = "stateops"
     shuffle_partitions: int = 4
     extra_conf: dict = field(default_factory=dict)
-    delta_writer: str = "delta-rs"
+    delta_writer: str = "auto"
     jars_dir: str = PROJECT_JARS
+
+    @property
+    def local(self) -> bool:
+        return self.master.startswith("local")
+
+    def writer_in_force(self, spark_jars: bool) -> tuple[str, str]:
+        """The Delta writer the jobs use, and why (shown by `stateops jobs describe`). `auto` (the default): delta-rs
+        on a local master, where it commits a micro-batch in a fraction of Delta's Spark writer's time; Delta's
+        Spark writer on a cluster master, where the executors write the files and the driver holds no batch
+        (docs/design.md, "Which Delta writer"). `spark_jars`: delta-spark is on the classpath."""
+        if self.delta_writer != "auto":
+            return self.delta_writer, f"STATEOPS_DELTA_WRITER={self.delta_writer}"
+        if self.local:
+            return "delta-rs", f"auto: local master {self.master}"
+        if not spark_jars:
+            return "delta-rs", (f"auto: cluster master {self.master}, but the delta-spark jars are not on the "
+                                "classpath (bash scripts/setup fetches them)")
+        return "spark", f"auto: cluster master {self.master}"
 
     @classmethod
     def from_env(cls) -> "SparkSettings":
@@ -37,7 +55,7 @@ class SparkSettings:
         if not isinstance(extra, dict):
             raise ConfigError("STATEOPS_SPARK_CONF", "is not a JSON object",
                               'write a JSON object, e.g. {"spark.executor.memory": "4g"}')
-        writer = text("STATEOPS_DELTA_WRITER") or "delta-rs"
+        writer = text("STATEOPS_DELTA_WRITER") or "auto"
         if writer not in DELTA_WRITERS:
             raise ConfigError("STATEOPS_DELTA_WRITER", f"{writer!r} is not a Delta writer",
                               f"use one of {', '.join(DELTA_WRITERS)}")

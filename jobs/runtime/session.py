@@ -3,8 +3,9 @@
 Environment:
   STATEOPS_SPARK_MASTER   master URL (default local[*]); e.g. spark://host:7077
   STATEOPS_SPARK_CONF     JSON object of extra Spark settings
-  STATEOPS_DELTA_WRITER   who writes the jobs' Delta output: `delta-rs` (default, from the driver) or
-                          `spark` (Delta's own Spark writer, executor-side; needs the delta-spark jars)
+  STATEOPS_DELTA_WRITER   who writes the jobs' Delta output: `auto` (default: delta-rs on a local master, Delta's
+                          Spark writer on a cluster), `delta-rs` (from the driver) or `spark` (Delta's own Spark
+                          writer, executor-side; needs the delta-spark jars)
 The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
 or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. The jars that
 scripts/setup fetched with Maven (jvm/spark/pom.xml -> .jars/spark: Delta's Spark writer, the Kafka
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -39,9 +41,17 @@ FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archive
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)
 DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read back by stateops.jobs.runtime.runner
 # Delta 4.4 rebuilds a table's snapshot state (to read `txnVersion`) at every idempotent commit, with this many
-# tasks (default 50: a 50-task Spark job per micro-batch). On a local master one per core: user_activity's
-# micro-batch on Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events (BENCHMARKS.md, Delta sink).
+# tasks (default 50: a 50-task Spark job per micro-batch). One on a local master: user_activity's micro-batch on
+# Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events with one per core, 1.6 -> 1.3 s with one (BENCHMARKS.md).
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+# Spark's checkpoint logs and state store files, and Delta's commits, are written to a temporary file and renamed.
+# Through Hadoop's FileContext on a local disk that rename forks `readlink` (and `chmod`) for every file: 40% of a
+# micro-batch of the noop floor (BENCHMARKS.md, Delta sink). The FileSystem-based manager and Delta's LocalLogStore
+# rename in-process; on a local disk both check then rename, as the FileContext path does (HDFSLogStore says so),
+# and the job's lease keeps one writer per checkpoint and table.
+CHECKPOINT_FILE_MANAGER = ("spark.sql.streaming.checkpointFileManagerClass",
+                           "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
+DELTA_LOCAL_LOG_STORE = ("spark.delta.logStore.file.impl", "io.delta.storage.LocalLogStore")
 
 
 def project_jars(folder: str = PROJECT_JARS) -> list[str]:
@@ -56,9 +66,8 @@ def delta_jars_on_classpath(conf: dict) -> bool:
     jars = conf.get("spark.jars", "")
     if any("delta-spark" in jar for jar in jars.split(",")):
         return True
-    import pyspark
-
-    homes = {os.environ.get("SPARK_HOME", ""), os.path.dirname(pyspark.__file__)}
+    found = importlib.util.find_spec("pyspark")  # where pyspark is, without importing it (reading commands)
+    homes = {os.environ.get("SPARK_HOME", ""), os.path.dirname(found.origin) if found and found.origin else ""}
     return any(glob.glob(os.path.join(home, "jars", "delta-spark*.jar")) for home in homes if home)
 
 
@@ -81,6 +90,7 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.driver.memory": "2g",
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": SCHEDULER_POOLS,
+        CHECKPOINT_FILE_MANAGER[0]: CHECKPOINT_FILE_MANAGER[1],
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
     jars = project_jars(settings.jars_dir)
@@ -97,17 +107,25 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
                               "on the cluster's storage: hdfs://, s3a://, local:)")
     for key, value in s3a_conf(os.environ).items():
         conf.setdefault(key, value)  # STATEOPS_SPARK_CONF wins
-    if delta_jars_on_classpath(conf):
+    spark_jars = delta_jars_on_classpath(conf)
+    if spark_jars:
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        if conf["spark.master"].startswith("local"):
-            conf.setdefault(SNAPSHOT_PARTITIONS, str(max(2, os.cpu_count() or 1)))
+        conf.setdefault(*DELTA_LOCAL_LOG_STORE)
+        if settings.local:
+            conf.setdefault(SNAPSHOT_PARTITIONS, "1")
     elif settings.delta_writer == "spark":
         raise ConfigError("STATEOPS_DELTA_WRITER", "is spark, but the delta-spark jars are not on the classpath",
                           "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "
                           "spark.jars / $SPARK_HOME/jars, or use delta-rs")
-    conf[DELTA_WRITER_CONF] = settings.delta_writer
+    conf[DELTA_WRITER_CONF] = settings.writer_in_force(spark_jars)[0]
     return conf
+
+
+def delta_writer_in_force(settings: SparkSettings) -> tuple[str, str]:
+    """The Delta writer a session made from `settings` uses, and why (`stateops jobs describe`); no JVM."""
+    jars = ",".join(project_jars(settings.jars_dir) + [str(settings.extra_conf.get("spark.jars", ""))])
+    return settings.writer_in_force(delta_jars_on_classpath({"spark.jars": jars}))
 
 
 def check_java() -> None:

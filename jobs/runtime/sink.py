@@ -25,49 +25,68 @@ from stateops.sinkstate import SinkState, query_app_id
 
 
 TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+# Rows per file Delta's Spark writer is given (the batch is coalesced to ceil(rows / this) partitions, at most
+# its own): a 2,000-row micro-batch of 4 partitions was 4 files at every commit, and the next MERGE read them all.
+ROWS_PER_FILE = 1_000_000
 
 
 def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
-                    insert_only: bool = False, table_exists: bool | None = None) -> int:
+                    insert_only: bool = False, table_exists: bool | None = None,
+                    stats_columns: Sequence[str] = ()) -> int:
     """One Delta commit per batch by Delta's own Spark writer (files written by the executors); returns the rows
-    written. `table_exists`: when the caller knows, Delta is not asked again.
+    written (an append: the batch's rows; a MERGE: the rows it inserted or updated, 0 when Delta skipped it; 0:
+    nothing committed). `table_exists`: when the caller knows, Delta is not asked again. `stats_columns`: the
+    columns a table this write creates keeps file statistics for (`delta.dataSkippingStatsColumns`; default:
+    Delta's first 32): every MERGE reads the statistics of every file of the table, and parsing five columns'
+    instead of two cost about 0.25 s of a 20,000-event micro-batch (BENCHMARKS.md, Delta sink).
 
-    An append carries `txnAppId`/`txnVersion`: Delta skips a version it has recorded for that app id. Its batch is
-    persisted and counted first (the count runs the plan once, the write reads the copy), and an empty batch
-    commits nothing (its plan ran, so its state stores committed).
+    The batch is copied first (`localCheckpoint`: the micro-batch's plan runs once, its state stores commit) and
+    counted on the copy; an empty batch commits nothing, and the write reads the copy, coalesced to one partition
+    per ROWS_PER_FILE rows (fewer, larger files: the next MERGE scans them all).
 
-    A MERGE is made idempotent only through the session's txn settings (MergeIntoCommand reads no options); they
-    are set for this MERGE and cleared after it, or a second MERGE of the same session and version (another sink
-    of the batch) would be skipped as done. Its batch is not persisted: Delta materializes a MERGE's source itself
-    (a source that is no Delta scan), so a persisted and counted batch was computed and copied twice (0.9 s of
-    a 20,000-event micro-batch, BENCHMARKS.md, Delta sink); the rows come from the MERGE's own metrics.
+    An append carries `txnAppId`/`txnVersion`: Delta skips a version it has recorded for that app id. A MERGE
+    is made idempotent only through the session's txn settings (MergeIntoCommand reads no options); they are set
+    for this MERGE and cleared after it, or a second MERGE of the same session and version (another sink of the
+    batch) would be skipped as done. The MERGE reads the copy as it is (`materializeSource=none`): Delta would
+    otherwise copy the source once more before reading it twice (BENCHMARKS.md, Delta sink); a cached (persisted)
+    batch is refused by Delta's MERGE (DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION), a checkpointed one is not.
     """
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
+    batch = df.localCheckpoint(eager=True)  # the plan runs here, once
+    rows = batch.count()                    # counted on the copy
+    if not rows:
+        return 0
+    source = batch.coalesce(max(1, -(-rows // ROWS_PER_FILE)))
     if table_exists is None:
         table_exists = DeltaTable.isDeltaTable(spark, uri)
     if merge_keys and table_exists:
-        spark.conf.set(TXN_APP_ID, app_id)
-        spark.conf.set(TXN_VERSION, str(batch_id))
-        try:
-            condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-            merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), condition)
-            metrics = (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
-        finally:
-            spark.conf.unset(TXN_APP_ID)
-            spark.conf.unset(TXN_VERSION)
-        done = metrics.first()  # none when Delta skipped a version it had recorded
-        return int(done["num_affected_rows"]) if done is not None else 0
-    df = df.persist()
+        return _merge(spark, source, uri, app_id, batch_id, merge_keys, insert_only)
+    writer = source.write.format("delta").mode("append").option("mergeSchema", "true")
+    if stats_columns and not table_exists:
+        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+    writer.option("txnAppId", app_id).option("txnVersion", batch_id).save(uri)
+    return rows
+
+
+def _merge(spark, source: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
+           insert_only: bool) -> int:
+    from delta.tables import DeltaTable
+
+    confs = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), MATERIALIZE_SOURCE: "none"}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
     try:
-        rows = df.count()
-        if rows:
-            (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
-             .option("mergeSchema", "true").save(uri))
-        return rows
+        condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
+        merge = DeltaTable.forPath(spark, uri).alias("t").merge(source.alias("s"), condition)
+        metrics = (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
     finally:
-        df.unpersist()
+        for key in confs:
+            spark.conf.unset(key)
+    done = metrics.first()  # none when Delta skipped a version it had recorded
+    return int(done["num_affected_rows"]) if done is not None else 0
 
 
 def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -101,6 +120,14 @@ class DeltaSink:
         if self._app_id is None:
             self._app_id = query_app_id(self.job, self.checkpoint, self.sink.epoch)
         return self._app_id
+
+    def stats_columns(self) -> tuple[str, ...]:
+        """What a table created by Delta's Spark writer keeps statistics for: the keys a MERGE or a replay
+        matches on and the event-time column (retention and readers skip files by it); dead letters: their
+        batch and when they were recorded."""
+        if self.tag_batch_id:
+            return ("batch_id", "recorded_at")
+        return tuple(dict.fromkeys(self.merge_keys + self.row_key + ((self.time_column,) if self.time_column else ())))
 
     def _replayed(self, data: pa.Table) -> tuple[pa.Table, bool]:
         """After a rebuild: drop rows below the write floor; insert-if-absent when a row may be a repeat."""
@@ -156,7 +183,7 @@ class DeltaSink:
         replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
         rows = _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
                                self.row_key if replay else self.merge_keys, insert_only=replay,
-                               table_exists=self._table_exists)
+                               table_exists=self._table_exists, stats_columns=self.stats_columns())
         self.rows_written += rows
         self._written_upto = batch_id
         self._table_exists = self._table_exists or rows > 0

@@ -27,6 +27,30 @@ def test_describe_json_names_every_path(tmp_path):
     assert info["watermark"] == {"columns": ["event_time"], "delay": "10 minutes", "min": "5 minutes",
                                  "max": "2 hours"}
     assert info["shuffle_partitions"] >= 2
+    assert info["delta_writer"]["value"] in ("delta-rs", "spark")
+
+
+@pytest.mark.parametrize("env,writer,source", [
+    ({}, "delta-rs", "auto: local master local[*]"),
+    ({"STATEOPS_SPARK_MASTER": "spark://host:7077"}, "spark", "auto: cluster master spark://host:7077"),
+    ({"STATEOPS_DELTA_WRITER": "spark"}, "spark", "STATEOPS_DELTA_WRITER=spark"),
+    ({"STATEOPS_SPARK_MASTER": "spark://host:7077", "STATEOPS_DELTA_WRITER": "delta-rs"}, "delta-rs",
+     "STATEOPS_DELTA_WRITER=delta-rs"),
+])
+def test_describe_shows_the_delta_writer_in_force_and_why(tmp_path, monkeypatch, env, writer, source):
+    from stateops.jobs.runtime.session import project_jars
+
+    if writer == "spark" and not any("delta-spark" in j for j in project_jars()):
+        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
+    for key in ("STATEOPS_SPARK_MASTER", "STATEOPS_DELTA_WRITER"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = _run("jobs", "describe", "user_activity", "--json", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["delta_writer"] == {"value": writer, "source": source}
+    text = _run("jobs", "describe", "user_activity", home=tmp_path).output
+    assert f'"value": "{writer}"' in text and source in text
 
 
 @pytest.mark.parametrize("args,words", [

@@ -77,7 +77,45 @@ def test_the_jars_setup_fetched_go_first_in_spark_jars_once_complete(tmp_path, m
     monkeypatch.setenv("STATEOPS_DELTA_WRITER", "jvm")
     with pytest.raises(ConfigError) as err:
         SparkSettings.from_env()
-    assert err.value.field == "STATEOPS_DELTA_WRITER" and "delta-rs, spark" in str(err.value)
+    assert err.value.field == "STATEOPS_DELTA_WRITER" and "auto, delta-rs, spark" in str(err.value)
+
+
+def test_auto_writes_with_delta_rs_on_a_local_master_and_with_spark_on_a_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    folder = tmp_path / "fetched"
+    folder.mkdir()
+    assert SparkSettings().delta_writer == "auto"
+    cluster = SparkSettings(master="spark://host:7077", jars_dir=str(folder))
+    assert spark_conf(cluster)["spark.stateops.deltaWriter"] == "delta-rs"  # no delta-spark jars: said so
+    assert "delta-spark jars are not on the classpath" in cluster.writer_in_force(False)[1]
+    (folder / "delta-spark_4.2_2.13-4.4.0.jar").write_bytes(b"")
+    (folder / ".pom-sha256").write_text("x")
+    assert spark_conf(cluster)["spark.stateops.deltaWriter"] == "spark"
+    assert cluster.writer_in_force(True) == ("spark", "auto: cluster master spark://host:7077")
+    local = SparkSettings(master="local[2]", jars_dir=str(folder))
+    assert spark_conf(local)["spark.stateops.deltaWriter"] == "delta-rs"
+    assert local.writer_in_force(True) == ("delta-rs", "auto: local master local[2]")
+    chosen = SparkSettings(master="local[2]", jars_dir=str(folder), delta_writer="spark")
+    assert spark_conf(chosen)["spark.stateops.deltaWriter"] == "spark"
+    assert chosen.writer_in_force(True) == ("spark", "STATEOPS_DELTA_WRITER=spark")
+    monkeypatch.setenv("STATEOPS_DELTA_WRITER", "delta-rs")
+    assert SparkSettings.from_env().writer_in_force(True)[0] == "delta-rs"
+
+
+def test_checkpoint_and_delta_log_files_are_renamed_in_process_and_the_user_can_say_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    folder = tmp_path / "fetched"
+    folder.mkdir()
+    (folder / "delta-spark_4.2_2.13-4.4.0.jar").write_bytes(b"")
+    (folder / ".pom-sha256").write_text("x")
+    conf = spark_conf(SparkSettings(master="local[2]", jars_dir=str(folder)))
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"].endswith(".FileSystemBasedCheckpointFileManager")
+    assert conf["spark.delta.logStore.file.impl"] == "io.delta.storage.LocalLogStore"
+    assert conf["spark.databricks.delta.snapshotPartitions"] == "1"
+    mine = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+    conf = spark_conf(SparkSettings(jars_dir=str(folder),
+                                    extra_conf={"spark.sql.streaming.checkpointFileManagerClass": mine}))
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == mine
 
 
 @pytest.mark.parametrize("key,value", [
