@@ -32,6 +32,7 @@ from bench.common import Report, fmt_ratio, machine
 FULL_ROWS = (20_000, 200_000, 2_000_000)
 QUICK_ROWS = (20_000, 200_000)
 SIDES = ("noop", "parquet", "driver", "delta-spark")
+WARM_UP_COMMITS = 3
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -131,7 +132,9 @@ def measure(spark, args: argparse.Namespace, root: str):
     extra: dict[int, list[dict]] = {rows: [] for rows in args.rows}
     memory: dict[tuple[int, str], tuple[float | None, float | None]] = {}
     batch = 0
-    for side in ("driver", "delta-spark"):  # warm-up: JIT, Arrow, delta-rs, Delta's classes
+    # Warm-up, three commits per writer: JIT, Arrow, delta-rs, and Delta's classes on the driver and on every
+    # executor (the first two commits of Delta's writer take 9-11 s on the 2-worker cluster, then 1.7 s).
+    for side in ("driver", "delta-spark") * WARM_UP_COMMITS:
         batch += 1
         run_side(spark, side, 1_000, root, batch)
     for rows in args.rows:
