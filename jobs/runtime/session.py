@@ -43,10 +43,10 @@ DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read b
 # Delta 4.4 rebuilds a table's snapshot state (to read `txnVersion`) at every idempotent commit, with this many
 # tasks (default 50: a 50-task Spark job per micro-batch). One on a local master: user_activity's micro-batch on
 # Delta's Spark writer 7.4 s -> 2.8 s at 20,000 events with one per core, 1.6 -> 1.3 s with one (BENCHMARKS.md);
-# on a cluster 8 (a 20,000-row commit on the 2-worker test cluster: 12.2 s with 50, 6.2 s with 2). A table of
-# many thousand files wants more: STATEOPS_SPARK_CONF sets it.
+# on a cluster one per executor core when the session starts, at most Delta's 50 (a 20,000-row commit on the
+# 2-worker test cluster, steady state: 2.0-2.6 s with 2, 2.8-3.1 s with 8). STATEOPS_SPARK_CONF sets another.
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
-CLUSTER_SNAPSHOT_PARTITIONS = "8"
+DELTA_SNAPSHOT_PARTITIONS = 50
 # Spark's checkpoint logs and state store files, and Delta's commits, are written to a temporary file and renamed.
 # Through Hadoop's FileContext on a local disk that rename forks `readlink` (and `chmod`) for every file: 40% of a
 # micro-batch of the noop floor (BENCHMARKS.md, Delta sink). The FileSystem-based manager and Delta's LocalLogStore
@@ -115,7 +115,8 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         conf.setdefault(*DELTA_LOCAL_LOG_STORE)
-        conf.setdefault(SNAPSHOT_PARTITIONS, "1" if settings.local else CLUSTER_SNAPSHOT_PARTITIONS)
+        if settings.local:
+            conf.setdefault(SNAPSHOT_PARTITIONS, "1")
     elif settings.delta_writer == "spark":
         raise ConfigError("STATEOPS_DELTA_WRITER", "is spark, but the delta-spark jars are not on the classpath",
                           "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "
@@ -189,4 +190,7 @@ def get_session(settings: SparkSettings, console_log: str | None = None):
     with _console_to(console_log):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if conf.get("spark.sql.extensions") and SNAPSHOT_PARTITIONS not in conf:  # a cluster master
+        cores = spark.sparkContext.defaultParallelism
+        spark.conf.set(SNAPSHOT_PARTITIONS, str(max(1, min(DELTA_SNAPSHOT_PARTITIONS, cores))))
     return spark

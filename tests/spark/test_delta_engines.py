@@ -61,3 +61,22 @@ def test_merges_are_skipped_by_txn_and_the_settings_do_not_leak_to_the_next_merg
                 merge_keys=("id",))
     _write_with_jvm(spark.createDataFrame([(2, "replayed")], "id long, value string"), first, "app", 8, ("id",))
     assert _rows(spark, first) == [(1, "A"), (2, "B"), (5, "e")]
+
+
+def test_the_spark_writer_commits_one_file_per_small_batch_nothing_for_an_empty_one_and_keeps_stats_it_is_told(
+        delta_spark, tmp_path):
+    spark, uri = delta_spark, str(tmp_path / "t")
+    frame = spark.range(0, 40, numPartitions=4).selectExpr("id", "cast(id as string) value", "id % 3 bucket")
+    assert _write_with_jvm(frame, uri, "app", 0, (), stats_columns=("id",)) == 40   # creates the table
+    table = DeltaTable(uri)
+    assert table.metadata().configuration == {"delta.dataSkippingStatsColumns": "id"}
+    assert len(table.file_uris()) == 1                              # 4 partitions of 10 rows: one file
+    stats = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    assert stats["min.id"] == [0] and "min.value" not in stats      # statistics on `id` only
+    assert _write_with_jvm(frame.limit(0), uri, "app", 1, ()) == 0  # an empty batch: no commit at all
+    assert DeltaTable(uri).version() == 0
+    update = spark.createDataFrame([(1, "A", 1), (99, "new", 0)], "id long, value string, bucket long")
+    assert _write_with_jvm(update, uri, "app", 2, ("id",)) == 2     # MERGE: one updated, one inserted
+    assert _write_with_jvm(update, uri, "app", 2, ("id",)) == 0     # Delta skips the recorded version
+    assert DeltaTable(uri).version() == 1 and DeltaTable(uri).transaction_version("app") == 2
+    assert len(_rows(spark, uri)) == 41
