@@ -38,6 +38,7 @@ from stateops.recovery.model import RecoveryRefused
 from stateops.cli.main import main
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
+from tests.support.delta_writers import spark_writer_available
 from tests.support.kill_trials import chain, committed, record_counts, trial_counts
 from tests.support.outcomes import COLUMNS, outcome
 from tests.support.scenarios import SMALL, more_input
@@ -56,13 +57,18 @@ def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp
     homes = {job: Layout(str(tmp_path / job)) for job in COLUMNS}
     for layout in homes.values():
         generate(layout, INPUT)
-    with ThreadPoolExecutor(max_workers=len(homes)) as pool:  # the two chains overlap their JVM startups
-        done = dict(zip(homes, pool.map(lambda job: chain(homes[job], job, TRIALS, seed=len(job)), homes)))
+    # The two chains overlap their JVM startups; every other trial writes with Delta's Spark writer (when
+    # scripts/setup fetched its jars; without Maven the chains run on delta-rs).
+    with ThreadPoolExecutor(max_workers=len(homes)) as pool:
+        done = dict(zip(homes, pool.map(lambda job: chain(homes[job], job, TRIALS, seed=len(job),
+                                                          alternate_writers=spark_writer_available()), homes)))
 
     for job, layout in homes.items():
         spec = load_jobs()[job]
         result = run_job(spark, spec, layout, settings=read_settings())  # the last restart finishes the input
-        counts = {**trial_counts(done[job]), "batches": committed(layout.checkpoint(job)), **outcome(layout, spec),
+        counts = {**trial_counts(done[job]),
+                  "trials_on_the_spark_writer": len(done[job][1::2]) if spark_writer_available() else 0,
+                  "batches": committed(layout.checkpoint(job)), **outcome(layout, spec),
                   "skipped_on_last_restart": result.batches_skipped}
         counts["duplicates"] += counts.pop("duplicates_after_a_trial")
         record_counts(record_property, f"kill -9 {job}", counts)

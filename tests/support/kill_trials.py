@@ -103,10 +103,18 @@ def kill_trial(layout: Layout, job: str, rng: random.Random, env: dict[str, str]
             "duplicates": len(rows) - len(set(rows))}
 
 
-def chain(layout: Layout, job: str, trials: int, seed: int, env: dict[str, str] | None = None) -> list[dict]:
-    """`trials` kill trials in a row on one home, each restarting where the last was killed."""
+WRITERS = ("delta-rs", "spark")
+
+
+def chain(layout: Layout, job: str, trials: int, seed: int, env: dict[str, str] | None = None,
+          alternate_writers: bool = False) -> list[dict]:
+    """`trials` kill trials in a row on one home, each restarting where the last was killed; with
+    `alternate_writers` every other trial writes with Delta's Spark writer (a batch killed on one writer is
+    replayed on the other)."""
     rng = random.Random(seed)
-    return [kill_trial(layout, job, rng, env) for _ in range(trials)]
+    return [kill_trial(layout, job, rng, {**(env or {}), **({"STATEOPS_DELTA_WRITER": WRITERS[i % 2]}
+                                                             if alternate_writers else {})})
+            for i in range(trials)]
 
 
 def trial_counts(trials: list[dict]) -> dict:
