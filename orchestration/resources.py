@@ -12,18 +12,22 @@ from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.session import get_session, spark_conf
 from stateops.layout import Layout
+from stateops.redaction import SECRET_KEYS
 
 
 class SparkResource(LazyPySparkResource):
     """The JVM starts on the first `.spark_session`, so runs that never touch Spark never start one.
 
     `spark_config` defaults to the session factory's settings (RocksDB, UTC, machine-sized shuffle
-    partitions, the running interpreter for Python workers), shown as config in the UI. The session is
+    partitions, the running interpreter for Python workers), shown as config in the UI and stored with every
+    job's snapshot: without the settings holding secrets (the S3A keys from the AWS variables), which the
+    factory adds from the run's own environment when it builds the session. The session is
     built by `stateops.jobs.runtime.session.get_session`, not by dagster-pyspark, so there is one way sessions are made
     (it also sets PYSPARK_PYTHON and checks Java); keys given here win over the factory's settings.
     """
 
-    spark_config: dict[str, Any] = Field(default_factory=lambda: spark_conf(SparkSettings.from_env()))
+    spark_config: dict[str, Any] = Field(default_factory=lambda: {
+        key: value for key, value in spark_conf(SparkSettings.from_env()).items() if not SECRET_KEYS.search(key)})
 
     def _init_session(self) -> None:
         if self._spark_session is None:
@@ -46,8 +50,9 @@ class PathsResource(ConfigurableResource):
 
     def environment(self) -> Environment:
         """Everything a run or a tick reads from the process environment, under this home and config file, read
-        now: call it once per run or tick and pass it down (stateops.jobs.definition.environment)."""
-        return Environment.from_env(layout=self.layout, config_path=self.config or None)
+        now: call it once per run or tick and pass it down (stateops.jobs.definition.environment). Runs and ticks
+        act on the jobs: their `${env:NAME}` references are resolved (the definitions keep them as written)."""
+        return Environment.from_env(layout=self.layout, config_path=self.config or None, resolve_references=True)
 
 
 def default_resources(home: str | None = None, config: str | None = None) -> dict[str, ConfigurableResource]:

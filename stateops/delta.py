@@ -25,6 +25,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from stateops.redaction import redact
 from stateops.storage import storage_options
 
 COMMIT_ATTEMPTS = 20
@@ -102,8 +103,17 @@ def write_batch(
 
 
 def append_rows(uri: str, data: pa.Table) -> None:
-    """Plain append for ops tables (no idempotency needed: rows carry their own ids)."""
-    write_deltalake(uri, data, mode="append", schema_mode="merge", storage_options=storage_options(uri))
+    """Plain append for ops tables (no idempotency needed: rows carry their own ids), every text redacted
+    (stateops.redaction): the one way into every ops table, so an error message quoting a secret stops here."""
+    write_deltalake(uri, _redacted(data), mode="append", schema_mode="merge", storage_options=storage_options(uri))
+
+
+def _redacted(data: pa.Table) -> pa.Table:
+    for i, column in enumerate(data.schema):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            texts = [None if text is None else redact(text) for text in data.column(i).to_pylist()]
+            data = data.set_column(i, column, pa.array(texts, type=column.type))
+    return data
 
 
 def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table | None:

@@ -6,12 +6,14 @@ log); 2 usage, configuration or a refusal (stateops.errors: each error class car
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import fields
 
 import click
 
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
+from stateops.redaction import RedactingStream
 
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
@@ -24,11 +26,25 @@ from stateops.cli.recover import COMMANDS as RECOVERY_COMMANDS
 from stateops.cli.retention import COMMANDS as RETENTION_COMMANDS
 
 
+# The commands that start a run, an audit or a runbook (or ask Kafka's brokers for one): their catalog's
+# `${env:NAME}` references are resolved when it loads (stateops.references); the others read the file as written.
+RESOLVING = (("jobs", "run"), ("jobs", "check"), ("audit",), ("explain-key",), ("recover",), ("demo",))
+_COMMAND = "stateops.command"
+
+
 class StateOpsGroup(click.Group):
     """Turns a StateOpsError into a one-line message and its exit code (2 usage, configuration or refusal; 1 an
-    operation that failed), a failed query into one line and exit code 1 (no traceback either way)."""
+    operation that failed), a failed query into one line and exit code 1 (no traceback either way). Everything
+    the command writes to stdout and stderr from Python passes through stateops.redaction (Spark's console
+    output through stateops.jobs.runtime.session)."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta[_COMMAND] = (name, *rest[:1]) if isinstance(command, click.Group) else (name,)
+        return name, command, rest
 
     def invoke(self, ctx):
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)  # for the process's life
         try:
             return super().invoke(ctx)
         except StateOpsError as err:
@@ -47,7 +63,9 @@ class StateOpsGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
     """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
-    ctx.obj = Environment.from_env(home, config_path)
+    command = ctx.meta.get(_COMMAND, ())
+    resolving = any(command[:len(prefix)] == prefix for prefix in RESOLVING)
+    ctx.obj = Environment.from_env(home, config_path, resolve_references=resolving)
 
 
 def _generator_options(command):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -30,12 +30,13 @@ from stateops.config import ConfigFile
 from stateops.errors import ConfigError
 from stateops.folders import JobFolders, check_folders
 from stateops.layout import Layout
+from stateops.references import checked_before_resolving
 from stateops.remediation.policy import Policy
 from stateops.retention.policy import Policies, load_policies
 from stateops.roots import Roots
 
 from stateops.jobs.definition import transformation
-from stateops.jobs.definition.spec import JobSpec, spec_from_config, with_overrides
+from stateops.jobs.definition.spec import JobSpec, resolved, spec_from_config, with_overrides
 from stateops.jobs.examples.builtin import BUILTIN
 
 ENTRY_POINT_GROUP = "stateops.jobs"
@@ -146,14 +147,23 @@ class Catalog:
         if kept is not None and kept[0] == content:
             return kept[1]
         config = ConfigFile.load(config_path)
-        jobs = _load_jobs(config, layout)
-        config.check_job_names(jobs)
-        thresholds = {name: Thresholds.from_config(config, name) for name in (None, *jobs)}
-        policies = {name: Policy.from_config(config, name) for name in (None, *jobs)}
-        catalog = cls(layout, config, jobs, load_policies(config, list(jobs)), thresholds, policies)
+        try:
+            jobs = _load_jobs(config, layout)
+            config.check_job_names(jobs)
+            thresholds = {name: Thresholds.from_config(config, name) for name in (None, *jobs)}
+            policies = {name: Policy.from_config(config, name) for name in (None, *jobs)}
+            catalog = cls(layout, config, jobs, load_policies(config, list(jobs)), thresholds, policies)
+        except ConfigError as err:
+            raise checked_before_resolving(err) from None
         if content is not None:
             _kept[(layout, config_path)] = (content, catalog)
         return catalog
+
+    def resolved(self, env: Mapping[str, str] | None = None) -> "Catalog":
+        """This catalog with every job's `${env:NAME}` references resolved (stateops.jobs.definition.spec
+        .resolved), for an entry point that starts a run, an audit or a runbook, when it starts; ConfigError
+        naming the key and the variable when one is not set. The catalog as loaded keeps the references."""
+        return replace(self, jobs={name: resolved(spec, env) for name, spec in self.jobs.items()})
 
     def job(self, name: str) -> JobSpec:
         if name not in self.jobs:

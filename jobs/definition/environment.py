@@ -33,22 +33,26 @@ class Environment:
     config_path: str | None
     settings: Settings
     spark: SparkSettings
+    # An entry point that starts a run, an audit or a runbook: its catalog's `${env:NAME}` references resolved.
+    resolve_references: bool = False
     _catalog: Catalog | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, home: str | None = None, config_path: str | None = None,
-                 layout: Layout | None = None) -> "Environment":
+                 layout: Layout | None = None, resolve_references: bool = False) -> "Environment":
         """Everything read now; `home`/`layout` and `config_path` given win over STATEOPS_HOME and
         STATEOPS_CONFIG (the CLI's --home and --config, a Dagster resource's home)."""
         found = Locations.read()
         return cls(layout or Layout.of(home or found.home, found.control_home), config_path or found.config_path,
-                   read_settings(), SparkSettings.from_env())
+                   read_settings(), SparkSettings.from_env(), resolve_references)
 
     @property
     def catalog(self) -> Catalog:
-        """The config file's jobs and sections, validated on first use and kept for this entry point."""
+        """The config file's jobs and sections, validated on first use and kept for this entry point (its
+        references resolved then when `resolve_references`, else as written)."""
         if self._catalog is None:
-            self._catalog = Catalog.load(self.layout, self.config_path)
+            catalog = Catalog.load(self.layout, self.config_path)
+            self._catalog = catalog.resolved() if self.resolve_references else catalog
         return self._catalog
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import field, fields, replace
+from dataclasses import asdict, field, fields, replace
 from typing import Any, Iterable, Mapping
 
 from pydantic import ConfigDict, StrictInt, StrictStr, ValidationError, model_validator
@@ -22,6 +22,7 @@ from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
 from stateops.joins import JoinBound
 from stateops.layout import Layout
+from stateops.references import holds_reference, resolve
 
 SOURCE_KINDS = ("json", "kafka")
 KAFKA_OWNED_OPTIONS = ("subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "startingoffsets",
@@ -129,7 +130,17 @@ class JobSpec:
 
     @model_validator(mode="after")
     def _checked(self) -> "JobSpec":
-        check_values(self)
+        """The value rules; a job holding `${env:NAME}` references is checked with their values where they are
+        all set now, else when a run, an audit or a runbook resolves them (resolved())."""
+        values = asdict(self)
+        if not holds_reference(values):
+            check_values(self)
+            return self
+        try:
+            values = resolve(values, f"jobs.{self.name}")
+        except ConfigError:
+            return self  # a variable not set here (a code location, `jobs describe`): checked when resolved
+        JobSpec(**values)
         return self
 
     @property
@@ -429,6 +440,16 @@ def spec_from_config(name: str, table: Any) -> JobSpec:
         raise ConfigError(f"{where}.{missing[0]}", "is required to define a job", f"set {', '.join(missing)} "
                           "(README.md, Your own jobs); to override a job defined elsewhere, use its name")
     return JobSpec(**{"name": name, "sink_table": name, **table})
+
+
+def resolved(spec: JobSpec, env: Mapping[str, str] | None = None) -> JobSpec:
+    """`spec` with every `${env:NAME}` reference in its strings resolved (stateops.references), checked again as
+    every definition is: what a run, an audit or a runbook uses. The catalog keeps the references (what `jobs
+    describe` and the Dagster definitions show); `spec` itself when it holds none."""
+    values = asdict(spec)
+    if not holds_reference(values):
+        return spec
+    return JobSpec(**resolve(values, f"jobs.{spec.name}", env))
 
 
 def with_overrides(spec: JobSpec, overrides: Mapping[str, Any]) -> JobSpec:

@@ -21,9 +21,11 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Iterator
+import threading
+from typing import Iterator, TextIO
 
 from stateops.errors import ConfigError, StateOpsError
+from stateops.redaction import SPARK_REDACTION_REGEX, redact
 from stateops.storage import s3a_conf
 
 from stateops.jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
@@ -93,6 +95,9 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.driver.memory": "2g",
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": SCHEDULER_POOLS,
+        # Spark masks the settings and data-source options whose key or value matches, in its UI, event logs and
+        # plans: its default terms, plus those of Kafka's SASL settings (stateops.redaction).
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
         CHECKPOINT_FILE_MANAGER[0]: CHECKPOINT_FILE_MANAGER[1],
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
@@ -148,34 +153,50 @@ def check_java() -> None:
                             "Install openjdk-17 and set JAVA_HOME")
 
 
+def _relay(source: TextIO, target: TextIO) -> None:
+    """Copy the JVM's console to `target` line by line, redacted, until the JVM exits. A line that cannot be
+    written is dropped, never left in the pipe: a full pipe would block the JVM."""
+    for line in source:
+        try:
+            target.write(redact(line))
+            target.flush()
+        except (OSError, ValueError):
+            pass
+
+
 @contextlib.contextmanager
 def _console_to(path: str | None) -> Iterator[None]:
-    """Point this process's stderr at `path` while the block runs: a JVM started inside inherits it, so
-    Spark's console log (and its Python workers' stderr) goes to the file for the JVM's lifetime."""
+    """Point this process's stderr at a pipe while the block runs: a JVM started inside inherits it, so Spark's
+    console log (and its Python workers' stderr) reaches `path` (default: this process's stderr) for the JVM's
+    lifetime only through a thread that redacts each line (stateops.redaction): the JVM writes without Python."""
     from pyspark import SparkContext
 
-    if path is None or SparkContext._gateway is not None:  # no JVM will start here
+    if SparkContext._gateway is not None:  # no JVM will start here
         yield
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if path is not None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    target = open(path, "a") if path is not None else os.fdopen(os.dup(2), "w")
+    read_end, write_end = os.pipe()
+    threading.Thread(target=_relay, args=(os.fdopen(read_end, errors="replace"), target), name="spark-console",
+                     daemon=True).start()
     saved = os.dup(2)
     sys.stderr.flush()
-    os.dup2(target, 2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
     try:
         yield
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
-        os.close(target)
 
 
 def get_session(settings: SparkSettings, console_log: str | None = None):
     """The process's Spark session, created with `settings` (the entry point's) on first use.
 
     console_log: a local file for the JVM's console output when this call starts the JVM (the CLI keeps
-    the terminal for its own lines); by default the JVM shares this process's stderr.
+    the terminal for its own lines); by default this process's stderr. Either way redacted (_console_to).
     """
     from pyspark.sql import SparkSession
 

@@ -25,9 +25,10 @@ from stateops.audit.render import findings_markdown, operators_markdown, save_ch
 from stateops.errors import StateOpsError
 from stateops.jobs.definition.environment import Environment
 from stateops.layout import Layout
+from stateops.redaction import redact
 
 from stateops.dagster.catalog import catalog_for
-from stateops.dagster.failure import one_line_failure
+from stateops.dagster.failure import one_line_failure, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
@@ -49,8 +50,9 @@ def fast_audit_key(spec: JobSpec) -> AssetKey:
 
 
 def audit_target(spec: JobSpec, environment: Environment) -> AuditTarget:
-    """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does."""
-    return resolve_audit(spec.name, catalog_for(environment))
+    """The job's checkpoint, thresholds and join bound, resolved as `stateops audit JOB` does (its `${env:NAME}`
+    references too)."""
+    return resolve_audit(spec.name, catalog_for(environment).resolved())
 
 
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str) -> dict[str, object]:
@@ -96,9 +98,9 @@ def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, paths: Path
     except StateOpsError as err:
         raise one_line_failure(err) from None
     audit_id = record(layout, report)
-    context.log.info(f"{report.kind} audit {audit_id} of {target.checkpoint}: batch {report.batch_id}, "
-                     f"{len(report.findings)} finding(s)")
-    return MaterializeResult(metadata=audit_metadata(report, audit_id, layout, spec.name))
+    context.log.info(redact(f"{report.kind} audit {audit_id} of {target.checkpoint}: batch {report.batch_id}, "
+                            f"{len(report.findings)} finding(s)"))
+    return MaterializeResult(metadata=redacted(audit_metadata(report, audit_id, layout, spec.name)))
 
 
 def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:

@@ -30,8 +30,10 @@ from stateops.errors import ConfigError, StateOpsError, first_line
 from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
+from stateops.redaction import redact
 
 from stateops.jobs.definition.spec import JobSpec
+from stateops.dagster.failure import redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -116,8 +118,9 @@ def _jsonable(value: Any) -> Any:
 
 def step_event(asset: AssetKey, event: RecoveryEvent) -> AssetObservation:
     return AssetObservation(asset_key=asset, description=f"runbook {event.runbook_id}: {event.step} {event.phase}",
-                            metadata={"runbook_id": event.runbook_id, "step": event.step, "phase": event.phase,
-                                      "at": event.at, "details": MetadataValue.json(_jsonable(event.details))})
+                            metadata=redacted({"runbook_id": event.runbook_id, "step": event.step,
+                                               "phase": event.phase, "at": event.at,
+                                               "details": MetadataValue.json(_jsonable(event.details))}))
 
 
 def state_rows_markdown(before: Optional[dict], after: Optional[dict]) -> str:
@@ -160,7 +163,7 @@ def report_metadata(report: RecoveryReport) -> dict[str, Any]:
         metadata["error"] = report.error
     if report.rollback:
         metadata["rollback"] = MetadataValue.json(_jsonable(report.rollback))
-    return metadata
+    return redacted(metadata)
 
 
 def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
@@ -173,7 +176,7 @@ def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
         try:
             check_config(config, jobs)
         except ConfigError as err:
-            raise Failure(description=str(err), allow_retries=False) from None
+            raise Failure(description=redact(str(err)), allow_retries=False) from None
         context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
         asset = AssetKey(jobs[config.job].sink_table)
 
@@ -188,11 +191,11 @@ def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
                              spark=lambda: spark.spark_session,
                              on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
         except StateOpsError as err:
-            raise Failure(description=first_line(err), allow_retries=False) from None
+            raise Failure(description=redact(first_line(err)), allow_retries=False) from None
         metadata = report_metadata(report)
         if report.outcome in ("rolled_back", "failed"):
-            raise Failure(description=report.summary(), metadata=metadata, allow_retries=False)
-        context.log.info(report.summary())
+            raise Failure(description=redact(report.summary()), metadata=metadata, allow_retries=False)
+        context.log.info(redact(report.summary()))
         return Output(report.outcome, metadata=metadata)
 
     @job(name=JOB_NAME, executor_def=in_process_executor, description="Guarded state recovery of one streaming job (docs/operations.md, Recovery). Dry "

@@ -21,12 +21,13 @@ from pydantic import Field
 from stateops.jobs.runtime.retention import retention_scope
 from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
+from stateops.redaction import redact
 from stateops.storage import filesystem
 from stateops.retention import history
 from stateops.retention.model import Plan
 
 from stateops.dagster.catalog import catalog_for
-from stateops.dagster.failure import one_line_failure
+from stateops.dagster.failure import one_line_failure, redacted
 from stateops.dagster.resources import PathsResource
 
 GROUP = "retention"
@@ -96,8 +97,8 @@ def retention_asset(context: AssetExecutionContext, config: RetentionConfig, pat
         metadata.update({"freed_bytes": MetadataValue.int(report.bytes), "freed_files": MetadataValue.int(report.files),
                          "run_report": MetadataValue.md(f"```\n{report.render()}\n```")})
         if not report.ok:
-            context.log.warning(report.render())
-    return MaterializeResult(metadata=metadata)
+            context.log.warning(redact(report.render()))
+    return MaterializeResult(metadata=redacted(metadata))
 
 
 retention_job = define_asset_job("retention_job", selection=AssetSelection.assets(retention_asset),

@@ -21,7 +21,7 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
-from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.definition.spec import JobSpec, resolved
 from stateops.jobs.runtime.runner import RunResult, run_job
 
 from stateops.dagster.groups import DEFAULT_GROUP, asset_group
@@ -31,7 +31,7 @@ from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError, StateOpsError
 
-from stateops.dagster.failure import one_line_failure
+from stateops.dagster.failure import one_line_failure, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (stateops.dagster.groups.asset_group)
@@ -128,18 +128,20 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
         def observe(progress: dict) -> None:  # idle reports repeat the last batch id: once per batch
             if progress.get("batchId") != reported[0]:
                 reported[0] = progress.get("batchId")
-                context.log_event(AssetObservation(asset_key=context.asset_key, metadata=progress_metadata(progress)))
+                context.log_event(AssetObservation(asset_key=context.asset_key,
+                                                   metadata=redacted(progress_metadata(progress))))
 
         try:
+            in_force = resolved(spec)  # its `${env:NAME}` references, read now (stateops.references)
             settings = paths.environment().settings
             # Refused before Spark starts; run_job decides atomically.
             control.check_can_start(layout, spec.name, settings=settings.control)
-            result = run_job(spark.spark_session, spec, layout, settings=settings, mode=config.mode,
+            result = run_job(spark.spark_session, in_force, layout, settings=settings, mode=config.mode,
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
         except StateOpsError as err:
             raise one_line_failure(err) from None
-        return MaterializeResult(metadata=run_metadata(result, layout.table(spec.sink_table)))
+        return MaterializeResult(metadata=redacted(run_metadata(result, layout.table(spec.sink_table))))
 
     return _materialize
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from stateops.errors import ConfigError, OperationFailed
+from stateops.redaction import redact_tree
 from stateops.storage import filesystem
 from stateops.storage.copies import copy_tree, move_tree, remove_tree, verify_tree
 
@@ -66,7 +67,7 @@ def write_json(path: str, data: Any) -> None:
     fs.makedirs(posixpath.dirname(p), exist_ok=True)
     tmp = f"{p}.tmp"
     with fs.open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True, default=str)
+        json.dump(redact_tree(data), handle, indent=1, sort_keys=True, default=str)
         handle.flush()
         if hasattr(handle, "fileno"):
             try:

@@ -33,6 +33,7 @@ from stateops.control.process import HOST
 from stateops.control.records import now_iso
 from stateops.faults import fault_point
 from stateops.layout import Layout
+from stateops.redaction import redact_tree
 from stateops.storage import Lock, LockBusy, entry_log_at, lock_at
 
 from stateops.recovery.model import RecoveryEvent, RecoveryRefused
@@ -100,7 +101,7 @@ class Journal:
     def record(self, step: str, phase: str, details: dict[str, Any] | None = None) -> RecoveryEvent:
         """Append an entry (fsynced) and to the actions table, then tell the callback."""
         event = RecoveryEvent(self.runbook_id, self.job, step, phase, now_iso(), dict(details or {}))
-        line = json.dumps(event.to_dict(), sort_keys=True, default=str)
+        line = json.dumps(redact_tree(event.to_dict()), sort_keys=True, default=str)
         if self._lock is not None and self._lock.lost:
             raise self._active(f"stopped: {self._lock.lost}")
         if not self.log.append(len(self.entries), line):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from stateops import redaction
+
 from tests.support.servers.webhook import Server
 
 
@@ -19,3 +21,11 @@ def webhooks():
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture
+def no_known_secrets(monkeypatch):
+    """Each test starts with no registered secret and no secret variable (the registry is per process)."""
+    monkeypatch.setattr(redaction, "_known", {})
+    for name in redaction.SECRET_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
