@@ -17,6 +17,7 @@ from stateops.delta import append_rows, read_table
 from stateops.layout import Layout
 
 TABLE = "actions"
+STATE_CHECK = "state_check"  # a run refused before its queries started (stateops.jobs.runtime.compatibility)
 
 SCHEMA = pa.schema([
     ("action_id", pa.string()),

@@ -70,6 +70,11 @@ class Layout:
     def ops_dir(self, job: str) -> str:
         return _join(self.home, "ops", job)
 
+    def join_keys(self, job: str) -> str:
+        """The key columns of the job's stream-stream joins as its last run planned them (Spark's join state
+        names them field0, field1, ...; stateops.jobs.runtime.compatibility compares them)."""
+        return _join(self.ops_dir(job), "join_keys.json")
+
     def archives(self, job: str) -> str:
         return _join(self.ops_dir(job), "archives")
 

@@ -1,4 +1,4 @@
-"""`stateops jobs list|describe|run`, and the control plane (stateops.control) from a shell:
+"""`stateops jobs list|describe|check|run`, and the control plane (stateops.control) from a shell:
 `stateops jobs status|stop|override|lock|unlock`.
 
 Exit codes as everywhere: 0 done (also "not running, nothing to stop"), 1 a query failed or the stop was not
@@ -100,6 +100,28 @@ def jobs_describe(obj: Environment, name: str, as_json: bool) -> None:
     click.echo("effective settings:")
     for name, entry in settings.items():
         click.echo(f"  {_setting_line(name, entry)}")
+
+
+@jobs_group.command("check")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def jobs_check(obj: Environment, name: str, as_json: bool) -> None:
+    """Whether NAME's query still fits the state in its checkpoint (Spark's own rules, and key columns by name),
+    without running it: exit 0 it fits (or there is no state yet), 2 it does not (the line names the operator,
+    old -> new, and the rebuild), 1 the check could not decide."""
+    from stateops.jobs.runtime.compatibility import REFUSED, UNDECIDED, check_job
+    from stateops.jobs.runtime.session import get_session
+
+    spec = obj.catalog.job(name)
+    console_log = None if "://" in obj.layout.home else obj.layout.run_log(spec.name, "state-check")
+    fit = check_job(get_session(obj.spark, console_log=console_log), spec, obj.layout)
+    if as_json:
+        click.echo(json.dumps(fit.to_json(), indent=2))
+    else:
+        click.echo(fit.line, err=fit.status == REFUSED)
+    if fit.status in (REFUSED, UNDECIDED):
+        click.get_current_context().exit(2 if fit.status == REFUSED else 1)
 
 
 def summary(result: RunResult) -> str:

@@ -4,6 +4,7 @@ state the same way.
 
     resolve_target / resolve_audit   `stateops audit TARGET`, the audit assets and schedules
     explain_target                   `stateops explain-key JOB`
+    recovery_target / replay_target  the runbook (stateops.recovery), what a rebuild would replay
 """
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ from stateops.storage import exists
 from stateops.joins import JoinBound
 from stateops.kafka_offsets import KafkaSource
 from stateops.layout import Layout
+from stateops.recovery import JobTarget
+from stateops.roots import Roots
 
 from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.settings import effective_spec, watermark_bounds
 from stateops.sinkstate import query_app_id
 from stateops.jobs.definition.spec import JobSpec
 
@@ -120,3 +124,23 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
                          inputs=inputs,
                          join=join if kind == "join" else None, kind=kind,
                          late_margin_seconds=keys.late_margin_seconds, progress_table=layout.ops_table(progress.TABLE))
+
+
+def recovery_target(spec: JobSpec, layout: Layout, roots: Roots) -> JobTarget:
+    """What the runbook needs to know about `spec` under `layout`, with the settings in force now."""
+    effective = effective_spec(spec, layout)
+    return JobTarget(
+        job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
+        output_mode=spec.output_mode, row_key=spec.row_key, output_time_column=spec.output_time_column,
+        watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
+        shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
+        landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
+        inputs=len(spec.inputs), roots=roots,
+        kafka=kafka_source(spec))
+
+
+def replay_target(spec: JobSpec, layout: Layout) -> JobTarget:
+    """The target for asking what a rebuild would replay (stateops.recovery.coverage) where no catalog is at
+    hand (a run refused by its state check): the roots of this job alone, which coverage never reads; a runbook
+    plans with the catalog's (stateops.jobs.runtime.recovery.job_target)."""
+    return recovery_target(spec, layout, Roots.from_layout(layout, {spec.name: spec.checkpoint_path(layout)}, {}, {}))

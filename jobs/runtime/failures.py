@@ -15,17 +15,28 @@ from datetime import datetime, timezone
 from stateops.checkpoint import Checkpoint
 from stateops.storage import filesystem
 from stateops.layout import Layout
+from stateops.redaction import redact
 
 WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR")
-_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\] *([^\n]*)")
+# A lookahead, so that a class quoted on its wrapper's line (`[STREAM_FAILED] ... exception: [INNER] ...`) is found too
+_ERROR_CLASS = re.compile(r"(?=\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\] *([^\n]*))")
 _CAUSED_BY = re.compile(r"^Caused by: (.+)$", re.MULTILINE)
 _PYTHON_ERROR = re.compile(r"^((?:\w+\.)*\w*(?:Error|Exception): .+)$", re.MULTILINE)
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 
-STATE_ADVICE = ("the checkpoint's state does not load or does not fit this query (corrupt or missing files, or a "
-                "changed query): delete nothing; inspect it with `stateops audit {job} --fast`, then restore the "
-                "checkpoint from a copy, or point `checkpoint` at a fresh directory and replay the input")
-ADVICE = (
+CHANGED_QUERY = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                 "STATE_STORE_INVALID_AVRO_SCHEMA", "STATE_SCHEMA_", "STREAMING_STATEFUL_OPERATOR_NOT_MATCH",
+                 "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY")
+CHANGED_QUERY_ADVICE = ("the query changed in a way its checkpoint's state cannot take (its stateful operators, or "
+                        "their key or value columns): run `stateops recover run {job} --mode rebuild --confirm {job}`, "
+                        "which archives the old checkpoint and replays the input into a fresh one (`stateops jobs "
+                        "check {job}` shows what changed and what the rebuild would replay)")
+STATE_ADVICE = ("the checkpoint's state does not load (corrupt or missing files): delete nothing; inspect it with "
+                "`stateops audit {job} --fast`, then restore an archive (`stateops archives list {job}`, `stateops "
+                "recover run {job} --mode restore --archive ID --confirm {job}`) or rebuild the state from the input "
+                "(`stateops recover run {job} --mode rebuild --confirm {job}`)")
+ADVICE = (  # the first match wins
+    (CHANGED_QUERY, CHANGED_QUERY_ADVICE),
     (("CANNOT_LOAD_STATE_STORE", "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR_"), STATE_ADVICE),
 )
 DEFAULT_ADVICE = ("fix the cause shown in the log, then run `stateops jobs run {job}` again: the query resumes "
@@ -41,7 +52,7 @@ class QueryFailed(Exception):
         self.message, self.advice, self.log_path = message, advice, log_path
         line = (f"{job}: query {query} failed in batch {batch_id} with {error_class}: {message}. "
                 f"What to do: {advice}. Full trace: {log_path}")
-        super().__init__(" ".join(line.split()))
+        super().__init__(redact(" ".join(line.split())))
 
 
 def _text(err: BaseException) -> str:
@@ -94,5 +105,5 @@ def query_failed(err: BaseException, *, layout: Layout, job: str, query: str, ch
     trace = "".join(traceback.format_exception(err))
     nested = _text(err)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_log(log_path, f"\n{stamp} {failure}\n\n{trace}\n" + ("" if nested in trace else f"{nested}\n"))
+    write_log(log_path, redact(f"\n{stamp} {failure}\n\n{trace}\n" + ("" if nested in trace else f"{nested}\n")))
     return failure

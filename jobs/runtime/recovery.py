@@ -26,24 +26,14 @@ from stateops.sparkstate import ensure_state_coordinator
 
 from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment
-from stateops.jobs.definition.settings import effective_spec, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
-from stateops.jobs.definition.targets import kafka_source
+from stateops.jobs.definition.targets import recovery_target
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
 
 def job_target(spec: JobSpec, catalog: Catalog) -> JobTarget:
-    layout = catalog.layout
-    effective = effective_spec(spec, layout)
-    return JobTarget(
-        job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
-        output_mode=spec.output_mode, row_key=spec.row_key, output_time_column=spec.output_time_column,
-        watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
-        shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
-        landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
-        inputs=len(spec.inputs), roots=catalog.roots(),
-        kafka=kafka_source(spec))
+    return recovery_target(spec, catalog.layout, catalog.roots())
 
 
 def process_launcher(catalog: Catalog, job: str) -> Launcher:
@@ -108,8 +98,9 @@ class SparkRuntime:
 
 
 def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
-    """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line."""
-    catalog = environment.catalog
+    """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line. The job's
+    `${env:NAME}` references are resolved: the plan asks a Kafka job's brokers what they still hold."""
+    catalog = environment.catalog.resolved()
     settings = environment.settings
     return plan_runbook(environment.layout, job_target(catalog.job(request.job), catalog), request,
                         settings=settings.recovery, control=settings.control)
@@ -119,8 +110,9 @@ def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = 
             on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
             launcher: Launcher | None = None) -> RecoveryReport:
     """Plan and (unless a dry run) run the runbook `request` asks for. `spark`: a session, or a callable making
-    one, used only by steps that need it (default: the session factory's)."""
-    catalog = environment.catalog
+    one, used only by steps that need it (default: the session factory's). The job's `${env:NAME}` references
+    are resolved when it starts."""
+    catalog = environment.catalog.resolved()
     spec = catalog.job(request.job)
     runtime = SparkRuntime(environment, spec, spark=spark, launcher=launcher)
     settings = environment.settings

@@ -44,6 +44,7 @@ from stateops.sinkstate import sink_state
 
 from stateops.jobs.definition.settings import effective_spec
 from stateops.jobs.definition.spec import JobSpec, check_output_columns
+from stateops.jobs.runtime import compatibility
 from stateops.jobs.runtime.failures import query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from stateops.jobs.runtime.plan import stateful_plan
@@ -74,7 +75,8 @@ def run_job(
     """Run `spec` once: to the end of the available input (bounded) or until stopped (continuous), holding
     the job's lease. Raises LeaseHeldError while another run holds it, MaintenanceLockedError while a
     runbook other than `runbook_id` holds the maintenance lock, LeaseLostError when it was taken over, and
-    ConfigError, before any query starts, when the transformation returns no stateful streaming frame.
+    ConfigError, before any query starts, when the transformation returns no stateful streaming frame, and
+    StateIncompatible when the query no longer fits the state in its checkpoint (nothing written).
 
     settings: the entry point's (the lease's timing, the progress buffer's groups).
 
@@ -114,6 +116,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         frame = stateful_frame(spark, spec, layout)
         plan = stateful_plan(frame, spec)
         check_output_columns(spec, frame.columns)
+        fit = _require_fit(spark, spec, layout, frame, run_id, lease)
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
@@ -123,6 +126,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                                    None if dry_run else fenced(dl_sink, lease), mode, "append", spec, checkpoints[1],
                                    pool=DEADLETTER_POOL))
+        compatibility.remember_join_keys(layout, spec.name, str(queries[0].id), fit)
         stopped = poll(queries, lease, recorder, on_progress, mode=mode, started=started, max_seconds=max_seconds,
                        poll_seconds=poll_seconds, grace_seconds=grace_seconds)
         lease.ensure_held()
@@ -140,6 +144,23 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                 "interrupted_batch": stopped.interrupted})
     result = _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
     return replace(result, stop_reason=stopped.reason, hard_stopped=stopped.interrupted, progress_gap_batches=gap)
+
+
+def _require_fit(spark: SparkSession, spec: JobSpec, layout: Layout, frame, run_id: str,
+                 lease: HeldLease) -> compatibility.StateFit:
+    """Refuse the run before a query starts when the query no longer fits its checkpoint's state
+    (stateops.jobs.runtime.compatibility), journaled as `state_check`/`refused` so the health sensor alerts
+    instead of restarting it; a check that cannot decide leaves it to Spark's first batch."""
+    fit = compatibility.check_state(spark, spec, layout, frame)
+    if fit.status == compatibility.UNDECIDED:
+        log.warning("%s", fit.line)
+    if fit.status != compatibility.REFUSED:
+        return fit
+    actions.record(layout, spec.name, actions.STATE_CHECK, "refused", actor=control.default_actor(), run_id=run_id,
+                   dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,
+                   details={"error_class": fit.error_class, "operator": fit.operator, "change": fit.change,
+                            "fix": compatibility.rebuild_command(spec.name), "rebuild": fit.rebuild})
+    raise compatibility.StateIncompatible(fit)
 
 
 def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tuple[str, ...]) -> int:

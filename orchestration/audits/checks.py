@@ -1,4 +1,5 @@
-"""Asset checks on each streaming job's asset (key = its sink table): state skew, growth and eviction.
+"""Asset checks on each streaming job's asset (key = its sink table): state skew, growth and eviction, and
+whether the job's query still fits its checkpoint's state (`state_compatible`).
 
 A check does not audit: it reads the latest *deep* audit recorded for the job's checkpoint (and its
 current query) from the `audits`/`findings` ops tables, so it is cheap (no JVM) and says exactly which
@@ -9,13 +10,19 @@ too, where they restate the latest deep audit, whose age their metadata and desc
 
 Severity: an error finding of the check's codes -> failed, ERROR; a warn finding -> failed, WARN;
 otherwise passed. No deep audit recorded yet (or no checkpoint) -> failed, WARN: unknown is not healthy.
+
+`state_compatible` is `stateops jobs check JOB`: the job's query as it is now, planned against a copy of its
+checkpoint's schema files (Spark's own rules, and key columns by name: stateops.jobs.runtime.compatibility).
+It needs Spark, so it runs in the deep audit job (which starts one anyway), hourly, and from the asset's Checks
+tab after a change to the job; a run refused for it fails in one line naming the rebuild. Refused -> failed,
+ERROR; the check could not decide -> failed, WARN; no state yet or it fits -> passed.
 """
 # No `from __future__ import annotations`: Dagster reads the check function's annotations as types.
 import datetime as dt
 from typing import Any, Iterable, Mapping, Optional
 
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetChecksDefinition, AssetKey, MetadataValue, multi_asset_check)
+                     AssetChecksDefinition, AssetKey, MetadataValue, asset_check, multi_asset_check)
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.audit import load_findings, load_history
@@ -26,7 +33,11 @@ from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 
 from stateops.dagster.audits.assets import audit_target, deep_audit_key
-from stateops.dagster.resources import PathsResource
+from stateops.dagster.catalog import catalog_for
+from stateops.dagster.failure import one_line_failure, redacted
+from stateops.dagster.resources import PathsResource, SparkResource
+
+COMPATIBLE = "state_compatible"
 
 # check name -> (finding codes it reflects, what it is about)
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -108,3 +119,34 @@ def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
 
     return _checks
 
+
+
+def compatibility_result(fit) -> AssetCheckResult:
+    """`state_compatible` from a StateFit (stateops.jobs.runtime.compatibility)."""
+    metadata = redacted({key: value for key, value in (
+        ("status", fit.status), ("error_class", fit.error_class), ("operator", fit.operator), ("change", fit.change),
+        ("fix", fit.to_json()["fix"]), ("rebuild", fit.rebuild), ("checkpoint", fit.checkpoint)) if value})
+    if fit.compatible:
+        return AssetCheckResult(check_name=COMPATIBLE, passed=True, description=fit.line, metadata=metadata)
+    severity = AssetCheckSeverity.ERROR if fit.compatible is False else AssetCheckSeverity.WARN
+    return AssetCheckResult(check_name=COMPATIBLE, passed=False, severity=severity, description=fit.line,
+                            metadata=metadata)
+
+
+def build_compatibility_check(spec: JobSpec) -> AssetChecksDefinition:
+    @asset_check(name=COMPATIBLE, asset=AssetKey(spec.sink_table),
+                 description=f"Whether {spec.name}'s query, as it is now, still fits the state in its checkpoint "
+                             "(stateops jobs check): Spark's own schema rules and the key columns by name. A change "
+                             "it refuses needs `stateops recover run JOB --mode rebuild`.")
+    def _check(context: AssetCheckExecutionContext, spark: SparkResource, paths: PathsResource) -> AssetCheckResult:
+        from stateops.jobs.runtime.compatibility import check_job
+
+        try:
+            job = catalog_for(paths.environment()).resolved().job(spec.name)
+            fit = check_job(spark.spark_session, job, paths.layout)
+        except StateOpsError as err:
+            raise one_line_failure(err) from None
+        context.log.info(fit.line)
+        return compatibility_result(fit)
+
+    return _check

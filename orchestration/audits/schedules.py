@@ -64,12 +64,14 @@ def audit_schedule(spec: JobSpec, job, name: str, cron: str) -> ScheduleDefiniti
     return _tick
 
 
-def build_audit_jobs(spec: JobSpec, checks: AssetChecksDefinition) -> tuple:
-    """(deep, fast) audit jobs of `spec`; `checks`: its state checks (stateops.dagster.audits.checks)."""
+def build_audit_jobs(spec: JobSpec, checks: AssetChecksDefinition, compatible: AssetChecksDefinition) -> tuple:
+    """(deep, fast) audit jobs of `spec`; `checks`: its state checks, `compatible`: its state_compatible check
+    (stateops.dagster.audits.checks)."""
     deep = scoped_asset_job(
         f"{spec.name}_deep_audit",
-        AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(checks),
-        description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks.")
+        AssetSelection.assets(deep_audit_key(spec)) | AssetSelection.checks(checks, compatible),
+        description=f"Deep state audit of {spec.name} (Spark), then the skew/growth/eviction checks and whether "
+                    "the query still fits its state.")
     fast = scoped_asset_job(f"{spec.name}_fast_audit", AssetSelection.assets(fast_audit_key(spec)),
                             description=f"Fast state audit of {spec.name} (no JVM), on demand: the sensors compute "
                                         "it in process on every tick.")

@@ -6,7 +6,10 @@ that failed; each gets a restart.
               with the delay in force (a guarded restart: stop, with termination as the last resort; archive;
               restart; verify), dry run or not by the policy's mode
     stale     the lease's holder died: an ordinary run of the job takes the stale lease over
-    failed    the job's last run failed and nothing holds the lease: an ordinary run (restart_failed)
+    failed    the job's last run failed and nothing holds the lease: an ordinary run (restart_failed); but a run
+              refused because the query no longer fits its checkpoint's state (the run journaled
+              `state_check`/`refused`: stateops.jobs.runtime.compatibility) would be refused again: an alert
+              naming the rebuild instead
     behind    (Kafka) a running query fell further behind its topics over kafka_lag_batches batches in a row
               (the KAFKA_LAG finding's rule, stateops.kafka_lag): an alert. For a Kafka source a lag above 0
               is the input that waits: with no batch for progress_timeout_seconds, the query is stalled.
@@ -26,11 +29,12 @@ from stateops.remediation.policy import Policy
 def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str, Any] | None,
                   last_run: Mapping[str, Any] | None, newest_input: _dt.datetime | None, policy: Policy, *,
                   watermark_delay: str, listed: bool, now: _dt.datetime, kafka_lags: Sequence[int] = (),
-                  thresholds: Thresholds | None = None) -> Decision:
+                  thresholds: Thresholds | None = None, refusal: Mapping[str, Any] | None = None) -> Decision:
     """`status`: stateops.control.job_status; `latest_batch`: the job's newest progress row; `last_run`: the
     job's last finished Dagster run ({run_id, status, ended_at}); `listed`: whether `newest_input` comes from
     a file listing (JSON sources) or is unknown (Kafka); `kafka_lags`: the total lag of the stateful query's
-    newest batches, oldest first (Kafka sources)."""
+    newest batches, oldest first (Kafka sources); `refusal`: the job's newest `state_check` row of the `actions`
+    table."""
     t = thresholds or Thresholds()
     lease = status.get("lease")
     batch_at = latest_batch["timestamp"] if latest_batch else None
@@ -64,6 +68,12 @@ def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str
                             rule="health.kafka_lag -> alert")
         return Decision(job, "skip", f"{job}: running (run {lease['run_id']}), {batch}")
     if last_run and last_run["status"] == "FAILURE":
+        if refusal and refusal.get("dagster_run_id") == last_run["run_id"]:
+            details = refusal.get("details", {})
+            return Decision(job, "alert", f"STATE_INCOMPATIBLE: run {last_run['run_id']} was refused before its "
+                            f"queries started: the query no longer fits its checkpoint's state ({details.get('operator')}: "
+                            f"{details.get('change')}); a restart would be refused again. Fix: {details.get('fix')}",
+                            key=f"incompatible:{last_run['run_id']}", rule="health.state_incompatible -> alert")
         if not policy.restart_failed:
             return Decision(job, "skip", f"{job}: last run {last_run['run_id']} failed; restart_failed is off")
         return Decision(job, "restart", f"last run {last_run['run_id']} failed at {when(last_run['ended_at'])}; {batch}",

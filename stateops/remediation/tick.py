@@ -10,6 +10,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from stateops import actions
 from stateops.audit import Thresholds, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
@@ -99,10 +100,12 @@ def health_decisions(layout: Layout, watched: Iterable[Watched], statuses: Mappi
     batches = latest_batches(layout) or {}
     window = max((w.thresholds.kafka_lag_batches for w in watched), default=0) + 1
     lags = recent_kafka_lags(layout, window) if any(not w.landing for w in watched) else {}
+    refusals = {row["job"]: row for row in actions.read(layout, action=actions.STATE_CHECK)}  # oldest first: newest kept
     decisions = {}
     for w in watched:
         decisions[w.job] = decide_health(
             w.job, statuses[w.job], batches.get(w.job), last_runs.get(w.job),
             newest_file(w.landing) if w.landing else None, w.policy, watermark_delay=w.watermark_delay,
-            listed=bool(w.landing), now=now, kafka_lags=lags.get(w.job, ()), thresholds=w.thresholds)
+            listed=bool(w.landing), now=now, kafka_lags=lags.get(w.job, ()), thresholds=w.thresholds,
+            refusal=refusals.get(w.job))
     return decisions

@@ -183,7 +183,8 @@ def test_deep_and_fast_audits_record_show_and_check_state(spark, tmp_path, monke
         assert meta[f"rows/op_{op}_{names[op]}/default"] == row["rows_total"]
 
     checks = _checks(result)
-    assert set(checks) == {"state_skew", "state_growth", "state_eviction", "state_readable"}
+    assert set(checks) == {"state_skew", "state_growth", "state_eviction", "state_readable", "state_compatible"}
+    assert checks["state_compatible"].passed and "fits the state" in checks["state_compatible"].description
     assert all(c.asset_key.to_user_string() == spec.sink_table for c in checks.values())
     assert not checks["state_skew"].passed and checks["state_skew"].severity == AssetCheckSeverity.ERROR
     skew_meta = {k: v.value for k, v in checks["state_skew"].metadata.items()}
@@ -263,7 +264,7 @@ def test_audit_definitions_shape(dagster_instance):
             node = graph.get(AssetKey(key))
             assert node.group_name == GROUP and AssetKey(spec.sink_table) in node.parent_keys
         checks = {k.name for k in graph.asset_check_keys if k.asset_key == AssetKey(spec.sink_table)}
-        assert checks == {"state_skew", "state_growth", "state_eviction", "state_readable"}
+        assert checks == {"state_skew", "state_growth", "state_eviction", "state_readable", "state_compatible"}
         schedule = repo.get_schedule_def(f"{spec.name}_deep_audit_hourly")
         assert schedule.cron_schedule == "0 * * * *" and schedule.default_status == DefaultScheduleStatus.STOPPED
         job = repo.get_job(schedule.job_name)

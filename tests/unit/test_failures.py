@@ -75,3 +75,21 @@ def test_query_failed_is_one_line_with_advice_and_the_full_trace_in_the_log(tmp_
                          query="user_activity__deadletter", checkpoint=str(tmp_path / "none"), run_id="r1")
     assert "failed in batch 0" in str(other) and "run `stateops jobs run user_activity` again" in str(other)
     assert log in (tmp_path / "home" / "ops" / "user_activity" / "logs" / "r1.log").read_text()  # appended
+
+
+SCHEMA = """[STREAM_FAILED] Query [id = 1] terminated with exception: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key schema.
+Please check number and type of fields.
+Existing key_schema=StructType(StructField(event_id,StringType,true)) and new key_schema=StructType(StructField(event_id,StringType,true),StructField(user_id,StringType,true)). SQLSTATE: XXKST"""
+
+
+@pytest.mark.parametrize("text", [
+    SCHEMA,
+    SCHEMA.replace("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"),
+])
+def test_a_changed_query_spark_refuses_at_its_first_batch_gets_the_rebuild_advice(tmp_path, text):
+    """Where the check before the run could not decide, Spark's own refusal names the same fix."""
+    layout = Layout(str(tmp_path / "home"))
+    failure = query_failed(CapturedError(text, None, "STREAM_FAILED"), layout=layout, job="clicks", query="clicks",
+                           checkpoint=str(tmp_path / "none"), run_id="r1")
+    assert "`stateops recover run clicks --mode rebuild --confirm clicks`" in str(failure)
+    assert "`stateops jobs check clicks`" in str(failure)

@@ -190,11 +190,12 @@ def _status(state, **lease):
     return {"state": state, "lease": {**base, **lease} if state != "idle" else None}
 
 
-def _health(status, batch_ago=None, last_run=None, newest_ago=None, listed=True, policy=Policy(), lags=()):
+def _health(status, batch_ago=None, last_run=None, newest_ago=None, listed=True, policy=Policy(), lags=(),
+            refusal=None):
     batch = {"batch_id": 7, "timestamp": _at(batch_ago)} if batch_ago is not None else None
     newest = _at(newest_ago) if newest_ago is not None else None
     return decide_health(JOB, status, batch, last_run, newest, policy, watermark_delay="10 minutes", listed=listed,
-                         now=NOW, kafka_lags=lags)
+                         now=NOW, kafka_lags=lags, refusal=refusal)
 
 
 def test_health_stalled_stale_failed_and_healthy():
@@ -214,6 +215,23 @@ def test_health_stalled_stale_failed_and_healthy():
     assert off.action == "skip" and "restart_failed is off" in off.reason
     ok = _health(_status("idle"), batch_ago=3, last_run={"run_id": "r8", "status": "SUCCESS", "ended_at": _at(3)})
     assert ok.action == "skip" and "last run r8 success" in ok.reason
+
+
+def test_health_alerts_instead_of_restarting_a_run_refused_by_its_state_check():
+    """A run refused because its query no longer fits the checkpoint's state would be refused again: alert once,
+    naming the rebuild; a refusal of an earlier run does not stop the restart of a later failure."""
+    fix = f"stateops recover run {JOB} --mode rebuild --confirm {JOB}"
+    refusal = {"dagster_run_id": "r9", "details": {"operator": "operator 1 (dedupeWithinWatermark)",
+                                                   "change": "key struct<a:string> -> struct<a:string,b:string>",
+                                                   "fix": fix}}
+    failed = {"run_id": "r9", "status": "FAILURE", "ended_at": _at(3)}
+    alert = _health(_status("idle"), last_run=failed, refusal=refusal)
+    assert alert.action == "alert" and alert.key == "incompatible:r9"
+    assert alert.rule == "health.state_incompatible -> alert"
+    assert alert.reason.startswith("STATE_INCOMPATIBLE: run r9") and "dedupeWithinWatermark" in alert.reason
+    assert alert.reason.endswith(f"Fix: {fix}")
+    later = _health(_status("idle"), last_run={**failed, "run_id": "r10"}, refusal=refusal)
+    assert later.action == "restart" and later.key == "failed:r10"
 
 
 def test_health_on_kafka_lag_growing_alerts_stalled_restarts_caught_up_rests():

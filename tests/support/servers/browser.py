@@ -30,7 +30,7 @@ from tests.support.servers.ports import free_port
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
-CHECKS = ("state_skew", "state_growth", "state_eviction", "state_readable")
+CHECKS = ("state_skew", "state_growth", "state_eviction", "state_readable", "state_compatible")
 
 
 def chromium() -> str | None:
