@@ -6,7 +6,8 @@ What is masked, wherever it appears in a text:
   it) and the SECRET_VARIABLES (the AWS SDK's secrets, and the alert webhook's URL, whose path is its
   credential; read when redacting, so no entry point has to remember them), each replaced by
   `[redacted: ${env:NAME}]` (which secret, never its value); values shorter than MIN_LENGTH characters are not
-  masked (they would mask ordinary words and numbers);
+  masked: they would mask parts of ordinary words and numbers (a test's AWS secret `test` turned the JSON key
+  `latest_committed_batch` into nonsense), and a credential that short is no protection anyway;
 - the password of a URL (`scheme://user:password@host`: a PostgreSQL URL) and a URL's query parameter named
   like a secret (`?token=...`, `&sig=...`), as `***`;
 - a quoted `password="..."` (Kafka's `sasl.jaas.config`, any JAAS entry), as `password="***"`.
@@ -21,13 +22,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import threading
 from functools import lru_cache
-from typing import Any, Mapping, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|sasl|jaas|credential"
 SECRET_KEYS = re.compile(SPARK_REDACTION_REGEX)
 SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "STATEOPS_ALERT_WEBHOOK_URL")
-MIN_LENGTH = 4
+MIN_LENGTH = 8
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)([^\s/@'\"]+)(@)")
 _QUERY_SECRET = re.compile(r"(?i)([?&][^=&\s]*(?:secret|password|token|key|sig)[^=&\s]*=)(?!\[redacted: )([^&\s'\"]+)")
@@ -98,3 +101,42 @@ class RedactingStream:
 
     def fileno(self) -> int:
         return self.target.fileno()
+
+
+def _relay(source: TextIO, target: TextIO) -> None:
+    """Copy `source` to `target` line by line, redacted, until every writer closed it, then close both. A line
+    that cannot be written is dropped, never left in the pipe: a full pipe would block the writer (the JVM)."""
+    with source, target:
+        for line in source:
+            try:
+                target.write(redact(line))
+                target.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def redact_fd(fd: int, target: TextIO | None = None) -> Callable[[], None]:
+    """From now on, what is written to file descriptor `fd` by this process (Python, native code, the JVM and
+    every process started meanwhile, which inherit it) reaches `target` (default: where `fd` pointed; closed
+    when the last writer is gone) only through a thread that redacts each line. Returns the undo: `fd` points
+    where it did before (processes started meanwhile keep writing through the thread)."""
+    stream = sys.stderr if fd == 2 else sys.stdout if fd == 1 else None
+    if stream is not None:
+        stream.flush()
+    saved = os.dup(fd)
+    read_end, write_end = os.pipe()
+    target = target if target is not None else os.fdopen(os.dup(saved), "w")
+    relay = threading.Thread(target=_relay, args=(os.fdopen(read_end, errors="replace"), target),
+                             name=f"redact-fd-{fd}", daemon=True)
+    relay.start()
+    os.dup2(write_end, fd)
+    os.close(write_end)
+
+    def undo() -> None:
+        if stream is not None:
+            stream.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
+        relay.join(timeout=0.5)  # the last lines reach `target` before the caller goes on (unless a JVM holds on)
+
+    return undo

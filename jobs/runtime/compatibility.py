@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
-from stateops.storage import filesystem, find_files
+from stateops.storage import filesystem
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime.failures import spark_error
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 NEW, COMPATIBLE, REFUSED, UNDECIDED = "new", "compatible", "refused", "undecided"
 KEYS_CHANGED = "STATE_KEY_COLUMNS_CHANGED"
 STATE_ERRORS = ("STATE_STORE_", "STREAMING_STATEFUL_OPERATOR_", "STATE_SCHEMA_", "STATEFUL_PROCESSOR_")
-_SCHEMA_DIRS = ("/_metadata/", "/_stateSchema/")
 _RUNTIME = "org.apache.spark.sql.execution.streaming.runtime."
 _CHECKPOINTING = "org.apache.spark.sql.execution.streaming.checkpointing."
 _STATE = "org.apache.spark.sql.execution.streaming.state."
@@ -119,29 +118,39 @@ class StateIncompatible(StateOpsError):
         super().__init__(fit.line)
 
 
-def check_state(spark, spec: JobSpec, layout: Layout, frame, rebuild: str | None = None) -> StateFit:
-    """Compare `frame` (the job's stateful query) with the state in the job's checkpoint. `rebuild`: what a
-    rebuild would replay (computed only for a refusal when not given)."""
-    checkpoint = spec.checkpoint_path(layout)
+def _restart_point(checkpoint: str) -> tuple[int, str, str] | None:
+    """(the batch a restart plans first, its query id, the offset log's metadata line of its last
+    batch: the confs a restart applies), or None for a checkpoint without a batch (no state to fit)."""
     try:
         cp = Checkpoint.open(checkpoint)
-        batches = cp.offset_batches()
     except StateOpsError:
-        batches = []
+        return None
+    batches = cp.offset_batches()
+    if not batches:
+        return None
+    committed = cp.committed_batches()
+    batch = batches[-1] + 1 if committed and committed[-1] >= batches[-1] else batches[-1]
+    return batch, cp.query_id(), json.dumps(cp.batch_metadata(batches[-1]))
+
+
+def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
+    """Compare `frame` (the job's stateful query) with the state in the job's checkpoint."""
+    checkpoint = spec.checkpoint_path(layout)
+    try:
+        restart = _restart_point(checkpoint)
+    except (StateOpsError, OSError, ValueError, KeyError, IndexError) as err:  # an offset log that does not read
+        return StateFit(spec.name, checkpoint, UNDECIDED, message=f"the checkpoint does not read: {_first(err)}")
     with tempfile.TemporaryDirectory(prefix="stateops-state-check-") as scratch:
         # Spark looks for `state/` beside the offsets (the state folder's parent): each copy is a checkpoint's
         stored_dir, query_dir = os.path.join(scratch, "stored", "state"), os.path.join(scratch, "query", "state")
-        metadata = json.dumps(cp.batch_metadata(batches[-1])) if batches else None
-        query_id = cp.query_id() if batches else str(uuid.uuid4())
+        batch, query_id, metadata = restart or (0, str(uuid.uuid4()), None)
         try:
             joins = _join_keys(_plan(spark, frame, spec, query_id, query_dir, metadata, 0))  # the query's own files
             query = _schemas(spark, query_dir)
         except Exception as err:  # noqa: BLE001 - any failure here leaves the decision to Spark's run
             return StateFit(spec.name, checkpoint, UNDECIDED, message=_first(err))
-        if not batches:
+        if restart is None:
             return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins)
-        committed = cp.committed_batches()
-        batch = batches[-1] + 1 if committed and committed[-1] >= batches[-1] else batches[-1]
         _copy_schema_files(checkpoint, stored_dir)
         stored = _schemas(spark, stored_dir)
         found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins)
@@ -156,13 +165,13 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame, rebuild: str | None
             change += "".join(f"; join keys ({kept[op]}) -> ({keys})" for op, keys in joins.items()
                               if op in kept and kept[op] != keys and operator.startswith(f"operator {op} "))
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
-                            rebuild or rebuild_outlook(spec, layout), **found)
+                            rebuild_outlook(spec, layout), **found)
     changed = _renamed_keys(stored, query) or _changed_joins(layout, spec.name, query_id, joins, stored)
     if changed:
         operator, change = changed
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
                         f"{change}: Spark would accept the same types, but the stored keys would mean something else",
-                        "key columns changed", rebuild or rebuild_outlook(spec, layout), **found)
+                        "key columns changed", rebuild_outlook(spec, layout), **found)
     return StateFit(spec.name, checkpoint, COMPATIBLE, **found)
 
 
@@ -184,19 +193,29 @@ def _first(err: BaseException) -> str:
 
 def _copy_schema_files(checkpoint: str, target: str) -> None:
     """The checkpoint's `state/` folders and the schema and metadata files in them, nothing else (a restart of
-    a checkpoint without `state/` is what STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY is about)."""
+    a checkpoint without `state/` is what STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY is about). Spark
+    keeps them per operator (`<op>/_metadata`, `<op>/_stateSchema`) and in partition 0 (`<op>/0/_metadata`,
+    `<op>/0/<store>/_metadata`): listed there only, so the cost does not grow with the state's files."""
     fs, root = filesystem(posixpath.join(checkpoint.rstrip("/"), "state"))
     if not fs.exists(root):
         return
     os.makedirs(target, exist_ok=True)
-    prefix = root.rstrip("/") + "/"
-    for path in find_files(fs, root):
-        rel = path[len(prefix):] if path.startswith(prefix) else posixpath.relpath(path, root)
-        os.makedirs(os.path.join(target, rel.split("/")[0]), exist_ok=True)
-        if any(part in f"/{rel}" for part in _SCHEMA_DIRS) and not posixpath.basename(rel).startswith("."):
-            local = os.path.join(target, rel)
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            fs.get_file(path, local)
+    root = root.rstrip("/")
+    for op in (posixpath.basename(p["name"].rstrip("/")) for p in fs.ls(root, detail=True) if p["type"] == "directory"):
+        if not op.isdigit():
+            continue
+        os.makedirs(os.path.join(target, op), exist_ok=True)
+        folders = [f"{op}/_metadata", f"{op}/_stateSchema"]
+        first = f"{root}/{op}/0"
+        if fs.exists(first):
+            folders += [f"{op}/0/{posixpath.basename(p['name'].rstrip('/'))}/_metadata"
+                        for p in fs.ls(first, detail=True) if p["type"] == "directory"] + [f"{op}/0/_metadata"]
+        for folder in folders:
+            for path in (fs.find(f"{root}/{folder}") if fs.exists(f"{root}/{folder}") else []):
+                rel = path[len(root) + 1:] if path.startswith(root + "/") else posixpath.relpath(path, root)
+                if not posixpath.basename(rel).startswith("."):
+                    os.makedirs(os.path.join(target, posixpath.dirname(rel)), exist_ok=True)
+                    fs.get_file(path, os.path.join(target, rel))
 
 
 def _module(spark, name: str):
@@ -219,6 +238,10 @@ def _plan(spark, frame, spec: JobSpec, query_id: str, state_dir: str, metadata: 
         conf["spark.sql.shuffle.partitions"] = str(spec.shuffle_partitions)
         metadata = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 0,
                                "conf": {k: v for k, v in conf.items() if v != "<undefined>"}})
+    offset_log = os.path.join(os.path.dirname(state_dir), "offsets")
+    os.makedirs(offset_log, exist_ok=True)  # transformWithState reads operator metadata up to the offset log's end
+    with open(os.path.join(offset_log, str(batch)), "w") as handle:
+        handle.write(f"v1\n{metadata}\n")
     seq_metadata = offsets.apply(metadata)
     offsets.setSessionConf(seq_metadata, session.sessionState().conf())  # the checkpoint's confs, as a restart
     execution = _module(spark, _RUNTIME + "IncrementalExecution")
@@ -262,7 +285,9 @@ def _schemas(spark, state_dir: str) -> list[StoreSchema]:
                 stream.close()
             for i in range(families.size()):
                 family = families.apply(i)
-                label = store if family.colFamilyName() == "default" else f"{store}:{family.colFamilyName()}"
+                variable = family.colFamilyName()  # a transformWithState variable, or Spark's "default"
+                label = (store if variable == "default" else variable if store == "default"
+                         else f"{store}:{variable}")
                 key = family.keySchema()
                 found[(int(op), label)] = StoreSchema(int(op), name, label, key.simpleString(),
                                                       family.valueSchema().simpleString(), tuple(key.fieldNames()))
@@ -270,13 +295,18 @@ def _schemas(spark, state_dir: str) -> list[StoreSchema]:
 
 
 def _operator_name(op_dir: str) -> str:
-    """The operator's name in its state metadata (`_metadata/metadata`, JSON after a version line)."""
-    try:
-        with open(os.path.join(op_dir, "_metadata", "metadata")) as handle:
-            lines = handle.read().splitlines()
-        return json.loads(lines[1])["operatorInfo"]["operatorName"]
-    except (OSError, IndexError, KeyError, ValueError):
-        return "stateful operator"
+    """The operator's name in its state metadata: `_metadata/metadata`, or for transformWithState (metadata v2)
+    the newest `_metadata/v2/<batch>`; JSON after a version line."""
+    folder = os.path.join(op_dir, "_metadata")
+    newest = sorted((n for n in os.listdir(os.path.join(folder, "v2")) if n.isdigit()), key=int, reverse=True) \
+        if os.path.isdir(os.path.join(folder, "v2")) else []
+    for path in [os.path.join(folder, "metadata"), *(os.path.join(folder, "v2", n) for n in newest)]:
+        try:
+            with open(path) as handle:
+                return json.loads(handle.read().splitlines()[1])["operatorInfo"]["operatorName"]
+        except (OSError, IndexError, KeyError, ValueError):
+            continue
+    return "stateful operator"
 
 
 def _culprit(error_class: str, stored: list[StoreSchema], query: list[StoreSchema], message: str

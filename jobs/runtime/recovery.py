@@ -106,6 +106,21 @@ def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
                         settings=settings.recovery, control=settings.control)
 
 
+# The modes whose restart keeps the checkpoint: its state must fit the job's query (rebuild starts a new one,
+# restore puts an archive's back; the restart of either is checked as every run is).
+SAME_CHECKPOINT = ("adjust", "repartition", "rewind")
+
+
+def _require_fit(runtime: SparkRuntime, spec: JobSpec) -> None:
+    """Refuse the runbook before it stops anything when its restart would be refused: the job's query no
+    longer fits the checkpoint's state (stateops.jobs.runtime.compatibility), whose fix is a rebuild."""
+    from stateops.jobs.runtime.compatibility import REFUSED, StateIncompatible, check_job
+
+    fit = check_job(runtime.spark, spec, runtime.layout)
+    if fit.status == REFUSED:
+        raise StateIncompatible(fit)
+
+
 def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = None,
             on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
             launcher: Launcher | None = None) -> RecoveryReport:
@@ -116,5 +131,7 @@ def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = 
     spec = catalog.job(request.job)
     runtime = SparkRuntime(environment, spec, spark=spark, launcher=launcher)
     settings = environment.settings
+    if request.mode in SAME_CHECKPOINT and not request.dry_run:
+        _require_fit(runtime, spec)
     return run_runbook(environment.layout, job_target(spec, catalog), request, runtime, settings=settings.recovery,
                        control=settings.control, on_event=on_event, terminate=terminate)

@@ -21,11 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-from typing import Iterator, TextIO
+from typing import Iterator
 
 from stateops.errors import ConfigError, StateOpsError
-from stateops.redaction import SPARK_REDACTION_REGEX, redact
+from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
 from stateops.storage import s3a_conf
 
 from stateops.jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
@@ -153,22 +152,11 @@ def check_java() -> None:
                             "Install openjdk-17 and set JAVA_HOME")
 
 
-def _relay(source: TextIO, target: TextIO) -> None:
-    """Copy the JVM's console to `target` line by line, redacted, until the JVM exits. A line that cannot be
-    written is dropped, never left in the pipe: a full pipe would block the JVM."""
-    for line in source:
-        try:
-            target.write(redact(line))
-            target.flush()
-        except (OSError, ValueError):
-            pass
-
-
 @contextlib.contextmanager
 def _console_to(path: str | None) -> Iterator[None]:
-    """Point this process's stderr at a pipe while the block runs: a JVM started inside inherits it, so Spark's
-    console log (and its Python workers' stderr) reaches `path` (default: this process's stderr) for the JVM's
-    lifetime only through a thread that redacts each line (stateops.redaction): the JVM writes without Python."""
+    """Point this process's stderr at `path` (default: where it points) through the redaction relay while the
+    block runs (stateops.redaction.redact_fd): a JVM started inside inherits it, so Spark's console log (and its
+    Python workers' stderr) reaches it redacted for the JVM's lifetime."""
     from pyspark import SparkContext
 
     if SparkContext._gateway is not None:  # no JVM will start here
@@ -176,20 +164,11 @@ def _console_to(path: str | None) -> Iterator[None]:
         return
     if path is not None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-    target = open(path, "a") if path is not None else os.fdopen(os.dup(2), "w")
-    read_end, write_end = os.pipe()
-    threading.Thread(target=_relay, args=(os.fdopen(read_end, errors="replace"), target), name="spark-console",
-                     daemon=True).start()
-    saved = os.dup(2)
-    sys.stderr.flush()
-    os.dup2(write_end, 2)
-    os.close(write_end)
+    undo = redact_fd(2, open(path, "a") if path is not None else None)
     try:
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        undo()
 
 
 def get_session(settings: SparkSettings, console_log: str | None = None):

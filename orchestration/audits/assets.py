@@ -22,13 +22,12 @@ from stateops.jobs.definition.targets import AuditTarget, resolve_audit
 from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
-from stateops.errors import StateOpsError
 from stateops.jobs.definition.environment import Environment
 from stateops.layout import Layout
 from stateops.redaction import redact
 
 from stateops.dagster.catalog import catalog_for
-from stateops.dagster.failure import one_line_failure, redacted
+from stateops.dagster.failure import redacted_step, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 GROUP = "state_audits"
@@ -92,11 +91,9 @@ def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, paths: Path
                       run_audit) -> MaterializeResult:
     """Resolve the job's checkpoint and thresholds, audit, record in the ops tables, report as metadata."""
     layout = paths.layout
-    try:
+    with redacted_step():
         target = audit_target(spec, paths.environment())
         report = run_audit(target, layout)
-    except StateOpsError as err:
-        raise one_line_failure(err) from None
     audit_id = record(layout, report)
     context.log.info(redact(f"{report.kind} audit {audit_id} of {target.checkpoint}: batch {report.batch_id}, "
                             f"{len(report.findings)} finding(s)"))

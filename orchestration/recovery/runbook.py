@@ -26,14 +26,14 @@ from pydantic import Field, create_model
 from stateops.jobs.runtime.recovery import recover
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, alive
-from stateops.errors import ConfigError, StateOpsError, first_line
+from stateops.errors import ConfigError
 from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
 from stateops.redaction import redact
 
 from stateops.jobs.definition.spec import JobSpec
-from stateops.dagster.failure import redacted
+from stateops.dagster.failure import redacted_step, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 JOB_NAME = "state_recovery"
@@ -186,12 +186,10 @@ def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
             else:
                 context.log_event(step_event(asset, event))
 
-        try:
+        with redacted_step():
             report = recover(paths.environment(), config.request(actor=f"dagster run {context.run_id}"),
                              spark=lambda: spark.spark_session,
                              on_event=on_event, terminate=terminate_holder(context.instance, context.log.warning))
-        except StateOpsError as err:
-            raise Failure(description=redact(first_line(err)), allow_retries=False) from None
         metadata = report_metadata(report)
         if report.outcome in ("rolled_back", "failed"):
             raise Failure(description=redact(report.summary()), metadata=metadata, allow_retries=False)

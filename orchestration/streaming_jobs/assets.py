@@ -29,9 +29,9 @@ from stateops.jobs.definition.transformation import code_version
 from stateops import control, kafka_lag
 from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
-from stateops.errors import ConfigError, StateOpsError
+from stateops.errors import ConfigError
 
-from stateops.dagster.failure import one_line_failure, redacted
+from stateops.dagster.failure import redacted_step, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
 
 GROUP = DEFAULT_GROUP  # the group of jobs without a group or team owner (stateops.dagster.groups.asset_group)
@@ -131,7 +131,7 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
                 context.log_event(AssetObservation(asset_key=context.asset_key,
                                                    metadata=redacted(progress_metadata(progress))))
 
-        try:
+        with redacted_step():
             in_force = resolved(spec)  # its `${env:NAME}` references, read now (stateops.references)
             settings = paths.environment().settings
             # Refused before Spark starts; run_job decides atomically.
@@ -139,8 +139,6 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
             result = run_job(spark.spark_session, in_force, layout, settings=settings, mode=config.mode,
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
-        except StateOpsError as err:
-            raise one_line_failure(err) from None
         return MaterializeResult(metadata=redacted(run_metadata(result, layout.table(spec.sink_table))))
 
     return _materialize

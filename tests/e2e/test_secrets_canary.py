@@ -5,12 +5,13 @@ is accepted); `user_activity` reads a real Kafka broker with a canary password i
 given by `${env:...}` (a PLAINTEXT broker: the client loads the JAAS entry only for SASL, so the run proves the
 option reached Kafka unharmed). Then, each a `stateops` process of its own: a run, a failed run (a bad
 `maxOffsetsPerTrigger`, itself a reference whose canary value Spark quotes in its error), describe and status,
-a deep audit, a runbook (adjust, with its archive, journal and restart) and a retention plan. Every version of
-every object in the bucket, every file under the test's folder (configs, scratch) and every byte the commands
-printed (stdout and stderr, where Spark's console goes on an S3 home) is searched for the canaries: zero hits,
+a deep audit, a runbook (adjust, with its archive, journal and restart), a retention plan, and the job's asset
+materialized by Dagster twice (the run, and the failing one) on an instance stored in the test's folder. Every
+version of every object in the bucket, every file under the test's folder (configs, scratch, the Dagster
+instance's run and event storage) and every byte the commands printed (stdout and stderr, where Spark's console goes on an S3 home) is searched for the canaries: zero hits,
 while the failed run's error still says which secret it hid. Checked: with stateops.redaction.redact made the
 identity, the option's canary is found in the failed run's log on S3 and in its error output (Spark and Kafka
-keep the AWS key and the jaas password out of their own output). About 2.5 minutes on 2 cores (seven
+keep the AWS key and the jaas password out of their own output). About 3.5 minutes on 2 cores (nine
 processes with a JVM): the long tier."""
 from __future__ import annotations
 
@@ -76,6 +77,17 @@ def test_no_canary_secret_in_anything_stateops_writes_or_prints(s3_env, kafka, t
         printed.append(f"$ stateops {' '.join(args)}\n{done.stdout}\n{done.stderr}")
         return done
 
+    def dagster_materialize(config_path: str) -> subprocess.CompletedProcess:
+        """The job's asset materialized by `dagster asset materialize`, on an instance stored in tmp_path."""
+        done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
+                               "-m", "stateops.dagster.definitions", "--select", JOB],
+                              env={**env, "STATEOPS_CONFIG": config_path, "DAGSTER_HOME": str(dagster_home)},
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        printed.append(f"$ dagster asset materialize --select {JOB}\n{done.stdout}\n{done.stderr}")
+        return done
+
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
     fresh_topics(kafka, KAFKA_TOPICS)
     knobs = [f"--{f.name.replace('_', '-')}={getattr(KAFKA_INPUT, f.name)}" for f in fields(KAFKA_INPUT)]
     generated = subprocess.run([sys.executable, "-m", "stateops.cli", "--home", str(tmp_path / "scratch"), "generate",
@@ -96,11 +108,17 @@ def test_no_canary_secret_in_anything_stateops_writes_or_prints(s3_env, kafka, t
     assert stateops("archives", "list", JOB, "--json").returncode == 0
     retention = stateops("retention", "plan", "--json")
     assert retention.returncode == 0, retention.stderr[-3000:]
+    materialized = dagster_materialize(config)  # Dagster: its instance under tmp_path
+    assert materialized.returncode == 0, materialized.stderr[-3000:]
+    dagster_failed = dagster_materialize(failing)
+    assert dagster_failed.returncode != 0, dagster_failed.stderr[-3000:]
 
     written = {**_objects(client), **_files(tmp_path)}
     assert any(key.startswith("stateops/ops/") for key in written), "the ops tables, journal and manifest are there"
+    assert any(key.startswith(str(dagster_home)) for key in written), "the Dagster instance's storage is searched"
     outputs = {f"output {i}": text.encode() for i, text in enumerate(printed)}
     hits = [(name, where) for name, secret in canaries.items() for where, data in {**written, **outputs}.items()
             if secret.encode() in data]
     assert hits == [], f"canary secrets found: {hits}"
     assert "[redacted: ${env:STATEOPS_CANARY_OPTION}]" in failed.stderr, failed.stderr[-3000:]
+    assert "[redacted: ${env:STATEOPS_CANARY_OPTION}]" in dagster_failed.stdout + dagster_failed.stderr

@@ -94,7 +94,7 @@ CONFIG = """
 builtin_jobs = false
 
 [jobs.{job}]
-transformation = "changed_queries:{transformation}"
+transformation = "{module}:{transformation}"
 watermark_delay = "10 minutes"
 watermark_min = "5 minutes"
 watermark_max = "2 hours"
@@ -125,9 +125,9 @@ time_column = "payment_time"
 """
 
 
-def _config(folder, transformation: str, job_lines: str = EVENTS) -> str:
+def _config(folder, transformation: str, job_lines: str = EVENTS, module: str = "changed_queries") -> str:
     path = folder / "clicks.toml"
-    path.write_text((CONFIG + job_lines).format(job=JOB, transformation=transformation))
+    path.write_text((CONFIG + job_lines).format(job=JOB, transformation=transformation, module=module))
     return str(path)
 
 
@@ -192,6 +192,16 @@ def test_a_changed_aggregation_key_is_refused_before_the_run_and_the_rebuild_giv
     config = clicks("by_action")
     report = _refused_with_nothing_written(layout, config, "STATE_KEY_COLUMNS_CHANGED", "stateStoreSave")
     assert "(window, user_id) -> (window, action)" in report["change"], report
+
+    # A runbook that keeps the checkpoint (adjust) would restart into the same refusal: refused before it stops
+    # or archives anything.
+    before = _tree(os.path.join(layout.home, "checkpoints", JOB))
+    adjusted = _cli(layout, config, "recover", "run", JOB, "--mode", "adjust", "--watermark", "20 minutes",
+                    "--confirm", JOB)
+    assert adjusted.exit_code == 2, adjusted.output
+    assert "STATE_KEY_COLUMNS_CHANGED" in adjusted.output and f"`{REBUILD}`" in adjusted.output, adjusted.output
+    assert _tree(os.path.join(layout.home, "checkpoints", JOB)) == before
+    assert not os.path.exists(os.path.join(layout.ops_dir(JOB), "archives"))
 
     done = _cli(layout, config, "recover", "run", JOB, "--mode", "rebuild", "--confirm", JOB)
     assert done.exit_code == 0, done.output
@@ -299,3 +309,89 @@ def test_dagster_shows_the_refusal_and_the_health_sensor_alerts_instead_of_resta
                                    now=None).values()
     assert decision.action == "alert" and decision.rule == "health.state_incompatible -> alert", decision
     assert REBUILD in decision.reason
+
+
+TWS_MODULE = '''
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor
+
+
+class Counter(StatefulProcessor):
+    """Events per user so far, in one value state of SCHEMA."""
+
+    SCHEMA = "events INT"
+
+    def init(self, handle):
+        self.count = handle.getValueState("count", self.SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues):
+        total = self.count.get()[0] if self.count.exists() else 0
+        for pdf in rows:
+            total += len(pdf)
+        self.count.update((total,))
+        yield pd.DataFrame({"group_key": [key[0]], "events": [int(total)]})
+
+    def close(self):
+        pass
+
+
+class WideCounter(Counter):
+    SCHEMA = "events LONG"
+
+
+def _counted(events, processor):
+    return events.groupBy("user_id").transformWithStateInPandas(processor, "group_key STRING, events LONG",
+                                                                "Update", "None")
+
+
+def counts(events):
+    return _counted(events, Counter())
+
+
+def wide_counts(events):  # the state's value field widened: INT -> LONG
+    return _counted(events, WideCounter())
+'''
+TWS_JOB = """output_mode = "update"
+merge_keys = ["group_key"]
+
+[[jobs.{job}.inputs]]
+name = "events"
+schema = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"
+time_column = "event_time"
+"""
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+
+
+@pytest.mark.parametrize("encoding, fits", [("avro", True), ("unsaferow", False)])
+def test_a_widened_transform_with_state_value_fits_under_avro_encoding_only(spark, layout, tmp_path, importable,
+                                                                            encoding, fits):
+    """Spark's own rule, applied before the run: a transformWithState value field may widen (INT -> LONG) when the
+    checkpoint's state is Avro-encoded (set before its first run; the checkpoint keeps it), not otherwise."""
+    code = tmp_path / "user_code"
+    code.mkdir()
+    (code / "counters.py").write_text(TWS_MODULE)  # a name of its own: Spark's Python workers keep modules
+    importable(code)
+    generate(layout, SMALL)
+    before = spark.conf.get(ENCODING, None)
+    spark.conf.set(ENCODING, encoding)
+    try:
+        done = _cli(layout, _config(tmp_path, "counts", TWS_JOB, "counters"), "jobs", "run", JOB)
+    finally:
+        spark.conf.unset(ENCODING) if before is None else spark.conf.set(ENCODING, before)
+    assert done.exit_code == 0, done.output
+    config = _config(tmp_path, "wide_counts", TWS_JOB, "counters")
+    if not fits:
+        report = _refused_with_nothing_written(layout, config, "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                                               "transformWithStateInPandasExec")
+        assert "events:int" in report["change"] and "events:bigint" in report["change"], report
+        return
+    check = _cli(layout, config, "jobs", "check", JOB, "--json")
+    assert check.exit_code == 0 and json.loads(check.output)["status"] == "compatible", check.output
+    more_input(layout, hour=1, seed=9)
+    run = _cli(layout, config, "jobs", "run", JOB)
+    assert run.exit_code == 0 and f"{JOB}: 2 batches" in run.output, run.output
+    batches = oracle.typed_batches(layout.landing("events"), "events")
+    expected = {}
+    for row in (row for batch in batches for row in batch):
+        expected[row["user_id"]] = expected.get(row["user_id"], 0) + 1
+    assert dict(table_rows(layout.table(JOB), ["group_key", "events"])) == expected
