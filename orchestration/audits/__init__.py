@@ -21,6 +21,7 @@ def build(specs: Mapping[str, JobSpec]) -> tuple[Definitions, dict[str, Unresolv
     deep = {name: deep for name, (deep, _fast) in jobs.items()}
     return Definitions(
         assets=[make(spec) for spec in specs.values() for make in (build_deep_audit_asset, build_fast_audit_asset)],
-        asset_checks=[check for pair in checks.values() for check in pair], jobs=[job for pair in jobs.values() for job in pair],
+        asset_checks=[check for pair in checks.values() for check in pair],
+        jobs=[job for pair in jobs.values() for job in pair],
         schedules=[audit_schedule(spec, deep[name], f"{name}_deep_audit_hourly", DEEP_CRON)
                    for name, spec in specs.items()]), deep

@@ -86,6 +86,10 @@ def paid_by_payment_id(orders, payments):  # a join column replaced by one of th
 
 def rounded_output(events):  # a change outside state: an output column computed differently
     return by_user(events).withColumn("value_sum", F.round("value_sum", 6))
+
+
+def with_source(events):  # a change outside state: a new output column
+    return by_user(events).withColumn("source", F.lit("landing"))
 '''
 
 
@@ -234,8 +238,9 @@ def test_changes_spark_would_refuse_at_the_first_batch_are_refused_before_it(spa
     assert "->" in report["change"]
 
 
-def test_a_change_outside_state_is_not_refused(spark, layout, tmp_path, importable):
-    config = _clicks(layout, tmp_path, importable)("rounded_output")
+@pytest.mark.parametrize("transformation", ["rounded_output", "with_source"])
+def test_a_change_outside_state_is_not_refused(spark, layout, tmp_path, importable, transformation):
+    config = _clicks(layout, tmp_path, importable)(transformation)
     check = _cli(layout, config, "jobs", "check", JOB, "--json")
     assert check.exit_code == 0, check.output
     report = json.loads(check.output)
