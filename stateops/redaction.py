@@ -32,9 +32,11 @@ SECRET_KEYS = re.compile(SPARK_REDACTION_REGEX)
 SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "STATEOPS_ALERT_WEBHOOK_URL")
 MIN_LENGTH = 8
 MASK = "***"
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)([^\s/@'\"]+)(@)")
-_QUERY_SECRET = re.compile(r"(?i)([?&][^=&\s]*(?:secret|password|token|key|sig)[^=&\s]*=)(?!\[redacted: )([^&\s'\"]+)")
-_QUOTED_PASSWORD = re.compile(r"(?i)(password\s*=\s*\\?[\"'])(?!\[redacted: )(.*?)(\\?[\"'])")
+# A `${env:NAME}` reference is no secret (it names one): masks skip it, so `jobs describe` shows it.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)(?!\$\{env:)([^\s/@'\"]+)(@)")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&][^=&\s]*(?:secret|password|token|key|sig)[^=&\s]*=)(?!\[redacted: |\$\{env:)([^&\s'\"]+)")
+_QUOTED_PASSWORD = re.compile(r"(?i)(password\s*=\s*\\?[\"'])(?!\[redacted: |\$\{env:)(.*?)(\\?[\"'])")
 _known: dict[str, str] = {}  # secret value -> the variable it came from
 
 
@@ -68,12 +70,13 @@ def redact(text: str) -> str:
 
 def redact_tree(value: Any) -> Any:
     """`value` with `redact` applied to every string at any depth of mappings, lists and tuples, and the string
-    values of keys matching SECRET_KEYS masked whole (Spark's rule for its settings)."""
+    values of keys matching SECRET_KEYS masked whole (Spark's rule for its settings), unless they hold a
+    `${env:NAME}` reference: those keep what names the secret, and `redact` masks the rest."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
-        return {k: MASK if isinstance(v, str) and SECRET_KEYS.search(str(k)) else redact_tree(v)
-                for k, v in value.items()}
+        return {k: MASK if isinstance(v, str) and SECRET_KEYS.search(str(k)) and "${env:" not in v
+                else redact_tree(v) for k, v in value.items()}
     if type(value) in (list, tuple):  # not a named tuple, whose fields are not a sequence of items
         return type(value)(redact_tree(v) for v in value)
     return value

@@ -16,6 +16,7 @@ from stateops import control, progress
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
 from stateops.errors import ConfigError
+from stateops.redaction import redact_tree
 from stateops.layout import Layout
 
 from stateops.jobs.definition.catalog import Catalog
@@ -40,7 +41,8 @@ def jobs_list(obj: Environment) -> None:
 
 
 def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
-    """Everything an operator needs to find a job's data, and its effective settings, as plain data."""
+    """Everything an operator needs to find a job's data, and its effective settings, as plain data. A Kafka job's
+    options as written: `${env:NAME}` references shown, values under secret-looking keys masked."""
     layout = catalog.layout
     settings = settings_report(spec, catalog)
     writer, why = delta_writer_in_force(spark)
@@ -56,6 +58,8 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
         "checkpoint": spec.checkpoint_path(layout),
         "output_table": layout.table(spec.sink_table),
         "delta_writer": {"value": writer, "source": why},
+        **({"kafka": {"bootstrap_servers": spec.kafka_bootstrap_servers, "topics": [i.name for i in spec.inputs],
+                      "options": redact_tree(dict(spec.kafka_options))}} if spec.source == "kafka" else {}),
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},

@@ -167,8 +167,21 @@ def test_list_and_describe_show_the_reference_never_the_value_and_need_no_variab
     result = _cli(tmp_path, "jobs", "describe", "user_activity", "--json",
                   env={"DESCRIBED": "described-5e1a", "KAFKA_PASSWORD": PASSWORD})
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["description"] == "token ${env:DESCRIBED}"
+    described = json.loads(result.output)
+    assert described["description"] == "token ${env:DESCRIBED}"
+    assert described["kafka"] == {"bootstrap_servers": "${env:KAFKA_BROKERS}", "topics": ["events"],
+                                  "options": {"kafka.security.protocol": "SASL_SSL",
+                                              "kafka.sasl.jaas.config": JAAS}}
     assert "described-5e1a" not in result.output and PASSWORD not in result.output
+
+
+def test_describe_masks_a_secret_written_as_it_is():
+    """A password written in the file (no reference) is masked where describe shows the Kafka options."""
+    options = {"kafka.ssl.key.password": "written-4f1e", "kafka.sasl.jaas.config": JAAS.replace(
+        "${env:KAFKA_PASSWORD}", "literal-9c2d"), "kafka.security.protocol": "SASL_SSL"}
+    assert redact_tree(options) == {"kafka.ssl.key.password": "***", "kafka.sasl.jaas.config": "***",
+                                    "kafka.security.protocol": "SASL_SSL"}
+    assert redact_tree({"kafka.sasl.jaas.config": JAAS}) == {"kafka.sasl.jaas.config": JAAS}
 
 
 @pytest.mark.parametrize("command", [["jobs", "run", "user_activity"], ["audit", "user_activity"],
