@@ -76,6 +76,12 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
     found = json.loads(explained.output)
     assert found["key"] == key and found["reason"] in ({"emitted"} if job == "order_payments" else
                                                        {"emitted", "in_state", "waiting_for_watermark"}), found
+    # The state check before a run reads the schema files on S3: the query fits, every stored operator seen.
+    checked = CliRunner().invoke(main, ["jobs", "check", job, "--json"])
+    assert checked.exit_code == 0, checked.output
+    fit = json.loads(checked.output)
+    assert fit["status"] == "compatible", fit["line"]
+    assert {s["operator_id"] for s in fit["stored"]} == {op.operator_id for op in report.operators}
 
 
 def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenario, tmp_path, monkeypatch):
