@@ -26,9 +26,10 @@ from stateops.cli.recover import COMMANDS as RECOVERY_COMMANDS
 from stateops.cli.retention import COMMANDS as RETENTION_COMMANDS
 
 
-# The commands that start a run, an audit or a runbook (or ask Kafka's brokers for one): their catalog's
-# `${env:NAME}` references are resolved when it loads (stateops.references); the others read the file as written.
-RESOLVING = (("jobs", "run"), ("jobs", "check"), ("audit",), ("explain-key",), ("recover",), ("demo",))
+# The commands that only show the configuration read it as written (`${env:NAME}` shown, no variable needed);
+# every other command acts on the jobs' files (runs, audits, runbooks, status, retention, archives): its catalog's
+# references are resolved when it loads (stateops.references), so that it acts on the paths the runs use.
+AS_WRITTEN = (("jobs", "list"), ("jobs", "describe"), ("generate",))
 _COMMAND = "stateops.command"
 
 
@@ -64,8 +65,8 @@ class StateOpsGroup(click.Group):
 def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
     """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
     command = ctx.meta.get(_COMMAND, ())
-    resolving = any(command[:len(prefix)] == prefix for prefix in RESOLVING)
-    ctx.obj = Environment.from_env(home, config_path, resolve_references=resolving)
+    as_written = any(command[:len(prefix)] == prefix for prefix in AS_WRITTEN)
+    ctx.obj = Environment.from_env(home, config_path, resolve_references=not as_written)
 
 
 def _generator_options(command):

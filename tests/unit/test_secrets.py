@@ -186,8 +186,10 @@ def test_describe_masks_a_secret_written_as_it_is():
 
 @pytest.mark.parametrize("command", [["jobs", "run", "user_activity"], ["audit", "user_activity"],
                                      ["recover", "plan", "user_activity", "--mode", "rebuild"],
-                                     ["explain-key", "user_activity", "--key", "u1"]])
-def test_a_run_an_audit_or_a_runbook_refuses_a_missing_variable_before_anything_starts(tmp_path, command):
+                                     ["explain-key", "user_activity", "--key", "u1"], ["jobs", "status"],
+                                     ["retention", "plan"], ["archives", "list", "user_activity"]])
+def test_a_command_acting_on_the_jobs_refuses_a_missing_variable_before_anything_starts(tmp_path, command):
+    """Runs, audits, runbooks, and status, retention and archives too: they act on the paths the runs use."""
     result = _cli(tmp_path, *command, env={"KAFKA_BROKERS": "127.0.0.1:1", "DESCRIBED": "x"})
     assert result.exit_code == 2, result.output
     assert result.output.strip() == (f"Error: {JAAS_KEY}: refers to ${{env:KAFKA_PASSWORD}}, and the environment "
