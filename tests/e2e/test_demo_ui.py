@@ -22,7 +22,7 @@ from tests.support.servers import browser
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
-CHECKS = {"state_skew", "state_growth", "state_eviction", "state_readable"}
+CHECKS = {"state_skew", "state_growth", "state_eviction", "state_readable", "state_compatible"}
 
 
 def _last_commit(checkpoint: str) -> int:
@@ -66,6 +66,7 @@ def test_demo_materializes_every_job_and_audit_on_the_instance(demo_run):
                   and e.dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
                   and e.dagster_event.event_specific_data.asset_key == AssetKey(spec.sink_table)}
         assert set(checks) == CHECKS, spec.name
+        assert checks["state_compatible"].passed, checks["state_compatible"].description  # the demo's own query
     assert lines[-1] == f"Dagster run {run_id}: success"
 
 
