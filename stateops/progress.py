@@ -62,8 +62,23 @@ def _instant(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
+def rows_untracked(progress: dict[str, Any]) -> None:
+    """Marks the event's state row counts unknown (None), in place: with RocksDB's trackTotalNumberOfRows off,
+    Spark reports numRowsTotal 0 for every operator, which would read as an empty state to the fast audit, the
+    growth signal and the asset metadata. They then take the state's size from its files, and its rows from
+    the deep audit (Spark's state reader), as they do for a join's stores."""
+    for op in progress.get("stateOperators", []):
+        op["numRowsTotal"] = None
+
+
+def state_rows(ops: list[dict[str, Any]]) -> int | None:
+    """The rows of every operator's state, None when a count is unknown (rows_untracked)."""
+    counts = [op["num_rows_total"] for op in ops]
+    return None if None in counts else sum(counts)
+
+
 def operator_metrics(progress: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per stateful operator: the numbers an operator is paged about."""
+    """Per stateful operator: the numbers an operator is paged about (num_rows_total None: not counted)."""
     return [
         {
             "operator_name": op.get("operatorName"),
@@ -109,7 +124,7 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "durations_json": json.dumps(durations, sort_keys=True),
         "watermark": _instant(progress.get("eventTime", {}).get("watermark")),
         "event_time_max": _instant(progress.get("eventTime", {}).get("max")),
-        "state_rows_total": sum(op["num_rows_total"] for op in ops),
+        "state_rows_total": state_rows(ops),
         "state_rows_updated": sum(op["num_rows_updated"] for op in ops),
         "state_memory_bytes": sum(op["memory_used_bytes"] for op in ops),
         "rows_dropped_by_watermark": sum(op["num_rows_dropped_by_watermark"] for op in ops),

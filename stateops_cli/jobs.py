@@ -130,7 +130,8 @@ def jobs_check(obj: Environment, name: str, as_json: bool) -> None:
 
 def summary(result: RunResult) -> str:
     """One line per run: batches, rows, dead letters, state rows, watermark, and what stopped it."""
-    state = ", ".join(f"{op['operator_name']}={op['num_rows_total']}" for op in result.state_operators)
+    state = ", ".join(f"{op['operator_name']}=" + ("not counted" if op["num_rows_total"] is None else
+                                                   str(op["num_rows_total"])) for op in result.state_operators)
     return (f"{result.job}: {result.batches} batches, {result.input_rows} input rows, {result.output_rows} rows "
             f"written, {result.deadletter_rows} dead letters (total {result.deadletter_total}), "
             f"state rows [{state}], watermark {result.watermark}, median batch {result.median_batch_ms} ms, "

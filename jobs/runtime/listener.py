@@ -52,8 +52,9 @@ class ProgressRecorder(JsonEvents):
     that a runbook knows the query it restarted has looked at its source and found nothing new."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
-                 flush: progress_table.FlushSettings):
+                 flush: progress_table.FlushSettings, rows_tracked: bool = True):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
+        self.rows_tracked = rows_tracked  # False: the state stores do not count rows (session.TRACK_ROWS)
         self.totals = RunTotals()
         self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
         self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
@@ -76,6 +77,8 @@ class ProgressRecorder(JsonEvents):
     def progressed(self, progress: dict[str, Any]) -> None:
         if progress.get("name") not in self.query_names:
             return
+        if not self.rows_tracked:
+            progress_table.rows_untracked(progress)
         try:  # on Spark's listener thread an exception would vanish
             self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
         finally:

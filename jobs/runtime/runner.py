@@ -49,7 +49,7 @@ from stateops.jobs.runtime.failures import query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
-from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF
+from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
 from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, fenced, start_query, stateful_frame
 from stateops.jobs.runtime.stop import poll, stop_and_settle
@@ -108,7 +108,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), checkpoints[1], tag_batch_id=True,
                         use_jvm=use_jvm)
     gap = _note_progress_gaps(layout, spec.name, run_id, checkpoints)
-    recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name, deadletter_query_name(spec.name)}, flush)
+    recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name, deadletter_query_name(spec.name)}, flush,
+                                rows_tracked=state_rows_tracked(spark))
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     started = time.monotonic()

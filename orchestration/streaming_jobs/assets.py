@@ -52,10 +52,11 @@ def pool_name(spec: JobSpec) -> str:
 
 
 def state_rows(operators: list[dict]) -> dict[str, int]:
-    """One `state_rows/<operator>` entry per operator (a name used twice in one query gets its position)."""
+    """One `state_rows/<operator>` entry per operator (a name used twice in one query gets its position); none
+    for an operator whose rows are not counted (stateops.progress.rows_untracked)."""
     repeated = {n for n, c in Counter(op["operator_name"] for op in operators).items() if c > 1}
     return {f"state_rows/{op['operator_name']}" + (f"#{i}" if op["operator_name"] in repeated else ""):
-            op["num_rows_total"] for i, op in enumerate(operators)}
+            op["num_rows_total"] for i, op in enumerate(operators) if op["num_rows_total"] is not None}
 
 
 def table_metadata(table_path: str) -> dict[str, object]:
@@ -77,7 +78,8 @@ def progress_metadata(progress: dict) -> dict[str, object]:
     return {
         "batch": progress.get("batchId"),
         "input_rows": progress.get("numInputRows", 0),
-        "state_rows": sum(op["num_rows_total"] for op in operators),
+        **({} if progress_table.state_rows(operators) is None else
+           {"state_rows": progress_table.state_rows(operators)}),
         **state_rows(operators),
         "watermark": progress.get("eventTime", {}).get("watermark"),
         "batch_time": progress.get("timestamp"),

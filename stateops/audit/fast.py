@@ -4,7 +4,8 @@ From the checkpoint alone: operators and stores (`state/<op>/_metadata`), the st
 tags, so unbounded dedup and missing watermarks show without Spark), bytes per partition and the
 range of versions on disk. From the `progress` ops table: the latest state rows per operator and rows
 dropped by the watermark. Skew is by bytes (rows per partition need the state reader: deep audit);
-rows_total is None for operators with several stores (joins), whose split progress does not give.
+rows_total is None for operators with several stores (joins), whose split progress does not give, and when
+the state stores do not count rows (RocksDB's trackTotalNumberOfRows off: stateops.progress.rows_untracked).
 """
 from __future__ import annotations
 

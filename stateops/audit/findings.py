@@ -359,8 +359,8 @@ def watermark_lag_finding(watermark: _dt.datetime | None, now: _dt.datetime, t: 
 
 def operator_progress(progress: Iterable[Mapping[str, Any]], operators: Sequence[tuple[int, str]],
                       window: int) -> tuple[int, dict[int, dict[str, int]]]:
-    """Input rows over the last `window` progress rows, and per operator id: latest numRowsTotal and
-    rows dropped by the watermark in the window.
+    """Input rows over the last `window` progress rows, and per operator id: latest numRowsTotal (None when the
+    state stores do not count rows) and rows dropped by the watermark in the window.
 
     Progress lists state operators in plan order, which is the order Spark numbers operator ids in; the
     names are checked, and matched by name when the order does not line up.
@@ -379,7 +379,7 @@ def operator_progress(progress: Iterable[Mapping[str, Any]], operators: Sequence
             if op_id is None:
                 continue
             entry = out.setdefault(op_id, {"rows_total": 0, "dropped": 0})
-            entry["rows_total"] = metric.get("num_rows_total") or 0
+            entry["rows_total"] = metric.get("num_rows_total")  # None: not counted (stateops.progress)
             entry["dropped"] += metric.get("num_rows_dropped_by_watermark") or 0
     return input_rows, out
 

@@ -125,3 +125,36 @@ def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     assert checkpoint.shuffle_partitions(checkpoint.latest_committed_batch()) == 3
     assert spark.conf.get("spark.sql.shuffle.partitions") == before, "the job's count stays out of the session"
     assert {f.partition_id for f in checkpoint.state_files()} == {0, 1, 2}
+
+
+@spark_writer_in_long_tier()
+def test_untracked_state_rows_are_recorded_as_unknown(spark, oracle_home):
+    """RocksDB's trackTotalNumberOfRows off (a user's STATEOPS_SPARK_CONF): the job's output still equals the
+    oracle, Spark reports numRowsTotal 0, and StateOps records the rows as unknown (null), never as an empty
+    state; Spark's state reader (the deep audit) still counts them."""
+    from stateops import progress as progress_table
+    from stateops.audit import deep_audit
+    from stateops.jobs.runtime.session import TRACK_ROWS, state_rows_tracked
+
+    spec = replace(load_jobs()["user_sessions"], sink_table="user_sessions_untracked",
+                   checkpoint=oracle_home.checkpoint("user_sessions_untracked"))
+    spark.conf.set(TRACK_ROWS, "false")
+    try:
+        assert not state_rows_tracked(spark)
+        seen = []
+        result = run_job(spark, spec, oracle_home, settings=read_settings(), on_progress=seen.append)
+    finally:
+        spark.conf.unset(TRACK_ROWS)
+    assert state_rows_tracked(spark)
+    got = table_rows(oracle_home.table(spec.sink_table),
+                     ["session_start", "session_end", "user_id", "events", "first_event_time",
+                      "last_event_time"])
+    assert set(got) == oracle.user_sessions(oracle.typed_batches(oracle_home.landing("events"), "events"),
+                                            spec.watermark_seconds * 1000)
+    assert [op["num_rows_total"] for op in result.state_operators] == [None]
+    assert seen and all(op["numRowsTotal"] is None for p in seen for op in p["stateOperators"])
+    recorded = [r for r in progress_table.read(oracle_home, spec.name).to_pylist() if r["query_name"] == spec.name]
+    assert recorded and all(r["state_rows_total"] is None for r in recorded)
+    assert any(r["state_rows_updated"] for r in recorded)
+    [op] = deep_audit(spark, spec.checkpoint).operators
+    assert op.rows_total > 0  # the state holds rows: the zero Spark reported was not a count

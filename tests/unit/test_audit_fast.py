@@ -132,6 +132,36 @@ def test_progress_is_read_from_the_ops_table_by_query_id(layout, tmp_path):
     assert op.rows_total == 778
 
 
+def test_untracked_rows_are_unknown_not_zero(layout, tmp_path):
+    """RocksDB's trackTotalNumberOfRows off: Spark reports numRowsTotal 0 whatever the state holds. The progress
+    row records the count as unknown, the fast audit then sizes the state by its files (bytes) instead of
+    reporting an empty state, and the asset metadata leaves the row entries out."""
+    from orchestration.streaming_jobs.assets import progress_metadata
+
+    dedup_tree = _dedup_tree(tmp_path)
+    events = [{"id": "q-1", "batchId": b, "numInputRows": 500, "timestamp": "2026-01-01T00:00:00Z",
+               "stateOperators": [{"operatorName": "dedupe", "numRowsTotal": 0, "numRowsUpdated": 400,
+                                   "numRowsDroppedByWatermark": 0}]} for b in range(2)]
+    counted = progress_table.progress_row(json.loads(json.dumps(events[1])), "j", "run")
+    assert counted["state_rows_total"] == 0  # as Spark reports it: indistinguishable from an empty state
+    for event in events:
+        progress_table.rows_untracked(event)
+    rows = [progress_table.progress_row(e, "j", "run") for e in events]
+    assert [r["state_rows_total"] for r in rows] == [None, None]
+    assert json.loads(rows[1]["state_operators_json"])[0]["num_rows_total"] is None
+    assert json.loads(rows[1]["state_operators_json"])[0]["num_rows_updated"] == 400  # the rest is kept
+    progress_table.append(layout, rows)
+    report = fast_audit(str(dedup_tree.root), layout=layout,
+                        thresholds=Thresholds().with_overrides({"large_state_bytes": 10_000}))
+    [op] = report.operators
+    assert op.rows_total is None and op.bytes_total == 16800
+    large = {f.code: f for f in report.findings}["LARGE_STATE"]
+    assert "store default): ? rows, 16.4 KiB on disk" in large.message  # counted: "0 rows"
+    meta = progress_metadata(events[1])
+    assert "state_rows" not in meta and not any(k.startswith("state_rows/") for k in meta)
+    assert meta["input_rows"] == 500
+
+
 def test_join_stores_have_bytes_but_no_row_split(tmp_path):
     tree = _checkpoint(tmp_path / "join")
     stores = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
