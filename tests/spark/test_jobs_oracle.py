@@ -153,7 +153,7 @@ def test_untracked_state_rows_are_recorded_as_unknown(spark, oracle_home):
                                             spec.watermark_seconds * 1000)
     assert [op["num_rows_total"] for op in result.state_operators] == [None]
     assert seen and all(op["numRowsTotal"] is None for p in seen for op in p["stateOperators"])
-    recorded = [r for r in progress_table.read(oracle_home, spec.name).to_pylist() if r["query_name"] == spec.name]
+    recorded = [r for r in progress_table.read(oracle_home, spec.name).to_pylist() if r["query_id"] == result.query_id]
     assert recorded and all(r["state_rows_total"] is None for r in recorded)
     assert any(r["state_rows_updated"] for r in recorded)
     [op] = deep_audit(spark, spec.checkpoint).operators
