@@ -54,6 +54,13 @@ def audit_target(spec: JobSpec, environment: Environment) -> AuditTarget:
     return resolve_audit(spec.name, catalog_for(environment).resolved())
 
 
+def _rows_total(report: AuditReport) -> int | None:
+    """The state's rows over the stores that have a count; None when none has (a fast audit of a join's
+    stores, or of state stores that do not count rows: stateops.progress.rows_untracked), not 0."""
+    counts = [op.rows_total for op in report.operators if op.rows_total is not None]
+    return sum(counts) if counts else None
+
+
 def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str) -> dict[str, object]:
     """What the UI shows for one audit: numbers (plotted over time by Dagster), tables, links to its charts."""
     history = load_history(layout, report.checkpoint, report.query_id)  # includes the audit just recorded
@@ -77,7 +84,7 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str)
         "findings/warn": counts["warn"],
         "findings/info": counts["info"],
         "finding_codes": ", ".join(sorted({f.code for f in report.findings})) or "none",
-        "state_rows_total": sum(op.rows_total or 0 for op in report.operators),
+        "state_rows_total": _rows_total(report),
         "state_bytes_total": sum(op.bytes_total for op in report.operators),
         "max_skew_ratio": max(skews) if skews else None,
         **per_store,

@@ -136,6 +136,7 @@ def test_untracked_rows_are_unknown_not_zero(layout, tmp_path):
     """RocksDB's trackTotalNumberOfRows off: Spark reports numRowsTotal 0 whatever the state holds. The progress
     row records the count as unknown, the fast audit then sizes the state by its files (bytes) instead of
     reporting an empty state, and the asset metadata leaves the row entries out."""
+    from orchestration.audits.assets import audit_metadata
     from orchestration.streaming_jobs.assets import progress_metadata
 
     dedup_tree = _dedup_tree(tmp_path)
@@ -160,6 +161,9 @@ def test_untracked_rows_are_unknown_not_zero(layout, tmp_path):
     meta = progress_metadata(events[1])
     assert "state_rows" not in meta and not any(k.startswith("state_rows/") for k in meta)
     assert meta["input_rows"] == 500
+    audit_meta = audit_metadata(report, record(layout, report), layout, "j")
+    assert audit_meta["state_rows_total"] is None and audit_meta["state_bytes_total"] == 16800
+    assert not any(k.startswith("rows/") for k in audit_meta)
 
 
 def test_join_stores_have_bytes_but_no_row_split(tmp_path):
