@@ -74,12 +74,12 @@ def table_metadata(table_path: str) -> dict[str, object]:
 def progress_metadata(progress: dict) -> dict[str, object]:
     """One micro-batch, as a progress observation's metadata."""
     operators = progress_table.operator_metrics(progress)
+    rows = progress_table.state_rows(operators)
     lag = kafka_lag.partition_lag(progress)
     return {
         "batch": progress.get("batchId"),
         "input_rows": progress.get("numInputRows", 0),
-        **({} if progress_table.state_rows(operators) is None else
-           {"state_rows": progress_table.state_rows(operators)}),
+        **({} if rows is None else {"state_rows": rows}),
         **state_rows(operators),
         "watermark": progress.get("eventTime", {}).get("watermark"),
         "batch_time": progress.get("timestamp"),
