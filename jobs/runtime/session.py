@@ -34,7 +34,7 @@ from stateops.jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
 WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-# Off, RocksDB skips a read before each state write (docs/spark-behaviour.md: user_activity 18% faster) and
+# Off, RocksDB skips a read before each state write (docs/design.md: user_activity about 19% faster) and
 # every operator's numRowsTotal reads 0: StateOps then records the state's row counts as unknown
 # (stateops.jobs.runtime.listener), never as an empty state.
 TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
