@@ -16,7 +16,6 @@ Sides alternate A B B A over `--repeats`; per side the median `batchDuration` of
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Sequence
 
@@ -46,12 +45,12 @@ def _fill(root: str, bootstrap: str, topic: str, size: int, files: int, users: i
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
-    from tests.support.servers.kafka import CONNECTOR, JARS, kafka_broker
+    from tests.support.servers.kafka import jars_missing, kafka_broker
 
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("kafka")
-    if not (os.path.isfile(JARS) and os.path.isfile(CONNECTOR)):
-        raise SystemExit("bench_kafka: the Kafka jars are missing (.jars/): run bash scripts/setup (needs mvn)")
+    if jars_missing():
+        raise SystemExit(f"bench_kafka: {jars_missing()}")
     spark = spark or get_session(SparkSettings.from_env())
     listener = Progress()
     spark.streams.addListener(listener)

@@ -58,6 +58,7 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
         "checkpoint": spec.checkpoint_path(layout),
         "output_table": layout.table(spec.sink_table),
         "delta_writer": {"value": writer, "source": why},
+        "jars": spark.jars.describe(),
         **({"kafka": {"bootstrap_servers": spec.kafka_bootstrap_servers, "topics": [i.name for i in spec.inputs],
                       "options": redact_tree(dict(spec.kafka_options))}} if spec.source == "kafka" else {}),
         "deadletter": {"table": layout.deadletter_table(spec.name),
@@ -159,7 +160,7 @@ def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, 
     from stateops.jobs.runtime.session import get_session
 
     spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
-    # Refused before a JVM starts; run_job decides atomically.
+    spec.require_extras()  # refused before a JVM starts, as is a run already going; run_job decides atomically
     control.check_can_start(layout, name, settings=obj.settings.control, runbook_id=runbook_id)
     # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
     console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)

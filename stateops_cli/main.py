@@ -13,6 +13,7 @@ import click
 
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
+from stateops.extras import require
 from stateops.redaction import RedactingStream
 
 from stateops.jobs.definition.environment import Environment
@@ -21,6 +22,7 @@ from stateops.jobs.runtime.failures import QueryFailed
 
 from stateops.cli.audit import audit
 from stateops.cli.explain import explain_key_command
+from stateops.cli.jars import jars_group
 from stateops.cli.jobs import jobs_group, summary
 from stateops.cli.recover import COMMANDS as RECOVERY_COMMANDS
 from stateops.cli.retention import COMMANDS as RETENTION_COMMANDS
@@ -29,7 +31,7 @@ from stateops.cli.retention import COMMANDS as RETENTION_COMMANDS
 # The commands that only show the configuration read it as written (`${env:NAME}` shown, no variable needed);
 # every other command acts on the jobs' files (runs, audits, runbooks, status, retention, archives): its catalog's
 # references are resolved when it loads (stateops.references), so that it acts on the paths the runs use.
-AS_WRITTEN = (("jobs", "list"), ("jobs", "describe"), ("generate",))
+AS_WRITTEN = (("jobs", "list"), ("jobs", "describe"), ("generate",), ("jars",))
 _COMMAND = "stateops.command"
 
 
@@ -85,6 +87,8 @@ def _generator_options(command):
 @click.pass_obj
 def generate_command(obj: Environment, bootstrap: str | None, **knobs) -> None:
     """Write deterministic event files (and orders/payments) into the landing zone."""
+    if bootstrap:
+        require("kafka", "--kafka (producing the generated lines to topics)")
     generated = generate(obj.layout, GeneratorConfig(**knobs))
     for source, count in generated.lines.items():
         click.echo(f"{source}: {count} lines in {len(generated.files[source])} files under "
@@ -121,5 +125,5 @@ def demo(obj: Environment) -> None:
                "stateops explain-key order_payments --key o000001")
 
 
-for command in (jobs_group, audit, explain_key_command, *RETENTION_COMMANDS, *RECOVERY_COMMANDS):
+for command in (jobs_group, jars_group, audit, explain_key_command, *RETENTION_COMMANDS, *RECOVERY_COMMANDS):
     main.add_command(command)

@@ -1,19 +1,18 @@
 """The Spark session's settings, read from the environment by the entry point (stateops.jobs.definition.environment):
-STATEOPS_SPARK_MASTER, STATEOPS_SPARK_CONF (a JSON object of Spark settings), STATEOPS_DELTA_WRITER. The session
-factory (stateops.jobs.runtime.session) turns them into Spark's configuration."""
+STATEOPS_SPARK_MASTER, STATEOPS_SPARK_CONF (a JSON object of Spark settings), STATEOPS_DELTA_WRITER, STATEOPS_JARS
+(the folder of the pinned JVM jars, stateops.jvm.jars). The session factory (stateops.jobs.runtime.session) turns
+them into Spark's configuration."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 from stateops.environment import text
 from stateops.errors import ConfigError
+from stateops.jvm.jars import JarsFolder, default_folder
 
 from stateops.jobs.definition.spec import default_shuffle_partitions
 
-PROJECT_JARS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".jars",
-                            "spark")
 DELTA_WRITERS = ("auto", "delta-rs", "spark")
 
 
@@ -24,7 +23,7 @@ class SparkSettings:
     shuffle_partitions: int = 4
     extra_conf: dict = field(default_factory=dict)
     delta_writer: str = "auto"
-    jars_dir: str = PROJECT_JARS
+    jars: JarsFolder = field(default_factory=lambda: JarsFolder(default_folder(), "default"))
 
     @property
     def local(self) -> bool:
@@ -41,7 +40,7 @@ class SparkSettings:
             return "delta-rs", f"auto: local master {self.master}"
         if not spark_jars:
             return "delta-rs", (f"auto: cluster master {self.master}, but the delta-spark jars are not on the "
-                                "classpath (bash scripts/setup fetches them)")
+                                "classpath (`stateops jars fetch` fetches them)")
         return "spark", f"auto: cluster master {self.master}"
 
     @classmethod
@@ -60,4 +59,5 @@ class SparkSettings:
             raise ConfigError("STATEOPS_DELTA_WRITER", f"{writer!r} is not a Delta writer",
                               f"use one of {', '.join(DELTA_WRITERS)}")
         return cls(master=text("STATEOPS_SPARK_MASTER") or "local[*]",
-                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra, delta_writer=writer)
+                   shuffle_partitions=default_shuffle_partitions(), extra_conf=extra, delta_writer=writer,
+                   jars=JarsFolder.of())

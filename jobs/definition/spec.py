@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass
 
 from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
+from stateops.extras import require
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 from stateops.references import holds_reference, resolve
@@ -170,6 +171,12 @@ class JobSpec:
     def join_bound(self) -> JoinBound | None:
         """The time bound of the job's stream-stream join (None: it has none)."""
         return self.join.bound if self.join else None
+
+    def require_extras(self) -> None:
+        """Refuse, in one line naming the extra, a run or a read of this job whose extra is not installed: a Kafka
+        job's brokers are asked with confluent-kafka (stateops.kafka_offsets) by the runbook and explain-key."""
+        if self.source == "kafka":
+            require("kafka", f"job {self.name} reads Kafka")
 
 
 def parse_schema(ddl: str, field_name: str) -> dict[str, str]:

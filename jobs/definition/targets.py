@@ -98,6 +98,7 @@ def state_kind(spec: JobSpec, checkpoint: Checkpoint) -> str:
 
 def kafka_source(spec: JobSpec) -> KafkaSource | None:
     """The brokers and consumer options of a Kafka job (None for a file job), for reads outside its query."""
+    spec.require_extras()
     return KafkaSource(spec.kafka_bootstrap_servers, dict(spec.kafka_options)) if spec.source == "kafka" else None
 
 

@@ -86,6 +86,7 @@ def run_job(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    spec.require_extras()
     run_id = run_id or uuid.uuid4().hex
     with control.acquire(layout, spec.name, run_id=run_id, dagster_run_id=dagster_run_id, runbook_id=runbook_id,
                          mode=mode, settings=settings.control) as lease:

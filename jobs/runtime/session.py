@@ -6,10 +6,11 @@ Environment:
   STATEOPS_DELTA_WRITER   who writes the jobs' Delta output: `auto` (default: delta-rs on a local master, Delta's
                           Spark writer on a cluster), `delta-rs` (from the driver) or `spark` (Delta's own Spark
                           writer, executor-side; needs the delta-spark jars)
+  STATEOPS_JARS           the folder of the pinned JVM jars (default: a per-user cache folder, stateops.jvm.jars)
 The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
 or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. The jars that
-scripts/setup fetched with Maven (jvm/spark/pom.xml -> .jars/spark: Delta's Spark writer, the Kafka
-connector) are passed as `spark.jars`, ahead of any the user lists.
+`stateops jars fetch` fetched with Maven (Delta's Spark writer, the Kafka connector, S3A) are passed as
+`spark.jars`, ahead of any the user lists.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from stateops.errors import ConfigError, StateOpsError
 from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
 from stateops.storage import s3a_conf
 
-from stateops.jobs.definition.spark_settings import PROJECT_JARS, SparkSettings
+from stateops.jobs.definition.spark_settings import SparkSettings
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
@@ -60,13 +61,6 @@ DELTA_SNAPSHOT_PARTITIONS = 50
 CHECKPOINT_FILE_MANAGER = ("spark.sql.streaming.checkpointFileManagerClass",
                            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
 DELTA_LOCAL_LOG_STORE = ("spark.delta.logStore.file.impl", "io.delta.storage.LocalLogStore")
-
-
-def project_jars(folder: str = PROJECT_JARS) -> list[str]:
-    """The jars scripts/setup copied into `folder` (complete copies only: the stamp is written last)."""
-    if not os.path.isfile(os.path.join(folder, ".pom-sha256")):
-        return []
-    return sorted(glob.glob(os.path.join(folder, "*.jar")))
 
 
 def delta_jars_on_classpath(conf: dict) -> bool:
@@ -104,7 +98,7 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         CHECKPOINT_FILE_MANAGER[0]: CHECKPOINT_FILE_MANAGER[1],
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
-    jars = project_jars(settings.jars_dir)
+    jars = settings.jars.jars()
     if jars:
         conf["spark.jars"] = ",".join(jars + [j for j in conf.get("spark.jars", "").split(",") if j.strip()])
     if conf.get("spark.jars.packages"):
@@ -127,15 +121,15 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
             conf.setdefault(SNAPSHOT_PARTITIONS, "1")
     elif settings.delta_writer == "spark":
         raise ConfigError("STATEOPS_DELTA_WRITER", "is spark, but the delta-spark jars are not on the classpath",
-                          "run bash scripts/setup (it fetches them with mvn into .jars/spark), or add them to "
-                          "spark.jars / $SPARK_HOME/jars, or use delta-rs")
+                          f"run `stateops jars fetch` (it fetches them with Maven into {settings.jars.path}), or "
+                          "add them to spark.jars / $SPARK_HOME/jars, or use delta-rs")
     conf[DELTA_WRITER_CONF] = settings.writer_in_force(spark_jars)[0]
     return conf
 
 
 def delta_writer_in_force(settings: SparkSettings) -> tuple[str, str]:
     """The Delta writer a session made from `settings` uses, and why (`stateops jobs describe`); no JVM."""
-    jars = ",".join(project_jars(settings.jars_dir) + [str(settings.extra_conf.get("spark.jars", ""))])
+    jars = ",".join(settings.jars.jars() + [str(settings.extra_conf.get("spark.jars", ""))])
     return settings.writer_in_force(delta_jars_on_classpath({"spark.jars": jars}))
 
 

@@ -53,8 +53,6 @@ def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_k
     instead of the copy is refused by Delta's MERGE (DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION) and, with that
     check off, made the micro-batch 1.3 -> 2.0 s.
     """
-    from delta.tables import DeltaTable
-
     spark = df.sparkSession
     batch = df.localCheckpoint(eager=True)  # the plan runs here, once
     try:
@@ -63,7 +61,7 @@ def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_k
             return 0
         source = batch.coalesce(max(1, -(-rows // ROWS_PER_FILE)))
         if table_exists is None:
-            table_exists = DeltaTable.isDeltaTable(spark, uri)
+            table_exists = _jvm_delta_table(spark).isDeltaTable(spark._jsparkSession, uri)
         if merge_keys and table_exists:
             return _merge(spark, source, uri, app_id, batch_id, merge_keys, insert_only)
         writer = source.write.format("delta").mode("append").option("mergeSchema", "true")
@@ -84,17 +82,24 @@ def _drop_copy(batch: DataFrame) -> None:
         plan.rdd().unpersist(False)
 
 
+def _jvm_delta_table(spark):
+    """Delta's own `io.delta.tables.DeltaTable` (Scala), called through Py4J as delta-spark's Python package does:
+    that package pins pyspark to the release it was built with (delta-spark 4.4: pyspark<=4.2.0), so depending on
+    it would refuse every Spark patch release (docs/design.md, Dependencies)."""
+    return spark._jvm.io.delta.tables.DeltaTable
+
+
 def _merge(spark, source: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
            insert_only: bool) -> int:
-    from delta.tables import DeltaTable
-
     confs = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), MATERIALIZE_SOURCE: "none"}
     for key, value in confs.items():
         spark.conf.set(key, value)
     try:
         condition = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-        merge = DeltaTable.forPath(spark, uri).alias("t").merge(source.alias("s"), condition)
-        metrics = (merge if insert_only else merge.whenMatchedUpdateAll()).whenNotMatchedInsertAll().execute()
+        merge = _jvm_delta_table(spark).forPath(spark._jsparkSession, uri).alias("t").merge(
+            source.alias("s")._jdf, condition)
+        merge = merge if insert_only else merge.whenMatched().updateAll()
+        metrics = DataFrame(merge.whenNotMatched().insertAll().execute(), spark)
     finally:
         for key in confs:
             spark.conf.unset(key)

@@ -25,7 +25,7 @@ from stateops.jobs.definition.spec import InputSpec, JobSpec
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
     """A stream with `value`, the raw text of each input record, and `arrival_time` (see the module doc)."""
     if spec.source == "kafka":
-        # The spark-sql-kafka connector: .jars/spark (scripts/setup) or the cluster's own jars. failOnDataLoss
+        # The spark-sql-kafka connector: the pinned jars (`stateops jars fetch`) or the cluster's own jars. failOnDataLoss
         # stays on: offsets that retention deleted before they were read fail the query, never skip data.
         return (
             spark.readStream.format("kafka")

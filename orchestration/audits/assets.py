@@ -21,6 +21,7 @@ from stateops.jobs.definition.targets import AuditTarget, resolve_audit
 
 from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.audit import AuditReport, fast_audit, load_history, record
+from stateops.extras import MissingExtra
 from stateops.audit.render import findings_markdown, operators_markdown, save_charts, severity_counts, store_label
 from stateops.jobs.definition.environment import Environment
 from stateops.layout import Layout
@@ -66,7 +67,10 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str)
     history = load_history(layout, report.checkpoint, report.query_id)  # includes the audit just recorded
     counts = severity_counts(report.findings)
     skews = [op.skew_ratio for op in report.operators if op.skew_ratio is not None]
-    charts = save_charts(report, history, layout.audit_charts(job, audit_id))
+    try:
+        charts, no_charts = save_charts(report, history, layout.audit_charts(job, audit_id)), None
+    except MissingExtra as err:  # the audit stands without its pictures
+        charts, no_charts = {}, {"charts": MetadataValue.md(f"_{err}_")}
     per_store = {}
     for op in report.operators:
         label = store_label(op.operator_id, op.operator_name, op.store_name).replace(" ", "_")
@@ -91,6 +95,7 @@ def audit_metadata(report: AuditReport, audit_id: str, layout: Layout, job: str)
         "operators": MetadataValue.md(operators_markdown(report)),
         "findings": MetadataValue.md(findings_markdown(report.findings)),
         **{f"chart/{name}": MetadataValue.path(path) for name, path in charts.items()},
+        **(no_charts or {}),
     }
 
 

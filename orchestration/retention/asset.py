@@ -21,6 +21,7 @@ from pydantic import Field
 from stateops.jobs.runtime.retention import retention_scope
 from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
+from stateops.extras import MissingExtra
 from stateops.redaction import redact
 from stateops.storage import filesystem
 from stateops.retention import history
@@ -75,7 +76,10 @@ def retention_asset(context: AssetExecutionContext, config: RetentionConfig, pat
     except StateOpsError as err:
         raise one_line_failure(err) from None
     history.record(scope.layout, inventory, plan, report)
-    chart = history.storage_chart(history.read(scope.layout))
+    try:
+        chart, no_chart = history.storage_chart(history.read(scope.layout)), None
+    except MissingExtra as err:  # the plan stands without its picture
+        chart, no_chart = None, f"_{err}_"
     totals = inventory.to_dict()["totals"]
     metadata = {
         "applied": config.apply, "plan_id": plan.plan_id,
@@ -92,7 +96,7 @@ def retention_asset(context: AssetExecutionContext, config: RetentionConfig, pat
     metadata["plan"] = MetadataValue.path(saved)
     # The chart stays out of the event log (a file beside the plan); storage_bytes plots natively over runs.
     metadata["chart"] = (MetadataValue.path(saved[:-len(".json")] + ".png") if chart else
-                         MetadataValue.md("_Storage over time is drawn from the second retention run on._"))
+                         MetadataValue.md(no_chart or "_Storage over time is drawn from the second retention run on._"))
     if report is not None:
         metadata.update({"freed_bytes": MetadataValue.int(report.bytes), "freed_files": MetadataValue.int(report.files),
                          "run_report": MetadataValue.md(f"```\n{report.render()}\n```")})

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from stateops.audit.findings import human_bytes
 from stateops.audit.model import SEVERITIES, AuditReport, Finding, OperatorAudit
+from stateops.extras import require
 from stateops.storage import filesystem
 
 DPI = 100
@@ -105,6 +106,7 @@ def severity_counts(findings: Iterable[Finding | Mapping[str, Any]]) -> dict[str
 
 
 def _figure(panels: int):
+    require("charts", "drawing a chart")
     import matplotlib
 
     matplotlib.use("Agg", force=False)  # a display-less backend; a no-op if Agg is already selected

@@ -15,6 +15,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from stateops.extras import MissingExtra
+
 Kind = Literal["local", "s3", "other"]
 LOCAL, S3, OTHER = "local", "s3", "other"
 _S3_SCHEMES = ("s3", "s3a")
@@ -55,7 +57,12 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     per job: at 1,000 jobs the parsing was a third of a tick)."""
     if _plain_local(path):
         return _LOCAL, _LOCAL._strip_protocol(path)
-    return url_to_fs(path)
+    try:
+        return url_to_fs(path)
+    except ImportError:  # fsspec names the missing implementation (s3fs); StateOps names its extra
+        if kind(path) == S3:
+            raise MissingExtra("s3", f"{path} is on S3") from None
+        raise
 
 
 def _plain_local(path: str) -> bool:

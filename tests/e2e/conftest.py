@@ -267,3 +267,35 @@ def installed_stateops(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("installed")
     return new_venv(root / "venv", build_wheel(root / "dist"))
+
+
+@pytest.fixture(scope="module")
+def stateops_wheel(tmp_path_factory):
+    """The wheel of this tree (tests/support/wheel_env.py)."""
+    from tests.support.wheel_env import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module", params=["highest", "lowest"])
+def installed_at_an_end(request, stateops_wheel, tmp_path_factory):
+    """StateOps in a fresh venv resolved to the highest or the lowest versions its ranges allow
+    (tests/support/install_ends.py)."""
+    from tests.support.install_ends import install_at
+
+    return install_at(request.param, stateops_wheel, tmp_path_factory.mktemp(f"venv-{request.param}"))
+
+
+@pytest.fixture
+def fetched_jars_copy(tmp_path):
+    """A copy of the jars folder scripts/setup fetched (the default one), as a user's STATEOPS_JARS folder."""
+    import shutil
+
+    from stateops.jvm.jars import JarsFolder
+
+    source = JarsFolder.of()
+    if not source.jars():
+        pytest.skip("the pinned jars were not fetched: run bash scripts/setup")
+    dest = tmp_path / "jars"
+    shutil.copytree(source.path, dest)
+    return dest

@@ -2,7 +2,7 @@
 and a Delta transaction (app id, version) recorded by one is skipped by the other, for appends and MERGEs; a
 second MERGE in one batch (another table) is not skipped by the txn settings the first one left.
 
-The JVM side is Delta 4.4.0 from .jars/spark (scripts/setup); the test skips, saying so, without those jars.
+The JVM side is Delta 4.4.0 from the pinned jars (`stateops jars fetch`, run by scripts/setup); the test skips, saying so, without those jars.
 """
 from __future__ import annotations
 

@@ -7,11 +7,15 @@ import os
 import pytest
 
 
-def spark_writer_available() -> bool:
-    """Delta's Spark jars are in .jars/spark (scripts/setup fetched them with Maven)."""
-    from stateops.jobs.runtime.session import project_jars
+MISSING_JARS = ("Delta's Spark jars are missing: install Maven 3.8+ and run bash scripts/setup (it runs `stateops jars "
+                "fetch`)")
 
-    return any("delta-spark" in os.path.basename(j) for j in project_jars())
+
+def spark_writer_available() -> bool:
+    """Delta's Spark jars are where sessions look for them (`stateops jars fetch`, run by scripts/setup)."""
+    from stateops.jvm.jars import JarsFolder
+
+    return any("delta-spark" in os.path.basename(j) for j in JarsFolder.of().jars())
 
 
 @contextlib.contextmanager
@@ -21,7 +25,7 @@ def delta_writer_in_force(spark, writer: str):
     from stateops.jobs.runtime.session import DELTA_WRITER_CONF
 
     if writer == "spark" and not spark_writer_available():
-        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
+        pytest.skip(MISSING_JARS)
     before_conf, before_env = spark.conf.get(DELTA_WRITER_CONF, "delta-rs"), os.environ.get("STATEOPS_DELTA_WRITER")
     spark.conf.set(DELTA_WRITER_CONF, writer)
     os.environ["STATEOPS_DELTA_WRITER"] = writer

@@ -47,3 +47,31 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATEOPS_", "PYTHON", "DAGSTER_"))
            and k not in ("VIRTUAL_ENV",)}
     return {**env, **extra}
+
+
+def run_in(python: Path, args: list[str], cwd: Path, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
+    """`python ARGS` in `cwd` with a user's environment (clean_env) and its Dagster instance under `cwd`."""
+    return subprocess.run([str(python), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=clean_env(DAGSTER_HOME=str(cwd / "dagster_home"), **env))
+
+
+def run_dg(python: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`dg ARGS` in the project (its code on the path as an installed project's would be)."""
+    return run_in(python, ["-m", "dagster_dg_cli.cli", *args], cwd, COLUMNS="250", STATEOPS_HOME=str(cwd / "home"),
+                  PYTHONPATH=str(cwd / "src"))
+
+
+def dg_project(tmp_path: Path) -> Path:
+    """A new dg project, `analytics`, with an empty defs folder (as `dg scaffold project` lays it out)."""
+    project = tmp_path / "dg_project"
+    package = project / "src" / "analytics"
+    (package / "defs").mkdir(parents=True)
+    (project / "dagster_home").mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "analytics"\nversion = "0.1.0"\n\n[tool.dg]\n'
+                                            'directory_type = "project"\n\n[tool.dg.project]\nroot_module = "analytics"\n')
+    (package / "__init__.py").write_text("")
+    (package / "defs" / "__init__.py").write_text("")
+    (package / "definitions.py").write_text(
+        "from pathlib import Path\n\nimport dagster as dg\n\n\n@dg.definitions\ndef defs():\n"
+        "    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)\n")
+    return project

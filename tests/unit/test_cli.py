@@ -38,10 +38,10 @@ def test_describe_json_names_every_path(tmp_path):
      "STATEOPS_DELTA_WRITER=delta-rs"),
 ])
 def test_describe_shows_the_delta_writer_in_force_and_why(tmp_path, monkeypatch, env, writer, source):
-    from stateops.jobs.runtime.session import project_jars
+    from tests.support.delta_writers import MISSING_JARS, spark_writer_available
 
-    if writer == "spark" and not any("delta-spark" in j for j in project_jars()):
-        pytest.skip("Delta's Spark jars are missing (.jars/spark): install Maven 3.8+ and run bash scripts/setup")
+    if writer == "spark" and not spark_writer_available():
+        pytest.skip(MISSING_JARS)
     for key in ("STATEOPS_SPARK_MASTER", "STATEOPS_DELTA_WRITER"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():

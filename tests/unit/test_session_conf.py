@@ -6,6 +6,8 @@ import sys
 import pytest
 
 from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jvm.jars import JarsFolder
+from tests.support.fetched_jars import fetched_jars
 
 from stateops.jobs.runtime.session import ROCKSDB_PROVIDER, delta_jars_on_classpath, spark_conf
 from stateops.storage import s3a_conf
@@ -48,31 +50,29 @@ def test_jar_downloads_are_refused():
 
 def test_delta_jvm_only_when_jars_are_present(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
-    none = SparkSettings(jars_dir=str(tmp_path / "no-jars"))
+    none = SparkSettings(jars=JarsFolder(str(tmp_path / "no-jars"), "default"))
     assert not delta_jars_on_classpath({})
     assert "spark.sql.extensions" not in spark_conf(none)
     with pytest.raises(ConfigError) as err:  # Delta's Spark writer asked for, its jars absent
-        spark_conf(SparkSettings(jars_dir=none.jars_dir, delta_writer="spark"))
-    assert err.value.field == "STATEOPS_DELTA_WRITER" and "scripts/setup" in str(err.value)
+        spark_conf(SparkSettings(jars=none.jars, delta_writer="spark"))
+    assert err.value.field == "STATEOPS_DELTA_WRITER" and "stateops jars fetch" in str(err.value)
     (tmp_path / "jars").mkdir()
     (tmp_path / "jars" / "delta-spark_2.13-4.0.0.jar").write_bytes(b"")
     assert delta_jars_on_classpath({})
     assert spark_conf(none)["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
 
 
-def test_the_jars_setup_fetched_go_first_in_spark_jars_once_complete(tmp_path, monkeypatch):
+def test_the_fetched_jars_go_first_in_spark_jars_once_complete(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
-    folder = tmp_path / "fetched"
-    folder.mkdir()
-    for name in ("delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"):
-        (folder / name).write_bytes(b"")
-    settings = SparkSettings(jars_dir=str(folder), extra_conf={"spark.jars": "/opt/mine.jar"})
+    folder = JarsFolder(str(tmp_path / "fetched"), "STATEOPS_JARS")
+    names = fetched_jars(folder.path, stamp=False)
+    settings = SparkSettings(jars=folder, extra_conf={"spark.jars": "/opt/mine.jar"})
     assert spark_conf(settings)["spark.jars"] == "/opt/mine.jar"  # a copy without its stamp is unfinished
-    (folder / ".pom-sha256").write_text("x")
-    conf = spark_conf(SparkSettings(jars_dir=str(folder), extra_conf={"spark.jars": "/opt/mine.jar"},
-                                    delta_writer="spark"))
-    assert conf["spark.jars"].split(",") == [str(folder / "delta-spark_4.2_2.13-4.4.0.jar"),
-                                             str(folder / "kafka-clients-3.9.2.jar"), "/opt/mine.jar"]
+    fetched_jars(folder.path, coordinates="of another StateOps")
+    assert spark_conf(settings)["spark.jars"] == "/opt/mine.jar"  # fetched for other coordinates: not used
+    fetched_jars(folder.path)
+    conf = spark_conf(SparkSettings(jars=folder, extra_conf={"spark.jars": "/opt/mine.jar"}, delta_writer="spark"))
+    assert conf["spark.jars"].split(",") == [str(tmp_path / "fetched" / name) for name in names] + ["/opt/mine.jar"]
     assert conf["spark.stateops.deltaWriter"] == "spark"
     monkeypatch.setenv("STATEOPS_DELTA_WRITER", "jvm")
     with pytest.raises(ConfigError) as err:
@@ -82,20 +82,18 @@ def test_the_jars_setup_fetched_go_first_in_spark_jars_once_complete(tmp_path, m
 
 def test_auto_writes_with_delta_rs_on_a_local_master_and_with_spark_on_a_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
-    folder = tmp_path / "fetched"
-    folder.mkdir()
+    folder = JarsFolder(str(tmp_path / "fetched"), "STATEOPS_JARS")
     assert SparkSettings().delta_writer == "auto"
-    cluster = SparkSettings(master="spark://host:7077", jars_dir=str(folder))
+    cluster = SparkSettings(master="spark://host:7077", jars=folder)
     assert spark_conf(cluster)["spark.stateops.deltaWriter"] == "delta-rs"  # no delta-spark jars: said so
     assert "delta-spark jars are not on the classpath" in cluster.writer_in_force(False)[1]
-    (folder / "delta-spark_4.2_2.13-4.4.0.jar").write_bytes(b"")
-    (folder / ".pom-sha256").write_text("x")
+    fetched_jars(folder.path)
     assert spark_conf(cluster)["spark.stateops.deltaWriter"] == "spark"
     assert cluster.writer_in_force(True) == ("spark", "auto: cluster master spark://host:7077")
-    local = SparkSettings(master="local[2]", jars_dir=str(folder))
+    local = SparkSettings(master="local[2]", jars=folder)
     assert spark_conf(local)["spark.stateops.deltaWriter"] == "delta-rs"
     assert local.writer_in_force(True) == ("delta-rs", "auto: local master local[2]")
-    chosen = SparkSettings(master="local[2]", jars_dir=str(folder), delta_writer="spark")
+    chosen = SparkSettings(master="local[2]", jars=folder, delta_writer="spark")
     assert spark_conf(chosen)["spark.stateops.deltaWriter"] == "spark"
     assert chosen.writer_in_force(True) == ("spark", "STATEOPS_DELTA_WRITER=spark")
     monkeypatch.setenv("STATEOPS_DELTA_WRITER", "delta-rs")
@@ -104,17 +102,14 @@ def test_auto_writes_with_delta_rs_on_a_local_master_and_with_spark_on_a_cluster
 
 def test_checkpoint_and_delta_log_files_are_renamed_in_process_and_the_user_can_say_otherwise(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
-    folder = tmp_path / "fetched"
-    folder.mkdir()
-    (folder / "delta-spark_4.2_2.13-4.4.0.jar").write_bytes(b"")
-    (folder / ".pom-sha256").write_text("x")
-    conf = spark_conf(SparkSettings(master="local[2]", jars_dir=str(folder)))
+    folder = JarsFolder(str(tmp_path / "fetched"), "STATEOPS_JARS")
+    fetched_jars(folder.path)
+    conf = spark_conf(SparkSettings(master="local[2]", jars=folder))
     assert conf["spark.sql.streaming.checkpointFileManagerClass"].endswith(".FileSystemBasedCheckpointFileManager")
     assert conf["spark.delta.logStore.file.impl"] == "io.delta.storage.LocalLogStore"
     assert conf["spark.databricks.delta.snapshotPartitions"] == "1"
     mine = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
-    conf = spark_conf(SparkSettings(jars_dir=str(folder),
-                                    extra_conf={"spark.sql.streaming.checkpointFileManagerClass": mine}))
+    conf = spark_conf(SparkSettings(jars=folder, extra_conf={"spark.sql.streaming.checkpointFileManagerClass": mine}))
     assert conf["spark.sql.streaming.checkpointFileManagerClass"] == mine
 
 
@@ -136,7 +131,7 @@ def test_urls_that_download_at_session_start_are_refused(key, value):
 
 def test_local_and_cluster_storage_jars_are_accepted():
     jars = "/opt/jars/a.jar,file:/opt/jars/b.jar,local:/opt/jars/c.jar,hdfs://nn/jars/d.jar,s3a://b/e.jar"
-    conf = spark_conf(SparkSettings(extra_conf={"spark.jars": jars}, jars_dir="/nonexistent"))
+    conf = spark_conf(SparkSettings(extra_conf={"spark.jars": jars}, jars=JarsFolder("/nonexistent", "default")))
     assert conf["spark.jars"] == jars
 
 

@@ -22,16 +22,26 @@ from tests.support import ROOT
 from tests.support.servers.ports import free_port
 
 JARS = os.path.join(ROOT, ".jars", "kafka-broker", ".pom-sha256")
-CONNECTOR = os.path.join(ROOT, ".jars", "spark", ".pom-sha256")
+
+
+def jars_missing() -> str | None:
+    """What is missing of the broker's jars (.jars/kafka-broker) and the Spark connector's (`stateops jars fetch`),
+    None when both are there."""
+    from stateops.jvm.jars import JarsFolder
+
+    for present, what in ((os.path.isfile(JARS), "the Kafka broker jars (.jars/kafka-broker)"),
+                          (bool(JarsFolder.of().jars()), "the Spark Kafka connector jars (stateops jars fetch)")):
+        if not present:
+            return (f"{what} are missing: install Maven 3.8+ and run bash scripts/setup (it fetches them from "
+                    "Maven Central)")
+    return None
 
 
 def require_jars() -> None:
     """Skip, saying what to do, when scripts/setup could not fetch the broker or the Spark connector."""
-    for stamp, what in ((JARS, "the Kafka broker jars (.jars/kafka-broker)"),
-                        (CONNECTOR, "the Spark Kafka connector jars (.jars/spark)")):
-        if not os.path.isfile(stamp):
-            pytest.skip(f"{what} are missing: install Maven 3.8+ and run bash scripts/setup (it fetches them "
-                        "from Maven Central)")
+    missing = jars_missing()
+    if missing:
+        pytest.skip(missing)
 
 
 @contextlib.contextmanager
