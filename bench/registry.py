@@ -35,6 +35,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("retention", "Retention: plan vs a bare listing, and the progress table before/after compaction",
               "bench.bench_retention"),
     Benchmark("sensors", "Sensor tick: ops tables and file listings vs a Spark session", "bench.bench_sensors"),
+    Benchmark("lease_race", "Lease race: two processes racing for one job's lease, control plane on local disk and on "
+              "an S3 API", "bench.bench_lease_race", own_session=True),
     Benchmark("state_check", "State check: what checking a changed query against its checkpoint adds to a run's start",
               "bench.bench_state_check"),
     Benchmark("cli_start", "CLI start: the reading commands before and after the job model's split",

@@ -1,4 +1,4 @@
-"""Deterministic fault injection: named points in the code that kill their process when asked to.
+"""Deterministic fault injection: named points in the code that kill or freeze their process when asked to.
 
 Crash tests need a crash at an exact place (after the Delta commit of batch 3, before Spark's commit
 log), not a random `kill -9` that lands wherever the machine's speed puts it. `STATEOPS_FAULTS` names
@@ -13,9 +13,20 @@ atexit handler, no buffered write runs, as in a power cut. Children that end wit
 it (Spark's JVM exits when the Python driver's pipe closes). A fault fires every time its point is
 reached, so the run that restarts after it must not set it. Unset, a point costs one environment lookup.
 
+`then=freeze` instead stops the point's whole process group with SIGSTOP (the Python driver and its JVM: a
+long GC pause, a stopped container), `then=freeze-python` this process alone (its JVM runs on); whoever sent
+the fault sends SIGCONT, and the process goes on from the point as if nothing happened (the fence tests,
+tests/e2e/test_fence_*.py).
+
 Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py: job, table, batch);
 `runbook.after_step` (a step journaled done) and `runbook.before_done` (a step acted, not yet journaled)
-(stateops/recovery: job, step).
+(stateops/recovery: job, step); `lease.heartbeat` (inside the heartbeat's critical section, holding the job's
+control lock: job, beat).
+
+Two settings that are not points, for the fence tests only: `clock.skew:seconds=S` adds S seconds (may be
+negative) to this process's lease clock (the instants it writes into control records and ages them by);
+`fence.off` turns the single-writer fence off (a live lease is taken anyway and never found lost, the commit
+points are written as Spark and Delta write them by default), so the tests show their checks can fail.
 """
 from __future__ import annotations
 
@@ -41,6 +52,9 @@ def parse(text: str) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
             raise ConfigError(ENV, f"{entry!r} is not a fault",
                               "write POINT or POINT:key=value,key=value, faults separated by ';'")
         faults.append((name.strip(), tuple(tuple(p.strip() for p in pair.split("=")) for pair in pairs)))
+        then = dict(faults[-1][1]).get("then", "kill")
+        if then not in THEN:
+            raise ConfigError(ENV, f"{entry!r}: then={then} is not an action", f"use then={' or then='.join(THEN)}")
     return tuple(faults)
 
 
@@ -52,12 +66,38 @@ def fault_point(name: str, **attributes: object) -> None:
     for point, wanted in parse(text):
         if point != name:
             continue
-        unknown = sorted(key for key, _ in wanted if key not in attributes)
+        unknown = sorted(key for key, _ in wanted if key not in attributes and key != "then")
         if unknown:
             raise ConfigError(ENV, f"point {name} has no attribute {', '.join(unknown)}",
                               f"match on {', '.join(sorted(attributes)) or 'nothing (write the name alone)'}")
-        if all(str(attributes[key]) == value for key, value in wanted):
+        then = dict(wanted).get("then", "kill")
+        if all(str(attributes[key]) == value for key, value in wanted if key != "then"):
             shown = " ".join(f"{key}={value}" for key, value in attributes.items())
-            sys.stderr.write(f"stateops: fault {name} {shown}: killing process {os.getpid()}\n")
+            sys.stderr.write(f"stateops: fault {name} {shown}: {THEN[then][0]} process {os.getpid()}\n")
             sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            THEN[then][1]()
+
+
+# then=...: what a matching point does (the line it writes, the act)
+THEN = {
+    "kill": ("killing", lambda: os.kill(os.getpid(), signal.SIGKILL)),
+    "freeze": ("freezing the process group of", lambda: os.killpg(os.getpgid(0), signal.SIGSTOP)),
+    "freeze-python": ("freezing", lambda: os.kill(os.getpid(), signal.SIGSTOP)),
+}
+
+
+def _setting(name: str) -> dict[str, str] | None:
+    """The attributes of setting `name` in STATEOPS_FAULTS, None when it is not set."""
+    text = environment.text(ENV)
+    return next((dict(wanted) for point, wanted in parse(text) if point == name), None) if text else None
+
+
+def clock_skew_seconds() -> float:
+    """`clock.skew:seconds=S`: how far this process's lease clock is off (0 unless set)."""
+    found = _setting("clock.skew")
+    return float(found.get("seconds", 0)) if found else 0.0
+
+
+def fence_off() -> bool:
+    """`fence.off`: the single-writer fence is turned off (the negative control of the fence tests)."""
+    return _setting("fence.off") is not None

@@ -257,14 +257,19 @@ class ProgressBuffer:
             log.warning("%s: progress of query %s batch %s not recorded in %s (%s): %s", row.get("job"),
                         row.get("query_name"), row.get("batch_id"), self.layout.ops_table(TABLE), why, self._error)
 
-    def close(self) -> None:
-        """Stop the timer and write what is left; rows that still cannot be written are counted as failures."""
+    def close(self, write: bool = True) -> None:
+        """Stop the timer and write what is left (unless not `write`: a run that lost its lease); rows that
+        still cannot be written are counted as failures."""
         self._done.set()
         self._thread.join(timeout=10)
         with self._lock:
-            if not self.flush():
+            if not write:
+                self._give_up(self.rows, "the run lost its lease and writes nothing more")
+            elif self.flush():
+                return
+            else:
                 self._give_up(self.rows, "at the end of the run")
-                self.rows, self._since = [], None
+            self.rows, self._since = [], None
 
 
 def last_recorded_batch(layout: Layout, query_id: str) -> int | None:

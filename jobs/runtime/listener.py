@@ -116,8 +116,8 @@ class ProgressRecorder(JsonEvents):
             new, self._new = self._new, []
         return new
 
-    def close(self) -> None:
-        self.buffer.close()
+    def close(self, write: bool = True) -> None:
+        self.buffer.close(write)
 
     def wait_for(self, query: StreamingQuery, checkpoint: str, timeout: float = 10.0) -> None:
         """Progress events arrive asynchronously; wait until the event of the query's last batch was recorded.

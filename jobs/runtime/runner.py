@@ -113,6 +113,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                 rows_tracked=state_rows_tracked(spark))
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
+    lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])  # no batch after that
     started = time.monotonic()
     try:
         frame = stateful_frame(spark, spec, layout)
@@ -137,7 +138,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                 raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
                                    checkpoint=query_checkpoint, run_id=run_id) from query.exception()
     finally:
-        stop_and_settle(spark, queries, checkpoints, recorder, on_progress)
+        stop_and_settle(spark, queries, checkpoints, recorder, on_progress, lost=lease.lost is not None)
     if stopped.reason == "stop_request":
         request = stopped.request
         actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,

@@ -68,9 +68,10 @@ def stop_gracefully(queries: list[StreamingQuery], grace_seconds: float) -> bool
 
 
 def stop_and_settle(spark: SparkSession, queries: list[StreamingQuery], checkpoints: tuple[str, ...],
-                    recorder: ProgressRecorder, on_progress: ProgressCallback | None) -> None:
+                    recorder: ProgressRecorder, on_progress: ProgressCallback | None, lost: bool = False) -> None:
     """Stop what still runs, record the last progress events, settle the state stores, write the progress
-    buffer and hand the last events to the callback."""
+    buffer and hand the last events to the callback. A run that `lost` its lease writes nothing more: its
+    buffered progress rows are dropped (counted; the next run notes the gap)."""
     for query in queries:
         if query.isActive:
             query.stop()
@@ -78,7 +79,7 @@ def stop_and_settle(spark: SparkSession, queries: list[StreamingQuery], checkpoi
         recorder.wait_for(query, query_checkpoint)
     settle_state_stores(spark)
     spark.streams.removeListener(recorder)
-    recorder.close()
+    recorder.close(write=not lost)
     deliver(recorder, on_progress)
 
 

@@ -1,5 +1,8 @@
 """Holding a job's lease: take it (with the maintenance lock checked in the same critical section),
-heartbeat it from a background thread, fence writes with it, release it.
+heartbeat it from a background thread, fence writes with it, release it. A holder learns it lost the lease at a
+heartbeat or a fence check, and then writes nothing more: the callbacks it registered (`when_lost`: the runner
+stops its queries) run at once, on a thread of their own (the fence runs on a query's own thread, which a
+callback stopping that query would wait for).
 
 Taking it: under the job's control lock, refuse while a runbook other than the caller's holds the
 maintenance lock, refuse while a live lease exists, take over a stale one (journaled as
@@ -18,6 +21,7 @@ from dataclasses import replace
 
 from stateops import actions
 from stateops.errors import StateOpsError
+from stateops.faults import fault_point, fence_off
 from stateops.layout import Layout
 
 from stateops.control import lease as leases
@@ -27,7 +31,7 @@ from stateops.control.maintenance import MaintenanceLockedError
 from stateops.control.process import HOST, default_actor, start_ticks
 from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
-from stateops.control.store import ControlStore
+from stateops.control.store import ControlStorageError, ControlStore
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ def _blocker(store: ControlStore, runbook_id: str | None,
     holder = leases.read(store)
     if holder is None:
         return None, None
-    if holder.stale_reason(settings) is None:
+    if holder.stale_reason(settings) is None and not fence_off():
         return LeaseHeldError(holder), None
     return None, holder
 
@@ -66,6 +70,9 @@ class HeldLease:
     def __init__(self, layout: Layout, store: ControlStore, lease: Lease, settings: ControlSettings):
         self.layout, self.store, self.lease, self.settings = layout, store, lease, settings
         self.lost: LeaseLostError | None = None
+        self._on_lost: list = []
+        self._beats = 0
+        self._lost_guard = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"stateops-lease-{lease.job}", daemon=True)
 
@@ -80,25 +87,53 @@ class HeldLease:
             try:
                 if not self.heartbeat():
                     return
-            except OSError as err:  # keep trying: the fence catches a takeover if beats stay away too long
+            except (OSError, ControlStorageError) as err:
+                # keep trying: the next beat or the fence finds a takeover (a control lock taken over while this
+                # process was frozen inside a beat is one: its write was refused)
                 log.warning("%s: lease heartbeat failed: %s", self.lease.job, err)
+
+    def when_lost(self, callback) -> None:
+        """Call `callback()` (once, from whichever thread finds out) when this lease turns out lost."""
+        self._on_lost.append(callback)
+
+    def _found_lost(self, holder: Lease | None) -> None:
+        with self._lost_guard:
+            if self.lost is not None:
+                return
+            self.lost = LeaseLostError(self.lease, holder)
+        log.warning("%s: run %s lost its lease (%s); writing nothing more", self.lease.job, self.lease.run_id,
+                    f"now held by {holder.describe()}" if holder else "the record is gone")
+        threading.Thread(target=self._call_back, name=f"stateops-lease-lost-{self.lease.job}", daemon=True).start()
+
+    def _call_back(self) -> None:
+        for callback in self._on_lost:
+            try:
+                callback()
+            except Exception as err:  # noqa: BLE001 - every callback runs; the fence stops writes anyway
+                log.warning("%s: after the lease was lost: %s", self.lease.job, err)
 
     def heartbeat(self) -> bool:
         """Rewrite the heartbeat; False (and `lost` set) when the record names another lease."""
         with self.store.critical():
+            self._beats += 1
+            fault_point("lease.heartbeat", job=self.lease.job, beat=self._beats)
             holder = leases.read(self.store)
-            if holder is None or holder.lease_id != self.lease.lease_id:
-                self.lost = self.lost or LeaseLostError(self.lease, holder)
-                return False
-            self.store.write(leases.RECORD, replace(holder, heartbeat=now_iso()).to_dict())
-        return True
+            if holder is not None and holder.lease_id == self.lease.lease_id:
+                self.store.write(leases.RECORD, replace(holder, heartbeat=now_iso()).to_dict())
+                return True
+            if fence_off():
+                return True
+        self._found_lost(holder)
+        return False
 
     def ensure_held(self) -> None:
         """The fence before a write: raises LeaseLostError once the record names another lease."""
+        if fence_off():
+            return
         if self.lost is None:
             holder = leases.read(self.store)
             if holder is None or holder.lease_id != self.lease.lease_id:
-                self.lost = LeaseLostError(self.lease, holder)
+                self._found_lost(holder)
         if self.lost is not None:
             raise LeaseLostError(self.lost.mine, self.lost.now_held_by)
 

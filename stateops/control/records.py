@@ -1,12 +1,19 @@
-"""Record helpers shared by the control records: UTC instants as ISO text, ages in seconds."""
+"""Record helpers shared by the control records: UTC instants as ISO text, ages in seconds, by the lease clock:
+this host's clock (skewed on purpose only by the fence tests: stateops.faults, `clock.skew`)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+from stateops.faults import clock_skew_seconds
+
+
+def lease_now() -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=clock_skew_seconds())
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return lease_now().isoformat(timespec="milliseconds")
 
 
 def age_seconds(instant: str, now: datetime | None = None) -> float:
-    return ((now or datetime.now(timezone.utc)) - datetime.fromisoformat(instant)).total_seconds()
+    return ((now or lease_now()) - datetime.fromisoformat(instant)).total_seconds()

@@ -7,8 +7,11 @@ never sees half a record. Both come from the storage layer (stateops.storage), o
 (NFSv4), or S3 (conditional writes). Other object stores give no atomic lock, so they are refused.
 
 A critical section takes milliseconds: the lock waits up to LOCK_WAIT_SECONDS for another holder, has no
-heartbeat, and is renewed before each write, so a holder paused past LOCK_TTL_SECONDS, whose lock another
-process took over meanwhile (object stores judge a lock that old dead), writes nothing.
+heartbeat, and is renewed before each write. A holder that stopped inside one (dead, frozen, cut off from the
+store) keeps no one out for longer than LOCK_TTL_SECONDS: its lock is then taken over (on every backend,
+stateops.storage.locks), and when it resumes its renewal is refused, so it writes nothing. What remains is the
+instant between a renewal and its write: a holder frozen exactly there, for longer than the TTL, writes that one
+record after a takeover (docs/operations.md, One writer).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from stateops.storage import (SUPPORTED, LockBusy, LockLost, UnsupportedStorageE
                               records_at)
 
 CONTROL_PLANE = "the control plane (lease, stop request, maintenance lock, overrides)"
-LOCK_TTL_SECONDS = 30.0   # critical sections take milliseconds: a lock this old (server clock) has a dead holder
+LOCK_TTL_SECONDS = 30.0   # critical sections take milliseconds: a lock not renewed this long has a stopped holder
 LOCK_WAIT_SECONDS = 60.0  # more than the TTL, so a waiter outlasts a dead holder's lock and takes it over
 
 
@@ -67,11 +70,11 @@ class ControlStore:
         try:
             self.lock.acquire(record, wait=LOCK_WAIT_SECONDS)
         except LockBusy as busy:
-            age = "" if busy.age is None else f", {busy.age:.0f} s old by the server's clock"
+            age = "" if busy.age is None else f", last renewed {busy.age:.0f} s ago"
             raise StateOpsError(
                 f"{self.job}: the control lock {busy.url} is held by {describe(busy.holder)}{age}; waited "
-                f"{LOCK_WAIT_SECONDS:g} s. Fix: retry; a lock whose holder died is freed (on S3: taken over once "
-                f"{self.lock.ttl:g} s old), so this holder is alive and slow: check that process") from None
+                f"{LOCK_WAIT_SECONDS:g} s. Fix: retry; a lock not renewed for {self.lock.ttl:g} s is taken over, so "
+                "this holder is alive and renewing it: check that process") from None
         self._held = True
         try:
             yield

@@ -1,8 +1,13 @@
 """The storage layer on local disk (or POSIX shared storage with working flock, e.g. NFSv4).
 
   lock     an exclusive `fcntl.flock` on the lock's file, kept open while held; the holder's record is written
-           into the file. The kernel releases it when the process dies, so a dead holder never blocks anyone
-           and there is nothing to renew or lose.
+           into the file. The kernel releases it when the process dies, so a dead holder never blocks anyone. A
+           holder that lives but does not move (frozen by SIGSTOP, a stopped VM, a hung mount) is taken over once
+           its file has not been renewed for the lock's ttl (its mtime, by this host's clock; the file server's on
+           NFS): the taker replaces the file by a new one (a new inode) and locks that, leaving the frozen holder
+           its flock on an inode no name points to. Renewal touches the file and checks that the name still
+           points at the holder's inode; a holder taken over finds that it does not (LockLost) and writes nothing.
+           Every taker checks the same after its flock, so of racing takers one holds the lock the name points to.
   records  one JSON file per record, replaced whole (temp file, fsync, rename), created only if absent
            (a hard link, which fails when the name exists); a record's version is its file's identity.
   entries  an append-only log of JSON lines, each appended and fsynced before the caller goes on.
@@ -11,15 +16,18 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import random
 import threading
 import time
 from typing import Any
 
-from stateops.storage.locks import Lock, LockBusy
+from stateops.storage.locks import Lock, LockBusy, LockLost, describe
 from stateops.storage.paths import local_path
 from stateops.storage.records import EntryLog, Records, parse_record, render_record
+
+log = logging.getLogger(__name__)
 
 RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.005, 0.25  # the pause before trying a busy lock again: doubling, jittered
 
@@ -38,37 +46,75 @@ class LocalLock(Lock):
         super().__init__(url, ttl, heartbeat, name)
         self.path = local_path(url)
         self._fd: int | None = None
+        self._inode: int | None = None
 
     def _take(self, record: dict[str, Any], deadline: float) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         pause = RETRY_FIRST_SECONDS
         while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
+                stat = os.fstat(fd)
+                holder, age = _read_record(fd), time.time() - stat.st_mtime
+                os.close(fd)
+                if age >= self.ttl:
+                    self._replace_stale(stat.st_ino, holder, age)
+                    continue
                 if time.monotonic() >= deadline:
-                    holder = _read_record(fd)
-                    os.close(fd)
-                    raise LockBusy(self.url, holder, None, self.ttl) from None
+                    raise LockBusy(self.url, holder, age, self.ttl) from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
                 pause = min(2 * pause, RETRY_MAX_SECONDS)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        self._fd = fd
+                continue
+            inode = os.fstat(fd).st_ino
+            if inode != _inode_at(self.path):  # a taker replaced the file between our open and our flock
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+            self._fd, self._inode = fd, inode
+            return
+
+    def _replace_stale(self, inode: int, holder: dict[str, Any], age: float) -> None:
+        """Point the lock's name at a new, unlocked file: the holder that has not renewed for `age` >= ttl keeps
+        its flock on the old inode (`inode`), which no name reaches any more. Left alone when another taker
+        replaced it first."""
+        fresh = f"{self.path}.{os.getpid()}.{threading.get_ident()}.new"
+        with open(fresh, "w"):
+            pass
+        if _inode_at(self.path) != inode:
+            os.unlink(fresh)
+            return
+        os.replace(fresh, self.path)
+        log.warning("took over the %s %s of %s, not renewed for %.0f s (ttl %g s): its holder is frozen or cut off",
+                    self.name, self.url, describe(holder), age, self.ttl)
 
     def _give_up(self) -> None:
-        fd, self._fd = self._fd, None
+        fd, self._fd, self._inode = self._fd, None, None
         if fd is not None:
-            os.ftruncate(fd, 0)
+            if self.lost is None:
+                os.ftruncate(fd, 0)
             os.close(fd)  # releases the flock
 
     def renew(self) -> None:
-        """Nothing to renew: the kernel holds the lock for as long as the process lives."""
+        """Touch the lock's file (its mtime is its age), after checking its name still points at this holder's
+        inode; LockLost when a taker replaced it."""
+        if self.lost is not None:
+            raise LockLost(f"{self.url}: {self.lost}")
+        if self._fd is None:
+            return
+        if _inode_at(self.path) != self._inode:
+            self.lost = f"its lock {self.url} was taken over by another process (not renewed for {self.ttl:g} s)"
+            raise LockLost(f"{self.url}: {self.lost}")
+        os.utime(self._fd)
 
     def _busy(self) -> LockBusy:
-        return LockBusy(self.url, self.holder(), None, self.ttl)
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            age = 0.0
+        return LockBusy(self.url, self.holder(), age, self.ttl)
 
     def holder(self) -> dict[str, Any]:
         try:
@@ -81,16 +127,25 @@ class LocalLock(Lock):
             os.close(fd)
 
     def live(self) -> bool:
-        if not os.path.exists(self.path):
+        """Some process holds the lock and renewed it within the ttl (an older one would be taken over)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
             return False
-        fd = os.open(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            return time.time() - os.fstat(fd).st_mtime < self.ttl
         finally:
             os.close(fd)
         return False
+
+
+def _inode_at(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 class LocalRecords(Records):

@@ -12,10 +12,12 @@ every implementation promises:
   release()              give it up; never removes a lock another holder took over; a failure is logged, not
                          raised (it must not hide what the holder did, and the lock goes stale by itself).
   holder(), live()       the current holder's record; whether some process holds it now.
-How a dead holder's lock is freed is the backend's: local disk (LocalLock: flock) frees it with the process, an
-object store (ObjectLock: conditional writes) once it is `ttl` seconds old by the server's clock, the one TTL
-rule. A long-lived holder asks for a heartbeat (renewal every ttl / 4); a short critical section renews before
-each write instead.
+The one TTL rule, on every backend: a lock not renewed for `ttl` seconds may be taken over, so no holder keeps it
+past that bound, however it stopped (dead, frozen by SIGSTOP or a stopped VM, cut off from the store); a holder
+taken over learns it at its next renewal (LockLost) and writes nothing more. A dead holder's lock on local disk
+(LocalLock: flock) is free at once, the kernel releases it with the process; an object store (ObjectLock:
+conditional writes) judges age by the server's clock. A long-lived holder asks for a heartbeat (renewal every
+ttl / 4, from a thread); a short critical section renews before each write instead.
 """
 from __future__ import annotations
 
@@ -76,6 +78,8 @@ class Lock(ABC):
         self.url, self.ttl, self.heartbeat, self.name = url, ttl, heartbeat, name
         self.lost: str | None = None
         self._thread: threading.Lock | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def acquire(self, record: dict[str, Any], wait: float = 0.0) -> None:
         deadline = time.monotonic() + wait
@@ -89,8 +93,25 @@ class Lock(ABC):
             mine.release()
             raise
         self._thread, self.lost = mine, None
+        if self.heartbeat:
+            self._stop.clear()
+            self._beat = threading.Thread(target=self._beats, name=f"{self.name} {self.url}", daemon=True)
+            self._beat.start()
+
+    def _beats(self) -> None:
+        while not self._stop.wait(self.ttl / 4):
+            try:
+                self.renew()
+            except LockLost:
+                return
+            except (OSError, OperationFailed):
+                continue  # the store failed this once: the next beat tries again, within the ttl
 
     def release(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
         try:
             self._give_up()
         finally:

@@ -136,8 +136,6 @@ class ObjectLock(Lock):
         self.url = self.object.url
         self.etag: str | None = None
         self._body = b""
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
 
     def _found(self) -> _Found | None:
         answer = self.object.call("get_object")
@@ -175,19 +173,6 @@ class ObjectLock(Lock):
 
     def _hold(self, etag: str, body: bytes) -> None:
         self.etag, self._body = etag, body
-        if self.heartbeat:
-            self._stop.clear()
-            self._beat = threading.Thread(target=self._beats, name=f"lock {self.object.key}", daemon=True)
-            self._beat.start()
-
-    def _beats(self) -> None:
-        while not self._stop.wait(self.ttl / 4):
-            try:
-                self.renew()
-            except LockLost:
-                return
-            except StorageFailure:
-                continue  # the server or the network failed this once: the next beat tries again, within the ttl
 
     def renew(self) -> None:
         if self.lost is not None:
@@ -201,10 +186,6 @@ class ObjectLock(Lock):
         self.etag = renewed["ETag"]
 
     def _give_up(self) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
         etag, self.etag = self.etag, None
         if self.lost is not None or etag is None:
             return

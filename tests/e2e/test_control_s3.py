@@ -10,9 +10,6 @@ import json
 import logging
 import os
 import statistics
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
@@ -25,13 +22,13 @@ from stateops.control.store import ControlStorageError, ControlStore
 from stateops.storage import s3 as s3_backend
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from tests.support.lease_race import racers
 
 pytestmark = pytest.mark.e2e
 
 JOB = "user_activity"
 PREFIX = "stateops"
 ROUNDS = 50
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASHED = {"host": "crashed-host", "pid": 1, "thread": "MainThread", "token": "dead-holder", "since": "then"}
 
 
@@ -63,88 +60,26 @@ def _lock_body(s3, store) -> dict:
     return json.loads(s3.get_object(Bucket=s3.bucket, Key=_lock_key(store))["Body"].read())
 
 
-RACER = """
-    import os, sys, time
-    from stateops.control import ControlSettings, LeaseHeldError, acquire, start_blocker
-    from stateops.layout import Layout
-
-    layout, name, held, settings = Layout.from_env(), sys.argv[1], None, ControlSettings.from_env()
-    start_blocker(layout, {job!r}, settings=settings)  # the S3 client and the imports, before the first round
-    print("ready", flush=True)
-    for line in sys.stdin:
-        command, *args = line.split()
-        if command == "go":
-            time.sleep(max(0.0, float(args[1]) - time.time()))
-            began = time.time()
-            try:
-                held = acquire(layout, {job!r}, run_id=f"{{name}}-{{args[0]}}", settings=settings)
-                outcome = "won"
-            except LeaseHeldError:
-                outcome = "refused"
-            print(outcome, began, time.time() - began, flush=True)
-        elif command == "release":
-            if held is not None:
-                held.release()
-                held = None
-            print("released", flush=True)
-"""
-
-
-def _answer(racer: subprocess.Popen, log) -> list[str]:
-    line = racer.stdout.readline()
-    if not line:
-        racer.wait(10)
-        pytest.fail(f"a racer exited ({racer.returncode}): {log.read_text()[-3000:]}")
-    return line.split()
-
-
 def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3_versioned_bucket, monkeypatch, tmp_path):
     """The acceptance race: two processes, started once, race for the lease of one job 50 times; each round
     both try at the same instant, exactly one wins and the other is refused (LeaseHeldError) while the winner
-    still holds it; then the winner releases."""
+    still holds it; then the winner releases. (How long a round takes is a benchmark figure:
+    bench/bench_lease_race.py.)"""
     s3 = s3_versioned_bucket
     layout = _home(s3, monkeypatch)
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    code = textwrap.dedent(RACER.format(job=JOB))
-    logs = [tmp_path / f"racer-{n}.log" for n in (1, 2)]
-    racers = [subprocess.Popen([sys.executable, "-c", code, f"racer-{n}"], env=env, cwd=ROOT, text=True,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "w"))
-              for n, log in zip((1, 2), logs)]
-    try:
-        for racer, log in zip(racers, logs):
-            assert _answer(racer, log) == ["ready"]
-        started = time.monotonic()
-        wins, spreads, rounds = {0: 0, 1: 0}, [], []
+    def the_winner_holds_it(outcomes: list[str]) -> None:
+        assert sorted(outcomes) == ["refused", "won"], f"round {number}: {outcomes}"
+        assert current_lease(layout, JOB).run_id == f"racer-{outcomes.index('won') + 1}-{number}"
+
+    with racers(JOB, tmp_path) as racing:
         for number in range(ROUNDS):
-            began_round = time.monotonic()
-            start_at = time.time() + 0.03
-            for racer in racers:
-                racer.stdin.write(f"go {number} {start_at}\n")
-                racer.stdin.flush()
-            answers = [_answer(racer, log) for racer, log in zip(racers, logs)]
-            outcomes = [answer[0] for answer in answers]
-            assert sorted(outcomes) == ["refused", "won"], f"round {number}: {outcomes}"
-            winner = outcomes.index("won")
-            wins[winner] += 1
-            assert current_lease(layout, JOB).run_id == f"racer-{winner + 1}-{number}"
-            spreads.append(abs(float(answers[0][1]) - float(answers[1][1])))
-            for racer in racers:
-                racer.stdin.write("release\n")
-                racer.stdin.flush()
-            assert [_answer(racer, log) for racer, log in zip(racers, logs)] == [["released"]] * 2
-            assert current_lease(layout, JOB) is None
-            rounds.append(time.monotonic() - began_round)
-        elapsed = time.monotonic() - started
-    finally:
-        for racer in racers:
-            racer.stdin.close()
-            racer.wait(30)
-    print(f"{ROUNDS} rounds in {elapsed:.2f} s (slowest round {max(rounds):.3f} s, median "
-          f"{statistics.median(rounds):.3f} s); wins {wins[0]}/{wins[1]}; start spread median "
-          f"{statistics.median(spreads) * 1000:.2f} ms")
+            racing.race(number, between=the_winner_holds_it)
+            assert current_lease(layout, JOB) is None, "the winner released"
+    spreads = [r.spread_seconds for r in racing.rounds]
+    wins = [r.outcomes.index("won") for r in racing.rounds]
+    print(f"{ROUNDS} rounds: median {statistics.median(r.seconds for r in racing.rounds):.3f} s; wins "
+          f"{wins.count(0)}/{wins.count(1)}; start spread median {statistics.median(spreads) * 1000:.2f} ms")
     assert statistics.median(spreads) < 0.02, "the two processes did not race (their tries were far apart)"
-    assert statistics.median(rounds) < 0.5, "a round takes well under a second"
-    assert [racer.returncode for racer in racers] == [0, 0]
     assert [key for key in _keys(s3) if key.endswith(".lock") or "/.probe-" in key] == [], "no lock left behind"
     _assert_under_prefix(s3)
 

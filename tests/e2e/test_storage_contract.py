@@ -4,8 +4,9 @@ server (moto, its own process; no S3 call mocked). A new backend passes this sui
 - a lock is exclusive under racing processes (every round exactly one holder, none lost);
 - a dead holder's lock is freed: at once on local disk (the kernel drops the flock), once `ttl` old by the
   server's clock on S3 (taken over), never before;
-- a holder whose lock was taken over is refused its renewal and leaves the new holder's lock in place (local disk
-  cannot lose a lock: a live holder keeps it past any ttl);
+- no holder keeps a lock past its ttl without renewing it: a process frozen (SIGSTOP) while holding it is taken
+  over once the lock is `ttl` old, and when it thaws its renewal is refused (it writes nothing more); a holder
+  whose lock was taken over leaves the new holder's lock in place; a heartbeat keeps a live holder's lock;
 - records: create-if-absent under racing processes has exactly one winner; a write replaces the whole record
   and changes its version; the entry log refuses an entry another writer wrote first;
 - a copy of a tree is verified by its checksums: a changed byte is found, and a move removes the source only
@@ -122,15 +123,63 @@ def test_a_holder_whose_lock_was_taken_over_cannot_renew_and_leaves_the_new_lock
         """, url, str(ttl))
     out, err = taker.communicate(timeout=120)
     assert taker.returncode == 0, err
-    if storage_root.startswith("s3://"):
-        assert out.split() == ["taken"]
-        with pytest.raises(LockLost):
-            mine.renew()
-        mine.release()
-        assert lock_at(url, ttl=ttl).holder()["host"] == "taker", "the release left the new holder's lock"
-    else:
-        assert out.split() == ["busy"], "a live holder keeps a flock past any ttl"
+    assert out.split() == ["taken"], "a holder that stopped renewing (frozen, cut off) is taken over past the ttl"
+    with pytest.raises(LockLost):
         mine.renew()
+    mine.release()
+    assert lock_at(url, ttl=ttl).holder()["host"] == "taker", "the release left the new holder's lock"
+
+
+def test_a_frozen_holder_is_taken_over_past_the_ttl_and_refused_when_it_thaws(storage_root, tmp_path):
+    ttl = 2.0
+    url, held, go = f"{storage_root}/frozen.lock", tmp_path / "held", tmp_path / "go"
+    holder = _python(f"""
+        import os, sys, time
+        from stateops.storage import LockLost, lock_at
+        lock = lock_at(sys.argv[1], ttl={ttl})
+        lock.acquire({{"pid": os.getpid(), "host": "frozen"}})
+        open({str(held)!r}, "w").close()
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.01)
+        try:
+            lock.renew()  # what a critical section does before its write
+        except LockLost:
+            print("lost")
+        else:
+            print("renewed")
+        lock.release()
+        """, url)
+    _wait_for(str(held))
+    os.kill(holder.pid, signal.SIGSTOP)
+    try:
+        taker = lock_at(url, ttl=ttl)
+        started = time.monotonic()
+        taker.acquire({"pid": os.getpid(), "host": "taker"}, wait=60)
+        waited = time.monotonic() - started
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+    go.touch()
+    out, err = holder.communicate(timeout=60)
+    try:
+        assert out.split() == ["lost"], err
+        assert waited < ttl + 5, f"taken over {waited:.1f} s after the holder froze (ttl {ttl:g} s)"
+        assert taker.holder()["host"] == "taker" and taker.live(), "the thawed holder's release left the new lock"
+        taker.renew()
+    finally:
+        taker.release()
+
+
+def test_a_heartbeat_keeps_a_live_holders_lock_past_the_ttl(storage_root):
+    ttl = 1.0
+    url = f"{storage_root}/beating.lock"
+    mine = lock_at(url, ttl=ttl, heartbeat=True)
+    mine.acquire({"pid": os.getpid(), "host": "beating"})
+    try:
+        time.sleep(3 * ttl)
+        with pytest.raises(LockBusy):
+            lock_at(url, ttl=ttl).acquire({"pid": os.getpid(), "host": "taker"}, wait=ttl)
+        mine.renew()
+    finally:
         mine.release()
 
 

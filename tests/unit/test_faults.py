@@ -58,3 +58,36 @@ def test_an_attribute_the_point_does_not_have_is_an_error(monkeypatch):
     monkeypatch.setenv(ENV, "sink.after_commit:batchid=3")
     with pytest.raises(ConfigError, match="has no attribute batchid. Fix: match on batch, job"):
         fault_point("sink.after_commit", job="user_activity", batch=3)
+
+
+def test_then_freeze_python_stops_the_process_at_the_point_until_it_is_continued():
+    env = {**os.environ, ENV: "sink.after_commit:job=user_activity,batch=1,then=freeze-python"}
+    child = subprocess.Popen([sys.executable, "-c", PROGRAM], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert [child.stdout.readline().strip() for _ in range(2)] == ["0", "1"]
+        _, status = os.waitpid(child.pid, os.WUNTRACED)  # stopped at the point, as a long pause would
+        assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGSTOP
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert out.split() == ["2", "3", "4", "survived"], err  # and went on from there
+    assert "fault sink.after_commit job=user_activity batch=1: freezing process" in err
+
+
+def test_an_unknown_action_is_a_config_error():
+    with pytest.raises(ConfigError, match="then=pause is not an action. Fix: use then=kill or then=freeze"):
+        parse("sink.after_commit:batch=3,then=pause")
+
+
+def test_the_lease_clock_skew_and_the_fence_switch_are_read_from_the_same_variable(monkeypatch):
+    from stateops.control.records import age_seconds, now_iso
+    from stateops.faults import clock_skew_seconds, fence_off
+
+    monkeypatch.delenv(ENV, raising=False)
+    assert (clock_skew_seconds(), fence_off()) == (0.0, False)
+    stamp = now_iso()
+    monkeypatch.setenv(ENV, "clock.skew:seconds=-30;fence.off")
+    assert (clock_skew_seconds(), fence_off()) == (-30.0, True)
+    assert -31 < age_seconds(stamp) < -29  # a clock 30 s behind sees a fresh heartbeat 30 s in its future
