@@ -9,7 +9,8 @@ Environment:
   STATEOPS_JARS           the folder of the pinned JVM jars (default: a per-user cache folder, stateops.jvm.jars)
 The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
 or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. The jars that
-`stateops jars fetch` fetched with Maven (Delta's Spark writer, the Kafka connector, S3A) are passed as
+`stateops jars fetch` fetched with Maven (Delta's Spark writer, the Kafka connector, S3A) and StateOps' own jar
+(stateops.jvm.fence: create-once commit points, shipped in the package, so always there) are passed as
 `spark.jars`, ahead of any the user lists.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ import sys
 from typing import Iterator
 
 from stateops.errors import ConfigError, StateOpsError
+from stateops.faults import fence_off
+from stateops.jvm.fence import FENCE_JAR, fence_conf
 from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
 from stateops.storage import s3a_conf
 
@@ -53,14 +56,14 @@ DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read b
 # 2-worker test cluster, steady state: 2.0-2.6 s with 2, 2.8-3.1 s with 8). STATEOPS_SPARK_CONF sets another.
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 DELTA_SNAPSHOT_PARTITIONS = 50
-# Spark's checkpoint logs and state store files, and Delta's commits, are written to a temporary file and renamed.
-# Through Hadoop's FileContext on a local disk that rename forks `readlink` (and `chmod`) for every file: 40% of a
-# micro-batch of the noop floor (BENCHMARKS.md, Delta sink). The FileSystem-based manager and Delta's LocalLogStore
-# rename in-process; on a local disk both check then rename, as the FileContext path does (HDFSLogStore says so),
-# and the job's lease keeps one writer per checkpoint and table.
-CHECKPOINT_FILE_MANAGER = ("spark.sql.streaming.checkpointFileManagerClass",
-                           "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
-DELTA_LOCAL_LOG_STORE = ("spark.delta.logStore.file.impl", "io.delta.storage.LocalLogStore")
+# A checkpoint's commit points (offsets/N, commits/N, metadata, schema files) and Delta's commits (_delta_log/N.json)
+# are create-once (stateops.jvm.fence): a hard link on a local disk, a conditional PUT on S3 through S3A. Spark's and
+# Delta's stock writers check that the name is free, then rename or PUT, so a stale writer (a driver that lost the
+# job's lease during a freeze and resumes) could replace what the live one committed; now its write fails and its
+# query stops. The manager extends Spark's FileSystem-based one, which writes the state store files as before,
+# renamed in-process: through Hadoop's FileContext (Spark's default) a rename on a local disk forks `readlink` (and
+# `chmod`) for every file, 40% of a micro-batch of the noop floor (BENCHMARKS.md, Delta sink). Delta's log store is
+# set for file:, s3a: and s3: (instead of LocalLogStore and the S3 single-driver store) when Delta's jars are there.
 
 
 def delta_jars_on_classpath(conf: dict) -> bool:
@@ -95,12 +98,10 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # Spark masks the settings and data-source options whose key or value matches, in its UI, event logs and
         # plans: its default terms, plus those of Kafka's SASL settings (stateops.redaction).
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
-        CHECKPOINT_FILE_MANAGER[0]: CHECKPOINT_FILE_MANAGER[1],
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
-    jars = settings.jars.jars()
-    if jars:
-        conf["spark.jars"] = ",".join(jars + [j for j in conf.get("spark.jars", "").split(",") if j.strip()])
+    jars = settings.jars.jars() + [FENCE_JAR]
+    conf["spark.jars"] = ",".join(jars + [j for j in conf.get("spark.jars", "").split(",") if j.strip()])
     if conf.get("spark.jars.packages"):
         raise ConfigError("STATEOPS_SPARK_CONF.spark.jars.packages", "would download jars at session start",
                           "put the jars on the classpath instead (spark.jars or $SPARK_HOME/jars)")
@@ -113,10 +114,11 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     for key, value in s3a_conf(os.environ).items():
         conf.setdefault(key, value)  # STATEOPS_SPARK_CONF wins
     spark_jars = delta_jars_on_classpath(conf)
+    for key, value in fence_conf(delta=spark_jars, off=fence_off()).items():
+        conf.setdefault(key, value)  # STATEOPS_SPARK_CONF wins
     if spark_jars:
         conf.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         conf.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        conf.setdefault(*DELTA_LOCAL_LOG_STORE)
         if settings.local:
             conf.setdefault(SNAPSHOT_PARTITIONS, "1")
     elif settings.delta_writer == "spark":

@@ -5,10 +5,11 @@ The locks live in the control home (STATEOPS_CONTROL_HOME, else STATEOPS_HOME), 
 lock without waiting (in sorted order, so two runs over shared roots meet at the same first one), is refused at
 once in one line naming the holder (run id, pid, host, actor, since: the record the holder writes into its lock)
 while another run holds one, and keeps them until it ends. The locks are the storage layer's
-(stateops.storage.locks), with a heartbeat: on local or POSIX shared storage a flock the kernel releases when the
-process dies, so a crashed run never leaves a lock behind; on S3 a lock object renewed every
-LOCK_TTL_SECONDS / 4, which a run that died leaves behind until it is LOCK_TTL_SECONDS old by the server's clock
-and taken over (one taker wins), so a later run waits for that at most. A run whose heartbeat failed for a whole
+(stateops.storage.locks), renewed every LOCK_TTL_SECONDS / 4 by a heartbeat: on local or POSIX shared storage a
+flock the kernel releases when the process dies, so a crashed run never leaves a lock behind; on S3 a lock object,
+which a run that died leaves behind until it is LOCK_TTL_SECONDS old by the server's clock and taken over (one
+taker wins), so a later run waits for that at most. On both, a run that stopped without dying (frozen, cut off from
+the store) loses its lock once it has not renewed it for LOCK_TTL_SECONDS. A run whose heartbeat failed for a whole
 TTL may have lost its lock to another run; that is logged when it ends (each item is still re-checked against
 the files just before it acts). Other object stores have no atomic create here: such a control home is refused
 in one line.
@@ -31,7 +32,7 @@ from stateops.storage import Lock, LockBusy, lock_at
 
 log = logging.getLogger(__name__)
 
-LOCK_TTL_SECONDS = 60.0  # an S3 lock not renewed for this long (server clock) was left by a dead run
+LOCK_TTL_SECONDS = 60.0  # a lock not renewed for this long was left by a run that died or stopped
 
 
 class RetentionLockedError(StateOpsError):
@@ -49,10 +50,9 @@ def _locked(root: str, busy: LockBusy) -> RetentionLockedError:
     record = busy.holder
     holder = (f"run {record.get('run_id')} (pid {record.get('pid')} on {record.get('host')}, by {record.get('actor')}, "
               f"since {record.get('since')})" if record else "another run (no details recorded yet)")
-    released = "" if busy.age is None else f" once {busy.ttl:g} s old"
     return RetentionLockedError(
         f"another retention run holds {root}: {holder}. Fix: wait for it to finish (one retention run per root at "
-        f"a time); a run that died releases its lock by itself{released}")
+        f"a time); a run that died or stopped releases its lock by itself once {busy.ttl:g} s without renewal")
 
 
 def _release(lock: Lock, root: str, record: dict[str, Any]) -> None:

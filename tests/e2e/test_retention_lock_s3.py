@@ -49,7 +49,8 @@ def test_a_second_hold_of_a_root_is_refused_naming_the_holder_and_other_roots_ar
         message = str(caught.value)
         assert message.startswith(f"another retention run holds {home}: run run-first (pid {os.getpid()} on ")
         assert "by alice, since " in message and "\n" not in message
-        assert message.endswith(f"a run that died releases its lock by itself once {lock.LOCK_TTL_SECONDS:g} s old")
+        assert message.endswith(f"a run that died or stopped releases its lock by itself once "
+                                f"{lock.LOCK_TTL_SECONDS:g} s without renewal")
         assert list(_locks(s3)) == [_key(layout, home)], "the refused run released the root it had taken"
         with lock.hold(layout, (other,), run_id="run-third", actor="carol"):
             assert sorted(h["run_id"] for h in _locks(s3).values()) == ["run-first", "run-third"]

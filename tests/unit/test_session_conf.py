@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import sys
+import zipfile
 
 import pytest
 
 from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jvm.fence import CHECKPOINT_FILE_MANAGER, FENCE_JAR, LOG_STORE
 from stateops.jvm.jars import JarsFolder
 from tests.support.fetched_jars import fetched_jars
 
@@ -67,12 +69,13 @@ def test_the_fetched_jars_go_first_in_spark_jars_once_complete(tmp_path, monkeyp
     folder = JarsFolder(str(tmp_path / "fetched"), "STATEOPS_JARS")
     names = fetched_jars(folder.path, stamp=False)
     settings = SparkSettings(jars=folder, extra_conf={"spark.jars": "/opt/mine.jar"})
-    assert spark_conf(settings)["spark.jars"] == "/opt/mine.jar"  # a copy without its stamp is unfinished
+    assert spark_conf(settings)["spark.jars"] == f"{FENCE_JAR},/opt/mine.jar"  # a copy without its stamp is unfinished
     fetched_jars(folder.path, coordinates="of another StateOps")
-    assert spark_conf(settings)["spark.jars"] == "/opt/mine.jar"  # fetched for other coordinates: not used
+    assert spark_conf(settings)["spark.jars"] == f"{FENCE_JAR},/opt/mine.jar"  # fetched for other coordinates: not used
     fetched_jars(folder.path)
     conf = spark_conf(SparkSettings(jars=folder, extra_conf={"spark.jars": "/opt/mine.jar"}, delta_writer="spark"))
-    assert conf["spark.jars"].split(",") == [str(tmp_path / "fetched" / name) for name in names] + ["/opt/mine.jar"]
+    assert conf["spark.jars"].split(",") == [str(tmp_path / "fetched" / name) for name in names] + [FENCE_JAR,
+                                                                                                    "/opt/mine.jar"]
     assert conf["spark.stateops.deltaWriter"] == "spark"
     monkeypatch.setenv("STATEOPS_DELTA_WRITER", "jvm")
     with pytest.raises(ConfigError) as err:
@@ -100,17 +103,33 @@ def test_auto_writes_with_delta_rs_on_a_local_master_and_with_spark_on_a_cluster
     assert SparkSettings.from_env().writer_in_force(True)[0] == "delta-rs"
 
 
-def test_checkpoint_and_delta_log_files_are_renamed_in_process_and_the_user_can_say_otherwise(tmp_path, monkeypatch):
+def test_commit_points_are_create_once_and_the_user_can_say_otherwise(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    bare = spark_conf(SparkSettings(jars=JarsFolder(str(tmp_path / "no-jars"), "default")))
+    assert bare["spark.jars"] == FENCE_JAR, "shipped in the package: on the classpath without the fetched jars"
+    assert bare["spark.sql.streaming.checkpointFileManagerClass"] == CHECKPOINT_FILE_MANAGER
+    assert not [key for key in bare if key.startswith("spark.delta.logStore.")], "no Delta jars: no log store"
     folder = JarsFolder(str(tmp_path / "fetched"), "STATEOPS_JARS")
     fetched_jars(folder.path)
     conf = spark_conf(SparkSettings(master="local[2]", jars=folder))
-    assert conf["spark.sql.streaming.checkpointFileManagerClass"].endswith(".FileSystemBasedCheckpointFileManager")
-    assert conf["spark.delta.logStore.file.impl"] == "io.delta.storage.LocalLogStore"
+    assert FENCE_JAR in conf["spark.jars"].split(",")
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == "io.stateops.fence.CreateOnceCheckpointFileManager"
+    assert {scheme: conf[f"spark.delta.logStore.{scheme}.impl"] for scheme in ("file", "s3a", "s3")} == dict.fromkeys(
+        ("file", "s3a", "s3"), "io.stateops.fence.CreateOnceLogStore")
     assert conf["spark.databricks.delta.snapshotPartitions"] == "1"
-    mine = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
-    conf = spark_conf(SparkSettings(jars=folder, extra_conf={"spark.sql.streaming.checkpointFileManagerClass": mine}))
-    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == mine
+    stock = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    mine = {"spark.sql.streaming.checkpointFileManagerClass": stock,
+            "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore"}
+    conf = spark_conf(SparkSettings(jars=folder, extra_conf=mine))
+    assert {key: conf[key] for key in mine} == mine
+    assert conf["spark.delta.logStore.s3a.impl"] == LOG_STORE
+
+
+def test_the_shipped_jar_holds_the_classes_the_settings_name():
+    with zipfile.ZipFile(FENCE_JAR) as jar:
+        names = set(jar.namelist())
+    for cls in (CHECKPOINT_FILE_MANAGER, LOG_STORE):
+        assert cls.replace(".", "/") + ".class" in names
 
 
 @pytest.mark.parametrize("key,value", [
@@ -132,7 +151,7 @@ def test_urls_that_download_at_session_start_are_refused(key, value):
 def test_local_and_cluster_storage_jars_are_accepted():
     jars = "/opt/jars/a.jar,file:/opt/jars/b.jar,local:/opt/jars/c.jar,hdfs://nn/jars/d.jar,s3a://b/e.jar"
     conf = spark_conf(SparkSettings(extra_conf={"spark.jars": jars}, jars=JarsFolder("/nonexistent", "default")))
-    assert conf["spark.jars"] == jars
+    assert conf["spark.jars"] == f"{FENCE_JAR},{jars}"
 
 
 def test_the_stateful_query_has_a_pool_that_gets_cores_first(monkeypatch):
