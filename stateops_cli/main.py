@@ -22,6 +22,7 @@ from stateops.jobs.runtime.failures import QueryFailed
 
 from stateops.cli.audit import audit
 from stateops.cli.explain import explain_key_command
+from stateops.cli.home import home_group
 from stateops.cli.jars import jars_group
 from stateops.cli.jobs import jobs_group, summary
 from stateops.cli.recover import COMMANDS as RECOVERY_COMMANDS
@@ -68,7 +69,8 @@ def main(ctx: click.Context, home: str | None, config_path: str | None) -> None:
     """StateOps: run, audit and recover stateful Spark Structured Streaming jobs."""
     command = ctx.meta.get(_COMMAND, ())
     as_written = any(command[:len(prefix)] == prefix for prefix in AS_WRITTEN)
-    ctx.obj = Environment.from_env(home, config_path, resolve_references=not as_written)
+    ctx.obj = Environment.from_env(home, config_path, resolve_references=not as_written,
+                                   moved_home=command[:2] == ("home", "move") or command[:1] == ("jars",))
 
 
 def _generator_options(command):
@@ -125,5 +127,5 @@ def demo(obj: Environment) -> None:
                "stateops explain-key order_payments --key o000001")
 
 
-for command in (jobs_group, jars_group, audit, explain_key_command, *RETENTION_COMMANDS, *RECOVERY_COMMANDS):
+for command in (jobs_group, jars_group, home_group, audit, explain_key_command, *RETENTION_COMMANDS, *RECOVERY_COMMANDS):
     main.add_command(command)

@@ -18,6 +18,7 @@ from stateops.layout import Layout
 from stateops.control.settings import ControlSettings
 from stateops.progress import FlushSettings
 from stateops.recovery.settings import RecoverySettings
+from stateops.relocation.marker import refuse_if_moved
 from stateops.remediation.alerts import WebhookSettings
 from stateops.settings import Settings
 from stateops.storage.aws import extra_storage_options
@@ -39,12 +40,18 @@ class Environment:
 
     @classmethod
     def from_env(cls, home: str | None = None, config_path: str | None = None,
-                 layout: Layout | None = None, resolve_references: bool = False) -> "Environment":
+                 layout: Layout | None = None, resolve_references: bool = False,
+                 moved_home: bool = False) -> "Environment":
         """Everything read now; `home`/`layout` and `config_path` given win over STATEOPS_HOME and
-        STATEOPS_CONFIG (the CLI's --home and --config, a Dagster resource's home)."""
+        STATEOPS_CONFIG (the CLI's --home and --config, a Dagster resource's home). A home that was moved
+        (stateops.relocation.marker) is refused in one line naming the new one, unless `moved_home` (the move
+        command itself, finishing a move)."""
         found = Locations.read()
-        return cls(layout or Layout.of(home or found.home, found.control_home), config_path or found.config_path,
-                   read_settings(), SparkSettings.from_env(), resolve_references)
+        layout = layout or Layout.of(home or found.home, found.control_home)
+        if not moved_home:
+            refuse_if_moved(layout.home)
+        return cls(layout, config_path or found.config_path, read_settings(), SparkSettings.from_env(),
+                   resolve_references)
 
     @property
     def catalog(self) -> Catalog:

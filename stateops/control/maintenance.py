@@ -47,8 +47,10 @@ def current(layout: Layout, job: str) -> MaintenanceLock | None:
     return read(ControlStore(layout, job))
 
 
-def acquire(layout: Layout, job: str, *, runbook_id: str, actor: str, reason: str) -> MaintenanceLock:
-    """Take the lock for `runbook_id` (again: idempotent); refuses while another runbook holds it."""
+def acquire(layout: Layout, job: str, *, runbook_id: str, actor: str, reason: str,
+            journal: bool = True) -> MaintenanceLock:
+    """Take the lock for `runbook_id` (again: idempotent); refuses while another runbook holds it. `journal`:
+    record it in `actions` (a home move journals in the new home instead: it changes nothing else in the old)."""
     if not runbook_id or not reason:
         raise StateOpsError("a maintenance lock needs a runbook id and a reason. Fix: pass both")
     store = ControlStore(layout, job)
@@ -60,12 +62,13 @@ def acquire(layout: Layout, job: str, *, runbook_id: str, actor: str, reason: st
             return held
         lock = MaintenanceLock(job=job, runbook_id=runbook_id, actor=actor, reason=reason, since=now_iso())
         store.write(RECORD, asdict(lock))
-    actions.record(layout, job, "maintenance_lock", "acquired", actor=actor, runbook_id=runbook_id,
-                   details={"reason": reason})
+    if journal:
+        actions.record(layout, job, "maintenance_lock", "acquired", actor=actor, runbook_id=runbook_id,
+                       details={"reason": reason})
     return lock
 
 
-def release(layout: Layout, job: str, *, runbook_id: str, actor: str) -> MaintenanceLock | None:
+def release(layout: Layout, job: str, *, runbook_id: str, actor: str, journal: bool = True) -> MaintenanceLock | None:
     """Release the lock held by `runbook_id`; None if no lock was held. Refuses another runbook's lock."""
     store = ControlStore(layout, job)
     with store.critical():
@@ -76,6 +79,7 @@ def release(layout: Layout, job: str, *, runbook_id: str, actor: str) -> Mainten
             raise StateOpsError(f"{job}: the maintenance lock is held by {held.describe()}, not by runbook "
                                 f"{runbook_id}. Fix: pass --runbook-id {held.runbook_id} to release it")
         store.remove(RECORD)
-    actions.record(layout, job, "maintenance_lock", "released", actor=actor, runbook_id=runbook_id,
-                   details={"held_since": held.since, "held_by": held.actor, "reason": held.reason})
+    if journal:
+        actions.record(layout, job, "maintenance_lock", "released", actor=actor, runbook_id=runbook_id,
+                       details={"held_since": held.since, "held_by": held.actor, "reason": held.reason})
     return held

@@ -58,6 +58,34 @@ def _digest(fs, path: str) -> tuple[int, str]:
     return size, sha.hexdigest()
 
 
+def digest(url: str) -> tuple[int, str] | None:
+    """(size, sha256) of the file at `url`, None when there is none."""
+    fs, path = filesystem(url)
+    try:
+        return _digest(fs, path)
+    except FileNotFoundError:
+        return None
+
+
+def copy_file(source: str, dest: str) -> tuple[int, str]:
+    """Copy one file (its folder created), checksumming the bytes as they are read, server-side within one object
+    store (the sum then read from the source); returns (size, sha256) of the source."""
+    src_fs, src = filesystem(source)
+    dst_fs, dst = filesystem(dest)
+    if one_store(source, dest):
+        found = _digest(src_fs, src)
+        src_fs.copy(src, dst)
+        return found
+    dst_fs.makedirs(posixpath.dirname(dst), exist_ok=True)
+    sha, size = hashlib.sha256(), 0
+    with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
+        while chunk := reader.read(_CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+            writer.write(chunk)
+    return size, sha.hexdigest()
+
+
 def listing(root: str) -> list[FileEntry]:
     fs, _ = filesystem(root)
     entries = []
@@ -70,25 +98,10 @@ def listing(root: str) -> list[FileEntry]:
 def copy_tree(source: str, dest: str) -> list[FileEntry]:
     """Copy every file of `source` into `dest` (created), checksumming the bytes as they are read; within one
     object store the checksum reads the source and the store copies it (server-side; see the module doc)."""
-    src_fs, _ = filesystem(source)
-    dst_fs, dst = filesystem(dest)
-    server_side = one_store(source, dest)
     entries = []
-    for rel, path in _files(source):
-        target = posixpath.join(dst, rel)
-        if server_side:
-            size, sha = _digest(src_fs, path)
-            src_fs.copy(path, target)
-            entries.append(FileEntry(rel, size, sha))
-            continue
-        dst_fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        sha, size = hashlib.sha256(), 0
-        with src_fs.open(path, "rb") as reader, dst_fs.open(target, "wb") as writer:
-            while chunk := reader.read(_CHUNK):
-                sha.update(chunk)
-                size += len(chunk)
-                writer.write(chunk)
-        entries.append(FileEntry(rel, size, sha.hexdigest()))
+    for rel, _path in _files(source):
+        size, sha = copy_file(posixpath.join(source.rstrip("/"), rel), posixpath.join(dest.rstrip("/"), rel))
+        entries.append(FileEntry(rel, size, sha))
     return entries
 
 

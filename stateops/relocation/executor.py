@@ -1,0 +1,359 @@
+"""A home move, acted: a runbook of its own, journaled in the new home and resumable (run it again: what is done is
+skipped, a file copied and verified is not copied again).
+
+  lock     every job's maintenance lock, in the old home and the new one (refused, before anything, when a job runs
+           and `stop` was not asked; asked: the run is stopped first and its lease awaited)
+  copy     every planned file through the storage layer, checksummed as read and verified by reading the copy back;
+           the files that name the old home are written rewritten (the file source's logs, ops/ JSON records)
+  rewrite  the ops tables' path columns in the copy (a Delta update), archive manifests' sums of rewritten files, and
+           one `home_move` row in the new home's actions
+  verify   each checkpoint restarts at the new home reading only new files (every landing file there is in its file
+           source's log, under the new home's name, none under the old); every Delta table has the old one's
+           version and rows (ops tables whose paths were rewritten: one version more); the deep audits agree
+           (`audit`, the Spark side: stateops.jobs.runtime.relocation)
+  mark     MOVED.json in the old home (stateops.relocation.marker): from now on it refuses every command
+  unlock   the maintenance locks released (a control folder the move created in the old home removed with it)
+
+The old home is never changed otherwise: the locks are journaled in the move's own journal, not in its actions table,
+and nothing is copied back. Until the user deletes it, it is the rollback; a move stopped half-way leaves the old home
+working (its locks held: run the move again to finish it, or release them with `stateops jobs unlock`).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from deltalake import DeltaTable
+
+from stateops import actions
+from stateops.control import current_lease, maintenance, request_stop, wait_released
+from stateops.control.settings import ControlSettings
+from stateops.delta import open_table
+from stateops.errors import OperationFailed
+from stateops.faults import fault_point
+from stateops.layout import Layout
+from stateops.storage import entry_log_at, exists, filesystem, find_files, lock_at
+from stateops.storage.aws import storage_options
+from stateops.storage.copies import copy_file, digest, remove_tree
+
+from stateops.relocation import marker
+from stateops.relocation.plan import MovePlan, MoveRefused
+from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG, json_column_update, pairs,
+                                         path_column_update, rewrite_source_log, rewrite_text, spark_form)
+
+STEPS = ("lock", "copy", "rewrite", "verify", "mark", "unlock")
+JOURNAL_LOCK_TTL = 60.0
+
+
+class MoveFailed(OperationFailed):
+    """A step of the move failed (exit code 1); run the move again to resume it."""
+
+
+@dataclass
+class Progress:
+    """What the copy has done so far, for the terminal (`report`) and the journal."""
+
+    files: int
+    bytes: int
+    done_files: int = 0
+    done_bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done_bytes / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        return (self.bytes - self.done_bytes) / self.rate if self.rate else None
+
+
+def move_dir(home: str, move_id: str) -> str:
+    return posixpath.join(home.rstrip("/"), "ops", "_move", move_id)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Move:
+    """The move of `plan` for the jobs `jobs` (name -> checkpoint path, those the catalog knows)."""
+
+    def __init__(self, plan: MovePlan, jobs: list[str], *, settings: ControlSettings, actor: str, stop: bool,
+                 report: Callable[[str, dict[str, Any]], None],
+                 audit: Callable[[Layout, Layout], list[str]] | None = None):
+        self.plan, self.jobs, self.settings, self.actor, self.stop = plan, jobs, settings, actor, stop
+        self.report, self.audit = report, audit
+        self.old, self.new = Layout(plan.old), Layout(plan.new)
+        self.mapping = pairs(plan.old, plan.new)
+        self.directory = move_dir(plan.new, plan.move_id)
+        self.journal = entry_log_at(self.directory, "journal")
+        self.runbook_id = f"move-{plan.move_id}"
+
+    # --- the journal ---
+
+    def _entries(self) -> list[dict[str, Any]]:
+        return self.journal.read()
+
+    def _done(self, step: str) -> dict[str, Any] | None:
+        return next((e for e in self._entries() if e["step"] == step and e["phase"] == "done"), None)
+
+    def _note(self, step: str, phase: str, **details: Any) -> None:
+        entries = self._entries()
+        entry = {"step": step, "phase": phase, "at": _now(), **details}
+        if not self.journal.append(len(entries), json.dumps(entry, default=str)):
+            raise MoveFailed(f"{self.directory}: another process wrote this move's journal; nothing more was done. "
+                             "Fix: let that one finish, or run the move again once it ended")
+        self.report(step, {"phase": phase, **details})
+
+    # --- the run ---
+
+    def run(self) -> dict[str, Any]:
+        """Every step not done yet, in order; the move's summary."""
+        done = marker.moved(self.plan.old)
+        if done is not None and done.move_id != self.plan.move_id:
+            raise MoveRefused(f"{self.plan.old} was moved to {done.to} already (move {done.move_id})")
+        lock = lock_at(posixpath.join(self.directory, ".move.lock"), ttl=JOURNAL_LOCK_TTL, heartbeat=True,
+                       name="home move lock")
+        try:
+            lock.acquire({"move_id": self.plan.move_id, "actor": self.actor, "since": _now()})
+        except Exception as err:  # noqa: BLE001 - LockBusy and the store's own errors alike: one line
+            raise MoveRefused(f"the move {self.plan.move_id} is being run by another process ({err})") from None
+        try:
+            if not self._entries():
+                self._note("plan", "done", files=len(self.plan.files), bytes=self.plan.bytes,
+                           rewrites={k: len(v) for k, v in self.plan.rewrites.items()})
+            for step in STEPS:
+                if self._done(step):
+                    continue
+                self._note(step, "started")
+                details = getattr(self, f"_{step}")() or {}
+                self._note(step, "done", **details)
+                fault_point("move.after_step", step=step)
+        finally:
+            lock.release()
+        return {"move_id": self.plan.move_id, "from": self.plan.old, "to": self.plan.new,
+                "files": len(self.plan.files), "bytes": self.plan.bytes}
+
+    def _lock(self) -> dict[str, Any]:
+        pre = self._done("lock")
+        created = pre["created_control"] if pre else []
+        for job in self.jobs:
+            holder = current_lease(self.old, job)
+            if holder is not None and holder.stale_reason(self.settings) is None:
+                if not self.stop:
+                    raise MoveRefused(f"job {job} started running ({holder.describe()}): a home moves with its jobs "
+                                      "stopped. Fix: add --stop (the run stops after its batch in flight), or stop it: "
+                                      f"stateops jobs stop {job} --wait 120; then run the move again")
+                request_stop(self.old, job, actor=self.actor, reason=f"home move {self.plan.move_id}",
+                             settings=self.settings)
+                if not wait_released(self.old, job, holder.lease_id, self.settings.stop_grace_seconds + 120,
+                                     settings=self.settings):
+                    raise MoveFailed(f"job {job} did not stop; nothing was copied. Fix: check the run "
+                                     f"({holder.describe()}), then run the move again")
+            control = posixpath.join(self.old.ops_dir(job), "control")
+            if not exists(control) and control not in created:
+                created.append(control)
+            for layout in (self.old, self.new):
+                maintenance.acquire(layout, job, runbook_id=self.runbook_id, actor=self.actor,
+                                    reason=f"home move {self.plan.old} -> {self.plan.new}", journal=False)
+        return {"jobs": self.jobs, "created_control": created}
+
+    def _copy(self) -> dict[str, Any]:
+        progress = Progress(len(self.plan.files), self.plan.bytes)
+        rewritten = {rel for kind_ in ("file source logs", "JSON records") for rel in self.plan.rewrites.get(kind_, [])}
+        last = 0.0
+        for rel, size in self.plan.files:
+            source, dest = posixpath.join(self.plan.old, rel), posixpath.join(self.plan.new, rel)
+            if rel in rewritten:
+                self._write_rewritten(rel, source, dest)
+            else:
+                expected = digest(dest)
+                if expected is None or expected != digest(source):
+                    sums = copy_file(source, dest)
+                    if digest(dest) != sums:
+                        raise MoveFailed(f"the copy of {rel} does not match its source's sum; nothing was marked. Fix: "
+                                         "run the move again (it copies that file again)")
+            progress.done_files += 1
+            progress.done_bytes += size
+            fault_point("move.copied", file=progress.done_files)
+            if time.monotonic() - last > 0.5 or progress.done_files == progress.files:
+                last = time.monotonic()
+                self.report("copy", {"phase": "progress", "files": progress.done_files, "of_files": progress.files,
+                                     "bytes": progress.done_bytes, "of_bytes": progress.bytes,
+                                     "bytes_per_second": round(progress.rate),
+                                     "seconds_left": None if progress.seconds_left is None else
+                                     round(progress.seconds_left, 1)})
+        return {"files": progress.done_files, "bytes": progress.done_bytes}
+
+    def _write_rewritten(self, rel: str, source: str, dest: str) -> None:
+        src_fs, src = filesystem(source)
+        dst_fs, dst = filesystem(dest)
+        with src_fs.open(src, "r") as handle:
+            text = handle.read()
+        if SOURCE_LOG.search(rel):
+            text = self._source_log(text)
+        elif rel.endswith(".jsonl"):
+            text = "\n".join(rewrite_text(line, self.mapping) if line.strip() else line for line in text.split("\n"))
+        else:
+            text = rewrite_text(text, self.mapping)
+        dst_fs.makedirs(posixpath.dirname(dst), exist_ok=True)
+        with dst_fs.open(dst, "w") as handle:
+            handle.write(text)
+
+    def _source_log(self, text: str) -> str:
+        """The file source's log rewritten; another source's log (Kafka's initial offsets) is left as it is."""
+        try:
+            return rewrite_source_log(text, self.mapping)[0]
+        except (ValueError, KeyError, TypeError):
+            return text
+
+    def _rewrite(self) -> dict[str, Any]:
+        updated = {}
+        for table in self.plan.rewrites.get("ops table columns", []):
+            name = table.split("/")[-1]
+            uri = posixpath.join(self.plan.new, table)
+            found = open_table(uri)
+            if found is None:
+                continue
+            if name in PATH_COLUMNS:
+                column = PATH_COLUMNS[name]
+                values = found.to_pyarrow_table(columns=[column]).column(column).unique().to_pylist()
+                expression = path_column_update(column, values, self.mapping)
+            else:
+                column = JSON_COLUMNS[name]
+                expression = json_column_update(column, self.mapping)
+            if expression is None:
+                continue
+            olds = " OR ".join(f"strpos({column}, {_literal(old)}) > 0" for old, _new in self.mapping)
+            result = DeltaTable(uri, storage_options=storage_options(uri)).update(updates={column: expression},
+                                                                                   predicate=olds)
+            updated[table] = result.get("num_updated_rows", 0)
+        sums = self._archive_sums()
+        actions.record(self.new, "_home", "home_move", "done", actor=self.actor, runbook_id=self.runbook_id,
+                       details={"from": self.plan.old, "to": self.plan.new, "move_id": self.plan.move_id,
+                                "files": len(self.plan.files), "bytes": self.plan.bytes})
+        return {"ops_tables": updated, "archive_manifests": sums}
+
+    def _archive_sums(self) -> int:
+        """Archive manifests whose checkpoint copy holds a rewritten file source log: their sums updated."""
+        changed = 0
+        logs = [rel for rel in self.plan.rewrites.get("file source logs", []) if "/archives/" in rel]
+        by_manifest: dict[str, list[str]] = {}
+        for rel in logs:
+            head, _, inside = rel.partition("/checkpoint/")
+            by_manifest.setdefault(f"{head}/manifest.json", []).append(inside)
+        for manifest_rel, inside in by_manifest.items():
+            path = posixpath.join(self.plan.new, manifest_rel)
+            fs, p = filesystem(path)
+            if not fs.exists(p):
+                continue
+            with fs.open(p, "r") as handle:
+                found = json.load(handle)
+            entries = {entry["path"]: entry for entry in found.get("files", [])}
+            for rel in inside:
+                if rel in entries:
+                    size, sha = digest(posixpath.join(self.plan.new, manifest_rel.rsplit("/", 1)[0], "checkpoint",
+                                                      rel))
+                    entries[rel].update(size=size, sha256=sha)
+            with fs.open(p, "w") as handle:
+                json.dump(found, handle, indent=1, sort_keys=True)
+            changed += 1
+        return changed
+
+    def _verify(self) -> dict[str, Any]:
+        problems = self._restart_problems() + self._table_problems()
+        if self.audit is not None:
+            problems += self.audit(self.old, self.new)
+        if problems:
+            raise MoveFailed(f"the copy at {self.plan.new} does not verify ({len(problems)} problems: "
+                             f"{'; '.join(problems[:3])}); the old home was not marked and stays in use. Fix: see the "
+                             f"journal {self.directory}, then run the move again")
+        return {"checked": "restart, tables" + (", deep audits" if self.audit else "")}
+
+    def _restart_problems(self) -> list[str]:
+        """Each checkpoint restarts at the new home reading only files that are new: every landing file its file
+        source log had read at the old home is in its log at the new home under the new home's name (else Spark
+        would read it again), and no log names the old home any more."""
+        problems = []
+        old_logs, new_logs = _source_logs(self.plan.old), _source_logs(self.plan.new)
+        old_forms = [old for old, _ in self.mapping]
+        for checkpoint, recorded in sorted(new_logs.items()):
+            stale = sorted(p for p in recorded if any(p.startswith(form + "/") for form in old_forms))
+            if stale:
+                problems.append(f"{checkpoint}: its file source log still names the old home ({stale[0]})")
+            read_before = old_logs.get(checkpoint, set())
+            for source in sorted(_names(posixpath.join(self.plan.old, "landing"), folders=True)):
+                for name in _names(posixpath.join(self.plan.old, "landing", source)):
+                    was = spark_form(posixpath.join(self.plan.old, "landing", source, name))
+                    now = spark_form(posixpath.join(self.plan.new, "landing", source, name))
+                    if was in read_before and now not in recorded:
+                        problems.append(f"{checkpoint}: its next batch would read {now} again")
+        return problems
+
+    def _table_problems(self) -> list[str]:
+        problems = []
+        rewritten = set(self.plan.rewrites.get("ops table columns", []))
+        for table in self.plan.tables:
+            old, new = open_table(posixpath.join(self.plan.old, table)), open_table(posixpath.join(self.plan.new, table))
+            if old is None or new is None:
+                problems.append(f"{table}: {'missing at the new home' if new is None else 'unreadable'}")
+                continue
+            extra = 1 if table in rewritten and new.version() > old.version() else 0
+            if new.version() != old.version() + extra or new.count() != old.count():
+                problems.append(f"{table}: version {new.version()} and {new.count()} rows, the old home's "
+                                f"{old.version()} and {old.count()}")
+        return problems
+
+    def _mark(self) -> None:
+        marker.mark(self.plan.old, self.plan.new, self.plan.move_id, _now())
+
+    def _unlock(self) -> dict[str, Any]:
+        created = (self._done("lock") or {}).get("created_control", [])
+        for job in self.jobs:
+            for layout in (self.old, self.new):
+                maintenance.release(layout, job, runbook_id=self.runbook_id, actor=self.actor, journal=False)
+        for control in created:  # the old home as it was: no control folder where none was
+            remove_tree(control)
+        return {"jobs": self.jobs}
+
+
+def _names(folder: str, folders: bool = False) -> list[str]:
+    """The names of the files (or the folders) in `folder`."""
+    fs, path = filesystem(folder)
+    try:
+        found = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return []
+    return sorted(posixpath.basename(info["name"].rstrip("/")) for info in found
+                  if (info["type"] == "directory") == folders)
+
+
+def _source_logs(home: str) -> dict[str, set[str]]:
+    """checkpoint (relative to the home) -> every path its file source logs name."""
+    fs, base = filesystem(home)
+    base = base.rstrip("/")
+    recorded: dict[str, set[str]] = {}
+    for path in find_files(fs, posixpath.join(base, "checkpoints")):
+        rel = path[len(base) + 1:]
+        if not SOURCE_LOG.search(rel):
+            continue
+        with fs.open(path, "r") as handle:
+            lines = handle.read().split("\n")[1:]
+        for line in lines:
+            try:
+                entry = json.loads(line) if line.strip() else None
+            except ValueError:
+                entry = None
+            if isinstance(entry, dict) and "path" in entry:
+                recorded.setdefault(rel.split("/sources/")[0], set()).add(entry["path"])
+    return recorded
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"

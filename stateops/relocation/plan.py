@@ -1,0 +1,238 @@
+"""The plan of a home move, as data: what is copied (files and bytes per job and root), what is rewritten because it
+names the old home, what is left behind and why, how long the copy takes at the rate measured now, and why the move
+would be refused. Making it reads the old home and lists the destination; it writes nothing anywhere.
+
+What a move copies: every file of the home but
+  dagster/                  the Dagster instance (SQLite on local disk: it cannot live in a bucket; keep DAGSTER_HOME)
+  ops/<job>/control/        the control records (lease, stop request, maintenance lock: transient, per home)
+  ops/_retention/locks/     retention's locks (transient)
+  ops/_move/                a move's own journal (it lives in the destination)
+  *.crc, into a bucket      Hadoop's checksum sidecars of local files (S3A reads none); a rewritten file's own
+                            sidecar is left behind everywhere (it would not match)
+What it rewrites in the copy: the file source's logs in checkpoints and in archived checkpoints (rewrite.SOURCE_LOG),
+the JSON files under ops/ (archive manifests, runbook journals), and the ops tables' path columns (rewrite.PATH_COLUMNS,
+rewrite.JSON_COLUMNS).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from stateops.errors import StateOpsError
+from stateops.layout import Layout
+from stateops.storage import LOCAL, S3, filesystem, find_files, kind
+
+from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG
+
+RATE_SAMPLE_BYTES = 16 << 20  # read this much of the largest files to measure the copy rate
+
+
+class MoveRefused(StateOpsError):
+    """The move cannot be made as asked: nothing was done (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One root of the home as the plan reports it: e.g. ("checkpoint", "user_activity")."""
+
+    root: str
+    name: str
+    files: int
+    bytes: int
+
+
+@dataclass
+class MovePlan:
+    move_id: str
+    old: str
+    new: str
+    files: list[tuple[str, int]]                 # (path relative to the home, size): what is copied
+    rewrites: dict[str, list[str]]               # kind -> relative paths rewritten in the copy
+    tables: list[str]                            # Delta tables (relative), whose versions and rows are compared
+    skipped: list[tuple[str, int, str]]          # (relative path, size, why)
+    running: list[str]                           # jobs holding a live lease now
+    refusals: list[str]
+    rate_bytes_per_second: float | None
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    @property
+    def estimate_seconds(self) -> float | None:
+        return self.bytes / self.rate_bytes_per_second if self.rate_bytes_per_second else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"move_id": self.move_id, "from": self.old, "to": self.new, "files": len(self.files),
+                "bytes": self.bytes, "parts": [asdict(p) for p in self.parts],
+                "rewrites": {k: len(v) for k, v in self.rewrites.items()}, "tables": self.tables,
+                "skipped": [{"path": p, "bytes": s, "why": w} for p, s, w in self.skipped],
+                "running": self.running, "refusals": self.refusals,
+                "rate_bytes_per_second": self.rate_bytes_per_second, "estimate_seconds": self.estimate_seconds}
+
+    def render(self) -> str:
+        """The plan for a terminal."""
+        lines = [f"move {self.move_id}: {self.old} -> {self.new}",
+                 f"  copy {len(self.files):,} files, {_mib(self.bytes)}"
+                 + (f", about {self.estimate_seconds:.0f} s at {_mib(self.rate_bytes_per_second)}/s (read rate "
+                    "measured now)" if self.estimate_seconds is not None else "")]
+        for part in self.parts:
+            lines.append(f"    {part.root:22} {part.name:24} {part.files:7,} files {_mib(part.bytes):>12}")
+        lines.append("  rewrite in the copy (they name the old home): " + (", ".join(
+            f"{len(v)} {k}" for k, v in self.rewrites.items() if v) or "nothing"))
+        left = {}
+        for _path, size, why in self.skipped:
+            files, total = left.get(why, (0, 0))
+            left[why] = (files + 1, total + size)
+        for why, (files, total) in left.items():
+            lines.append(f"  not copied: {files} files, {_mib(total)}: {why}")
+        if self.running:
+            lines.append(f"  running now: {', '.join(self.running)} (stopped first with --stop)")
+        for refusal in self.refusals:
+            lines.append(f"  REFUSED: {refusal}")
+        return "\n".join(lines)
+
+
+def _mib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.1f} MiB"
+
+
+def move_id(old: str, new: str) -> str:
+    """One id per (old, new): the same move asked again resumes it."""
+    return hashlib.sha256(f"{old.rstrip('/')}\n{new.rstrip('/')}".encode()).hexdigest()[:12]
+
+
+# (what, why) of every path the move leaves behind, by its place in the home
+def _skip_reason(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
+    parts = rel.split("/")
+    if parts[0] == "dagster":
+        return "the Dagster instance (dagster/): SQLite on local disk; keep DAGSTER_HOME where it is"
+    if parts[0] == "ops" and len(parts) > 2 and parts[2] == "control":
+        return "control records (lease, stop request, maintenance lock): per home, made by the next run"
+    if parts[:3] == ["ops", "_retention", "locks"] or parts[:2] == ["ops", "_move"]:
+        return "locks and journals of this home's own operations"
+    if rel == "MOVED.json":
+        return "the mark of an earlier move"
+    name = parts[-1]
+    if name.endswith(".crc") and name.startswith("."):
+        if to_bucket:
+            return "Hadoop's checksum sidecars (S3A reads none)"
+        sidecar_of = posixpath.join(*parts[:-1], name[1:-len(".crc")]) if len(parts) > 1 else name[1:-4]
+        if sidecar_of in rewritten:
+            return "Hadoop's checksum sidecars of rewritten files (they would not match)"
+    return None
+
+
+def _root(rel: str) -> tuple[str, str]:
+    """(root, name) a file belongs to, for the plan's report."""
+    parts = rel.split("/")
+    if parts[0] == "landing":
+        return "landing", parts[1] if len(parts) > 2 else "(files)"
+    if parts[0] == "checkpoints":
+        return ("dead-letter checkpoint", parts[2]) if parts[1] == "_deadletter" else ("checkpoint", parts[1])
+    if parts[0] == "tables":
+        return "table", parts[1]
+    if parts[:2] == ["ops", "tables"]:
+        return "ops table", parts[2]
+    if parts[0] == "ops" and len(parts) > 2 and parts[2] == "archives":
+        return "archives", parts[1]
+    if parts[0] == "ops":
+        return "ops", parts[1]
+    return "other", parts[0]
+
+
+def _rewrite_kind(rel: str) -> str | None:
+    parts = rel.split("/")
+    if SOURCE_LOG.search(rel) and ("checkpoints" in parts[:1] or "archives" in parts):
+        return "file source logs"
+    if parts[0] == "ops" and parts[1] != "tables" and (rel.endswith(".json") or rel.endswith(".jsonl")) \
+            and "_delta_log" not in parts:
+        return "JSON records"
+    return None
+
+
+def _tables(files: list[str]) -> list[str]:
+    found = {rel.split("/_delta_log/")[0] for rel in files if "/_delta_log/" in rel}
+    return sorted(found)
+
+
+def _read_rate(fs, paths: list[tuple[str, int]]) -> float | None:
+    """Bytes per second reading up to RATE_SAMPLE_BYTES of the largest files (a read only)."""
+    budget, read, started = RATE_SAMPLE_BYTES, 0, time.perf_counter()
+    for path, _size in sorted(paths, key=lambda item: -item[1]):
+        if budget <= 0:
+            break
+        with fs.open(path, "rb") as handle:
+            chunk = handle.read(min(budget, 4 << 20))
+        read += len(chunk)
+        budget -= len(chunk)
+    elapsed = time.perf_counter() - started
+    return read / elapsed if read and elapsed > 0 else None
+
+
+def _destination_in_use(old: str, new: str) -> str | None:
+    """Why `new` cannot receive the home: it holds files, and none of them is this move's journal."""
+    fs, base = filesystem(new)
+    if not fs.exists(base):
+        return None
+    files = [path for path in find_files(fs, base) if not path.endswith("/")]
+    ours = posixpath.join(base.rstrip("/"), "ops", "_move", move_id(old, new), "journal")
+    if files and not any(path.startswith(ours) for path in files):
+        return (f"{new} holds {len(files)} files already: a home moves into an empty folder or prefix. Fix: choose "
+                "another, or empty it")
+    return None
+
+
+def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], stop: bool = False) -> MovePlan:
+    """The plan of moving `layout`'s home to `new` (see the module doc). `running`: jobs holding a live lease (a
+    refusal unless `stop`); `outside`: jobs whose configured checkpoint or archives lie outside the home (the move
+    cannot take them)."""
+    old = layout.home.rstrip("/")
+    new = new.rstrip("/") if "://" in new else os.path.abspath(new)
+    refusals = []
+    if kind(new) not in (LOCAL, S3):
+        refusals.append(f"{new}: a home lives on a local or POSIX path or on S3 (s3://, s3a://)")
+    elif kind(old) == kind(new) and ((new + "/").startswith(old + "/") or (old + "/").startswith(new + "/")):
+        refusals.append(f"{new} and {old} overlap: the new home must lie outside the old one, and around it")
+    else:
+        refusals += [why for why in (_destination_in_use(old, new),) if why]
+    if running and not stop:
+        refusals.append(f"{', '.join(running)} {'is' if len(running) == 1 else 'are'} running: a home moves with its "
+                        "jobs stopped. Fix: add --stop (each run stops after its batch in flight), or stop them: "
+                        f"stateops jobs stop {running[0]} --wait 120")
+    refusals += [f"job {job}: its checkpoint or archives are configured outside the home; a home move takes "
+                 "the home only. Fix: move them into the home first, or leave the job's setting pointing there"
+                 for job in outside]
+    fs, base = filesystem(old)
+    listed = find_files(fs, base)
+    everything = sorted((posixpath.relpath(path, base.rstrip("/")), int(info.get("size") or 0), path)
+                        for path, info in listed.items() if not path.endswith("/"))
+    rewrites: dict[str, list[str]] = {"file source logs": [], "JSON records": []}
+    for rel, _size, _path in everything:
+        found = _rewrite_kind(rel)
+        if found:
+            rewrites[found].append(rel)
+    rewritten = {rel for rels in rewrites.values() for rel in rels}
+    to_bucket = kind(new) == S3
+    files, skipped, parts = [], [], {}
+    for rel, size, _path in everything:
+        why = _skip_reason(rel, to_bucket, rewritten)
+        if why:
+            skipped.append((rel, size, why))
+            continue
+        files.append((rel, size))
+        key = _root(rel)
+        count, total = parts.get(key, (0, 0))
+        parts[key] = (count + 1, total + size)
+    tables = _tables([rel for rel, _ in files])
+    rewrites["ops table columns"] = [table for table in tables if table.split("/")[-1] in
+                                     {**PATH_COLUMNS, **JSON_COLUMNS} and table.startswith("ops/tables/")]
+    plan = MovePlan(move_id(old, new), old, new, files, rewrites, tables, skipped, running, refusals,
+                    _read_rate(fs, [(path, size) for _rel, size, path in everything]),
+                    [Part(root, name, count, total) for (root, name), (count, total) in sorted(parts.items())])
+    return plan
