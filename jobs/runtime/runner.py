@@ -39,6 +39,7 @@ from stateops.control import HeldLease
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from stateops.relocation.placement import check_placement
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
 
@@ -103,6 +104,9 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
     checkpoints = (spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name))
+    check_placement(spec.name, list(checkpoints), [layout.landing(i.name) for i in spec.inputs] if
+                    spec.source == "json" else [], layout.table(spec.sink_table),
+                    by_runbook=lease.lease.runbook_id is not None)
     sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoints[0], spec.merge_keys, use_jvm=use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
                      time_column=spec.output_time_column)

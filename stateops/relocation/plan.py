@@ -107,8 +107,9 @@ def move_id(old: str, new: str) -> str:
     return hashlib.sha256(f"{old.rstrip('/')}\n{new.rstrip('/')}".encode()).hexdigest()[:12]
 
 
-# (what, why) of every path the move leaves behind, by its place in the home
-def _skip_reason(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
+
+def left_behind(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
+    """Why the move leaves the file `rel` (relative to the home) behind, None when it copies it."""
     parts = rel.split("/")
     if parts[0] == "dagster":
         return "the Dagster instance (dagster/): SQLite on local disk; keep DAGSTER_HOME where it is"
@@ -221,7 +222,7 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     to_bucket = kind(new) == S3
     files, skipped, parts = [], [], {}
     for rel, size, _path in everything:
-        why = _skip_reason(rel, to_bucket, rewritten)
+        why = left_behind(rel, to_bucket, rewritten)
         if why:
             skipped.append((rel, size, why))
             continue
@@ -229,6 +230,8 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
         key = _root(rel)
         count, total = parts.get(key, (0, 0))
         parts[key] = (count + 1, total + size)
+    copied = {rel for rel, _ in files}
+    rewrites = {kind_: [rel for rel in rels if rel in copied] for kind_, rels in rewrites.items()}
     tables = _tables([rel for rel, _ in files])
     rewrites["ops table columns"] = [table for table in tables if table.split("/")[-1] in
                                      {**PATH_COLUMNS, **JSON_COLUMNS} and table.startswith("ops/tables/")]

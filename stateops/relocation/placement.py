@@ -1,0 +1,84 @@
+"""A job's checkpoint and landing folders where its config puts them now, against where its checkpoint says they were:
+checked before every run, so that moving one of them by hand or by config is refused in one line naming the move
+command, instead of Spark's `Wrong basePath` or a silent re-read of every input file into the table.
+
+- Landing moved (a changed landing path, a home copied with `cp -a`): the file source's log names each file it read by
+  its absolute URL; files under another folder than the job's landing now mean the input moved without the log.
+- Checkpoint moved (a changed `checkpoint` setting, nothing copied there): a new checkpoint reads all input again,
+  and its query's new id writes it into the table a second time; refused while the table holds output, unless a
+  runbook starts the run (a rebuild makes a new checkpoint on purpose, with its own replay rules).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+
+from stateops.delta import open_table
+from stateops.errors import StateOpsError
+from stateops.storage import exists, filesystem
+
+from stateops.relocation.rewrite import spark_form
+
+MOVE = "stateops home move --to URL"
+
+
+class Misplaced(StateOpsError):
+    """A job's checkpoint or landing is not where its checkpoint recorded it: nothing was run (exit code 2)."""
+
+
+def _newest_log(folder: str) -> str | None:
+    """The newest file of one file source's log (`<batch>` or `<batch>.compact`)."""
+    fs, path = filesystem(folder)
+    try:
+        names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
+    except FileNotFoundError:
+        return None
+    batches = [(int(name.split(".")[0]), name) for name in names if name.split(".")[0].isdigit()]
+    return posixpath.join(folder, max(batches)[1]) if batches else None
+
+
+def recorded_folders(checkpoint: str) -> set[str]:
+    """The folders the checkpoint's file sources read their newest files from (as Spark names them)."""
+    fs, path = filesystem(posixpath.join(checkpoint, "sources"))
+    try:
+        sources = [p.rstrip("/") for p in fs.ls(path, detail=False)]
+    except FileNotFoundError:
+        return set()
+    folders = set()
+    for source in sources:
+        newest = _newest_log(posixpath.join(checkpoint, "sources", posixpath.basename(source)))
+        if newest is None:
+            continue
+        log_fs, log_path = filesystem(newest)
+        with log_fs.open(log_path, "r") as handle:
+            lines = handle.read().split("\n")[1:]
+        for line in lines:
+            try:
+                entry = json.loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and "path" in entry:  # a file source (Kafka's log holds offsets)
+                folders.add(entry["path"].rsplit("/", 1)[0])
+    return folders
+
+
+def check_placement(job: str, checkpoints: list[str], landings: list[str], table: str, by_runbook: bool) -> None:
+    """Refuse (Misplaced) a run whose checkpoints record input folders other than `landings`, or, outside a
+    runbook, whose stateful checkpoint (`checkpoints[0]`) is missing while its `table` holds output."""
+    expected = {spark_form(landing) for landing in landings}
+    for checkpoint in checkpoints:
+        if not exists(checkpoint):
+            continue
+        moved = sorted(recorded_folders(checkpoint) - expected)
+        if moved:
+            raise Misplaced(
+                f"job {job}: its checkpoint {checkpoint} read its input from {moved[0]}, but its landing is now "
+                f"{', '.join(sorted(landings))}: input moved without its checkpoint's log would fail (Wrong basePath) "
+                f"or be read again; nothing was run. Fix: move the whole home with `{MOVE}` (it rewrites the log), "
+                "or put the landing back")
+    table_found = open_table(table)
+    if not by_runbook and not exists(checkpoints[0]) and table_found is not None and table_found.count() > 0:
+        raise Misplaced(
+            f"job {job}: no checkpoint at {checkpoints[0]}, but its table {table} holds the output of an earlier one: "
+            "a new checkpoint would read all input again into it; nothing was run. Fix: if the checkpoint moved, point "
+            f"`checkpoint` at it (a whole home moves with `{MOVE}`); to start the job over, remove {table} too")
