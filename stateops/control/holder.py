@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from datetime import datetime, timezone
 
 from stateops import actions
 from stateops.errors import StateOpsError
@@ -101,8 +102,8 @@ class HeldLease:
             if self.lost is not None:
                 return
             self.lost = LeaseLostError(self.lease, holder)
-        log.warning("%s: run %s lost its lease (%s); writing nothing more", self.lease.job, self.lease.run_id,
-                    f"now held by {holder.describe()}" if holder else "the record is gone")
+        log.warning("%s: run %s lost its lease at %s (%s); writing nothing more", self.lease.job, self.lease.run_id,
+                    datetime.now(timezone.utc).isoformat(timespec="milliseconds"), f"now held by {holder.describe()}" if holder else "the record is gone")
         threading.Thread(target=self._call_back, name=f"stateops-lease-lost-{self.lease.job}", daemon=True).start()
 
     def _call_back(self) -> None:
@@ -142,10 +143,13 @@ class HeldLease:
         return stop.pending(self.store, self.lease.lease_id)
 
     def release(self) -> None:
-        """Stop heartbeating; remove the lease and its stop request, unless another run holds it now."""
+        """Stop heartbeating; remove the lease and its stop request, unless another run holds it now (a lease found
+        lost is left alone: its holder writes nothing more)."""
         self._done.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.settings.heartbeat_seconds + 10)
+        if self.lost is not None:  # another run holds it now: nothing of this one's to remove, nothing written
+            return
         with self.store.critical():  # the request first: whoever sees the lease gone sees no request
             if stop.pending(self.store, self.lease.lease_id) is not None:
                 self.store.remove(stop.RECORD)

@@ -107,7 +107,6 @@ def move_id(old: str, new: str) -> str:
     return hashlib.sha256(f"{old.rstrip('/')}\n{new.rstrip('/')}".encode()).hexdigest()[:12]
 
 
-
 def left_behind(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
     """Why the move leaves the file `rel` (relative to the home) behind, None when it copies it."""
     parts = rel.split("/")

@@ -299,3 +299,17 @@ def fetched_jars_copy(tmp_path):
     dest = tmp_path / "jars"
     shutil.copytree(source.path, dest)
     return dest
+
+
+@pytest.fixture
+def fence_bucket(request, monkeypatch):
+    """A factory of fresh versioned buckets on the worker's S3 API server, for the fence trials: (boto3 client with
+    `.bucket`, the AWS_* environment); the server starts only for a trial that asks for a bucket."""
+    from tests.support.servers.moto import fresh_bucket
+
+    def make():
+        env = request.getfixturevalue("s3_env")
+        monkeypatch.setenv("AWS_ALLOW_HTTP", "true")  # delta-rs read by the checks without storage options
+        return fresh_bucket(env, monkeypatch, "fence", versioned=True), env
+
+    return make

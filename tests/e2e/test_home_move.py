@@ -1,0 +1,93 @@
+"""Moving a home with every job's state (issue 44): `stateops home move --to URL`, as a user runs it.
+
+Default run: a local home where user_activity ran (tests/support/scenarios.py) moved to another folder: the plan
+changes nothing, a running job without --stop is refused, the move reports each step in --json, the old home is
+unchanged byte for byte but its MOVED.json and refuses every command naming the new one, the next run at the new home
+reads only the files landed after the move and its table equals the batch recomputation of all input, and a copy of
+the home made by hand (`cp -a`) is refused before it runs, naming the move command.
+
+Long tier: the four jobs and a Kafka job, after several runs, moved local -> S3 -> another bucket -> local, each
+time with new input after the move (tables against their oracles, deep audits equal before and after), and moves
+killed at random points then run again (tests/e2e/test_home_move_chain.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stateops.control import acquire
+from stateops.jobs.definition.environment import read_settings
+from stateops.layout import Layout
+from tests.support.outcomes import assert_equals_oracle
+from tests.support.scenarios import builtin, more_input
+from tests.support.trees import file_hashes
+
+pytestmark = pytest.mark.e2e
+
+STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
+
+
+def _stateops(*args: str, home: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STATEOPS_HOME": home}
+    env.pop("STATEOPS_CONFIG", None)
+    return subprocess.run([STATEOPS, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_a_local_home_moves_with_its_state_and_the_old_one_refuses(scenario, spark, tmp_path):
+    old = scenario("user_activity_small")
+    new = Layout(str(tmp_path / "moved" / "home"))
+    before = file_hashes(old.home)
+
+    plan = _stateops("home", "move", "--to", new.home, home=old.home)
+    assert plan.returncode == 0, plan.stderr
+    assert "rewrite in the copy (they name the old home): " in plan.stdout and "file source logs" in plan.stdout
+    assert file_hashes(old.home) == before and not os.path.exists(new.home), "the plan changes nothing"
+
+    running = acquire(old, "user_activity", run_id="a-run", settings=read_settings().control)
+    try:
+        refused = _stateops("home", "move", "--to", new.home, "--confirm", home=old.home)
+    finally:
+        running.release()
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "user_activity is running" in refused.stderr and "add --stop" in refused.stderr
+    assert not os.path.exists(new.home)
+
+    moved = _stateops("home", "move", "--to", new.home, "--confirm", "--json", home=old.home)
+    assert moved.returncode == 0, moved.stdout[-3000:] + moved.stderr[-3000:]
+    events = [json.loads(line) for line in moved.stdout.splitlines()]
+    steps = [(e["step"], e.get("phase")) for e in events if e.get("phase") in ("started", "done")]
+    for step in ("lock", "copy", "rewrite", "verify", "mark", "unlock"):
+        assert (step, "done") in steps, steps
+    assert any(e.get("phase") == "progress" and e["files"] == e["of_files"] for e in events)
+    assert events[-1]["step"] == "moved" and events[-1]["to"] == new.home
+
+    after = file_hashes(old.home)
+    assert set(after) - set(before) == {"MOVED.json"}
+    assert {rel: after[rel] for rel in before} == before, "the old home is unchanged but its mark"
+    status = _stateops("jobs", "status", home=old.home)
+    assert status.returncode == 2 and f"was moved to {new.home}" in status.stderr, status.stderr
+
+    landed = set(os.listdir(new.landing("events")))
+    more_input(new, hour=3, seed=7)  # two files landed after the move
+    lines = sum(1 for name in set(os.listdir(new.landing("events"))) - landed
+                for line in open(os.path.join(new.landing("events"), name)) if line.strip())
+    from stateops.jobs.runtime.runner import run_job
+
+    spec = builtin(new, "user_activity")
+    result = run_job(spark, spec, new, settings=read_settings())
+    assert result.input_rows == lines, "the next run read only the files landed after the move"
+    assert_equals_oracle(new, spec)
+
+    by_hand = tmp_path / "copied"
+    shutil.copytree(new.home, by_hand)
+    more_input(Layout(str(by_hand)), hour=5, seed=8)
+    untouched = file_hashes(str(by_hand / "checkpoints"))
+    run = _stateops("jobs", "run", "user_activity", home=str(by_hand))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "stateops home move --to URL" in run.stderr and "nothing was run" in run.stderr
+    assert file_hashes(str(by_hand / "checkpoints")) == untouched

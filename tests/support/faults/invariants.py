@@ -1,0 +1,147 @@
+"""What must hold after every fence trial (tests/support/faults/trial.py), each check returning the violations it
+found, in words (an empty list: it holds):
+
+- the Delta log: versions contiguous from 0, each batch committed once (one `txn` per (app id, version), versions
+  of an app id rising with the log);
+- commit points (a checkpoint's offsets/N, commits/N, metadata, its file source's log, Delta's N.json) written
+  once: one object version each on S3 (the bucket is versioned) and the process that wrote it; created once on
+  local disk (inotify);
+- the table against the batch recomputation of all input (no duplicate, nothing lost or invented, every malformed
+  line a dead letter);
+- no live lease taken over (the `lease_takeover` actions name the stale reason), the old holder stopped by itself
+  once another took over (exit 1, "lost its lease"), and on S3 nothing it wrote landed after it learned so;
+- liveness: the takeover came within the lease timeout plus the stated bound, and a last run finished the input.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from collections import Counter
+
+from stateops import actions
+from stateops.jobs.definition.environment import get_job
+from stateops.layout import Layout
+from stateops.storage import filesystem
+
+from tests.support.faults.history import COMMIT_POINTS, commit_point_kind, rewritten_commit_points, versions
+from tests.support.faults.trial import CONFIG_FILE, JOB, TAKEOVER_BOUND, TTL, Store, Trial
+from tests.support.outcomes import local_mirror, outcome
+
+
+def delta_log(table: str) -> list[str]:
+    """The Delta log of `table`: versions contiguous from 0; no (app id, version) transaction twice; an app id's
+    versions rise with the log."""
+    fs, path = filesystem(posixpath.join(table, "_delta_log"))
+    if not fs.exists(path):
+        return []
+    names = sorted(posixpath.basename(p) for p in fs.ls(path, detail=False) if p.endswith(".json"))
+    numbers = [int(name.split(".")[0]) for name in names]
+    found = [] if numbers == list(range(len(numbers))) else [f"{table}: Delta log versions {numbers} not contiguous"]
+    seen: dict[tuple[str, int], int] = {}
+    newest: dict[str, int] = {}
+    for number, name in zip(numbers, names):
+        with fs.open(posixpath.join(path, name)) as handle:
+            for line in handle.read().decode().splitlines():
+                txn = json.loads(line).get("txn") if line.strip() else None
+                if not txn:
+                    continue
+                key = (txn["appId"], txn["version"])
+                if key in seen:
+                    found.append(f"{table}: batch {txn['version']} of {txn['appId']} committed twice (Delta versions "
+                                 f"{seen[key]} and {number})")
+                seen[key] = number
+                if txn["version"] < newest.get(txn["appId"], -1):
+                    found.append(f"{table}: Delta version {number} commits batch {txn['version']} after batch "
+                                 f"{newest[txn['appId']]}")
+                newest[txn["appId"]] = max(txn["version"], newest.get(txn["appId"], -1))
+    return found
+
+
+def commit_points(store: Store, trial: Trial) -> list[str]:
+    """Every commit point written once: one version on S3 (naming who wrote each), created once on local disk."""
+    if store.kind == "local":
+        return [f"{path}: created {count} times" for path, count in sorted(trial.creations.items()) if count > 1]
+    prefix = store.home.removeprefix(f"s3://{store.s3.bucket}/") + "/"
+    writers: dict[str, list[str]] = {}
+    for label, entries in trial.proxy_entries.items():
+        for entry in entries:
+            key = entry.key.split("/", 1)[1] if "/" in entry.key else entry.key
+            if entry.method == "PUT" and entry.status is not None and 200 <= entry.status < 300 \
+                    and commit_point_kind(key):
+                writers.setdefault(key, []).append(label)
+    history = versions(store.s3, store.s3.bucket, prefix)
+    return [f"{key}: written {len(found)} times (landed PUTs by {writers.get(key, ['?'])})"
+            for key, found in sorted(rewritten_commit_points(history, tuple(COMMIT_POINTS)).items())]
+
+
+def against_oracle(store: Store) -> list[str]:
+    """The table against the batch recomputation of every input file (tests/support/outcomes.py)."""
+    layout = store.layout
+    spec = get_job(JOB, config_path=posixpath.join(store.work, CONFIG_FILE), layout=layout)
+    local = layout if store.kind == "local" else local_mirror(layout, spec, f"{store.work}/mirror")
+    counts = outcome(layout, spec, local)
+    problems = [f"table: {counts[k]} {k} rows" for k in ("duplicates", "lost", "invented") if counts[k]]
+    if counts["dead_letters"] != counts["malformed_lines"]:
+        problems.append(f"dead letters {counts['dead_letters']} != malformed lines {counts['malformed_lines']}")
+    if not counts["expected_rows"]:
+        problems.append("the oracle expects no rows: the trial ran no input")
+    return problems
+
+
+def leases(store: Store) -> list[str]:
+    """No live lease taken over: each `lease_takeover` names why the lease it took was stale."""
+    return [f"a live lease was taken over: {row['details']}" for row in actions.read(store.layout, JOB, "lease_takeover")
+            if not (json.loads(row["details"]) if isinstance(row["details"], str) else row["details"]).get(
+                "stale_reason")]
+
+
+def stale_holder(trial: Trial) -> list[str]:
+    """Once another run took the lease over, A stopped by itself (exit 1, "lost its lease"); on S3 none of its
+    writes landed after it learned so."""
+    if trial.scenario == "crash-restart" or trial.takeover_at is None:
+        return []
+    found = []
+    if trial.a_exit != 1 or "lost its lease" not in trial.a_output:
+        tail = trial.a_output.strip().splitlines()[-1:] or ["(no output)"]
+        found.append(f"A did not stop by itself after the takeover: exit {trial.a_exit}, {tail[0][:300]}")
+    if trial.a_learned_at is not None:
+        late = [e for e in trial.proxy_entries.get("A", []) if e.mutating and e.landed
+                and e.wall_received > trial.a_learned_at and f"/{JOB}" in e.key]
+        found += [f"A wrote {e.method} {e.key} ({e.status}) {e.wall_received - trial.a_learned_at:.2f} s after it "
+                  "learned it lost its lease" for e in late]
+    return found
+
+
+def liveness(trial: Trial) -> list[str]:
+    """The takeover came within the lease timeout plus the bound (where the fault must cause one), and the run
+    after the fault finished the input."""
+    found = []
+    expected = trial.scenario not in ("slow-store",)
+    if expected and trial.takeover_at is None:
+        found.append("no run took the lease over")
+    elif trial.takeover_at is not None and trial.fault_at is not None:
+        waited = trial.takeover_at - trial.fault_at
+        if waited > TTL + TAKEOVER_BOUND:
+            found.append(f"the takeover came {waited:.1f} s after the fault (bound {TTL + TAKEOVER_BOUND:g} s)")
+    if trial.c_exit != 0:
+        found.append(f"the last run ended {trial.c_exit}: the job could not go on")
+    return found
+
+
+def violations(store: Store, trial: Trial) -> list[str]:
+    layout: Layout = store.layout
+    found = delta_log(layout.table(JOB)) + delta_log(layout.deadletter_table(JOB))
+    found += commit_points(store, trial)
+    found += leases(store)
+    found += stale_holder(trial)
+    found += liveness(trial)
+    found += against_oracle(store)
+    return found
+
+
+def report(store: Store, trial: Trial, found: list[str]) -> str:
+    """What a failing assertion prints: the trial, the violations, the outputs and the proxy logs."""
+    counts = Counter(p.split(":")[0] for p in found)
+    outputs = "\n".join(f"--- {name} ---\n{text}" for name, text in trial.outputs.items())
+    return (f"{trial.describe()}\nviolations ({dict(counts)}):\n  " + "\n  ".join(found or ["none"])
+            + f"\n{outputs}\n{trial.proxy_log}")
