@@ -5,8 +5,11 @@
           what the job's state operators cost on top of the parse, whatever the runner does around them
   floor:  one stateless query over the same landing files: the same `raw_lines` + `valid_rows` parse of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
-  uncounted: the job as `job`, with RocksDB's row counting off (trackTotalNumberOfRows=false: one read less
-          per state write; numRowsTotal then reads 0 and StateOps records the state's rows as unknown)
+  json:   Spark's JSON reader on the same files (`readStream.schema(...).json(landing)` of every input of the job,
+          into `noop`): the cheapest streaming read of the input, the baseline of the ratios' targets
+  variants (--variants): the job as `job` with some Spark settings changed, one lever at a time (VARIANTS), e.g.
+          `uncounted`: RocksDB's row counting off (trackTotalNumberOfRows=false: one read less per state write;
+          numRowsTotal then reads 0 and StateOps records the state's rows as unknown)
 
 Both sides of one job and size read byte-identical copies of the same input (one file per input and
 micro-batch) on fresh checkpoints, alternating A B C C B A. Per side: the median `batchDuration` of the
@@ -15,15 +18,17 @@ also gets a sustained events/s with the CPU its dead-letter query takes counted 
 batch alone flatters it, since that query runs in the stateful query's gaps and, faster, ends first. Where the
 job's time goes (medians over the same batches): Spark's `durationMs` phases, the state operators' update,
 removal and commit times, RocksDB's own metrics, and the dead-letter query's batch time (it runs alongside
-the stateful query and shares the cores). For `user_actions` the state operator's update time includes the
-Python worker (applyInPandasWithState).
+the stateful query and shares the cores), and per state operator its own update, removal and commit times. For
+`user_actions` the state operator's update time includes the Python worker (applyInPandasWithState).
 
   .venv/bin/python -m bench.bench_throughput [--quick] [--sizes 20000,200000] [--files 6] [--repeats 2]
+                                             [--jobs user_activity,order_payments] [--variants uncounted,...]
 """
 from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from datetime import datetime
 from functools import reduce
@@ -46,8 +51,19 @@ from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home
                           warm_up, workdir)
 
 JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
-SIDES = ("job", "state", "floor", "uncounted")
-JOB_SIDES = ("job", "uncounted")  # through the real runner
+BASE_SIDES = ("job", "state", "floor", "json")
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+# A variant: the job through the real runner with these session settings (fresh checkpoints: settings Spark records
+# in a checkpoint, such as the provider and the join's state format, take effect).
+VARIANTS = {
+    "uncounted": {TRACK_ROWS: "false"},
+    "join_v2": {"spark.sql.streaming.join.stateFormatVersion": "2"},
+    "join_v4": {"spark.sql.streaming.join.stateFormatVersion": "4", "spark.sql.streaming.join.stateFormatV4.enabled":
+                "true"},
+    "snapshot_50": {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "50"},
+    "memory": {PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"},
+}
+DEFAULT_VARIANTS = ("uncounted",)
 ROCKSDB_METRICS = ("rocksdbGetLatency", "rocksdbPutLatency", "rocksdbCommitFileSyncLatencyMs",
                    "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitCheckpointLatency",
                    "rocksdbChangeLogWriterCommitLatencyMs", "rocksdbLoadLatencyMs")
@@ -108,6 +124,16 @@ def run_floor(spark, spec: JobSpec, layout: Layout) -> None:
     query.awaitTermination()
 
 
+def run_json(spark, spec: JobSpec, layout: Layout) -> None:
+    """Spark's JSON reader on the job's landing files (every input, unioned) into `noop`."""
+    frames = [spark.readStream.schema(inp.schema).option("maxFilesPerTrigger", 1).json(layout.landing(inp.name))
+              for inp in spec.inputs]
+    frame = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    query = (frame.writeStream.queryName(f"{spec.name}__json").format("noop")
+             .option("checkpointLocation", f"{layout.home}/checkpoints/_json").trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
 def run_state(spark, spec: JobSpec, layout: Layout) -> None:
     query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded",
                         spec.output_mode, spec, f"{layout.home}/checkpoints/_state")
@@ -133,6 +159,19 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def per_operator(events: list[dict[str, Any]]) -> list[tuple[str, dict[str, float | None]]]:
+    """Medians over `events` of each state operator's own update, removal and commit times and rows."""
+    found: dict[tuple[int, str], dict[str, list[float]]] = {}
+    for e in events:
+        for number, op in enumerate(e.get("stateOperators", [])):
+            times = found.setdefault((number, op.get("operatorName", "?")), {})
+            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs", "numRowsUpdated",
+                        "numRowsRemoved", "numRowsTotal"):
+                times.setdefault(key, []).append(op.get(key) or 0)
+    return [(f"{number} {name}", {key: _median(values) for key, values in times.items()})
+            for (number, name), times in sorted(found.items())]
+
+
 def breakdown(events: list[dict[str, Any]]) -> dict[str, float | None]:
     """Medians over `events` (steady batches of the stateful query) of where a batch's time goes."""
     out: dict[str, float | None] = {p: _median([e["durationMs"].get(p, 0) for e in events]) for p in PHASES}
@@ -151,15 +190,38 @@ def breakdown(events: list[dict[str, Any]]) -> dict[str, float | None]:
     return out
 
 
+def _args(argv: Sequence[str] | None):
+    """The common arguments plus --jobs and --variants (split off before the common parser sees them)."""
+    rest, jobs, variants = [], JOBS, DEFAULT_VARIANTS
+    argv = list(sys.argv[1:] if argv is None else argv)
+    while argv:
+        arg = argv.pop(0)
+        if arg in ("--jobs", "--variants"):
+            values = tuple(v for v in argv.pop(0).split(",") if v)
+            if arg == "--jobs":
+                jobs = values
+            else:
+                unknown = set(values) - set(VARIANTS)
+                if unknown:
+                    raise SystemExit(f"bench_throughput: unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
+                variants = values
+        else:
+            rest.append(arg)
+    args = parse_args(__doc__.split("\n")[0], rest)
+    args.jobs, args.variants = jobs, variants
+    return args
+
+
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
-    args = parse_args(__doc__.split("\n")[0], argv)
+    args = _args(argv)
+    sides, job_sides = BASE_SIDES + args.variants, ("job",) + args.variants
     report = Report("throughput")
     spark = spark or get_session(SparkSettings.from_env())
     listener = Progress()
     spark.streams.addListener(listener)
     print(f"throughput benchmark: {machine()}")
-    print(f"jobs {', '.join(JOBS)}; {args.files} micro-batches per run (first excluded); {args.repeats} run(s) per "
-          f"side, job and size; sizes {list(args.sizes)}", flush=True)
+    print(f"jobs {', '.join(args.jobs)}; sides {', '.join(sides)}; {args.files} micro-batches per run (first "
+          f"excluded); {args.repeats} run(s) per side, job and size; sizes {list(args.sizes)}", flush=True)
     measured: dict[tuple[str, int, str], Measured] = {}
     steady: dict[tuple[str, int], list[dict[str, Any]]] = {}
     deadletter: dict[tuple[str, int], list[int]] = {}
@@ -170,18 +232,21 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                                                              settings=read_settings()))
             listener.take("")
             for i, size in enumerate(args.sizes):
-                for name in JOBS:
+                for name in args.jobs:
                     spec = get_job(name)
                     source = make_input(root, spec, size, args.files, args.users)
-                    for n, side in enumerate(schedule(SIDES, i, args.repeats)):
+                    for n, side in enumerate(schedule(sides, i, args.repeats)):
                         layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
-                        if side in JOB_SIDES:
-                            if side == "uncounted":
-                                spark.conf.set(TRACK_ROWS, "false")
+                        if side in job_sides:
+                            settings = VARIANTS.get(side, {})
+                            before = {key: spark.conf.get(key, None) for key in settings}
+                            for key, value in settings.items():
+                                spark.conf.set(key, value)
                             try:
                                 run_job(spark, spec, layout, settings=read_settings())
                             finally:
-                                spark.conf.unset(TRACK_ROWS)
+                                for key, value in before.items():
+                                    spark.conf.unset(key) if value is None else spark.conf.set(key, value)
                             listener.wait(name, args.files)
                             dl = [e for e in listener.events.get(deadletter_query_name(name), [])
                                   if e.get("numInputRows", 0) > 0]
@@ -190,45 +255,57 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             rates.setdefault((name, size, side), []).append(sustained(events, dl))
                             steady.setdefault((name, size, side), []).extend(events[1:])
                         else:
-                            (run_state if side == "state" else run_floor)(spark, spec, layout)
+                            {"state": run_state, "floor": run_floor, "json": run_json}[side](spark, spec, layout)
                             listener.wait(f"{name}__{side}", args.files)
                             events = listener.take(f"{name}__{side}")
+                            if side == "state":
+                                steady.setdefault((name, size, side), []).extend(events[1:])
                         durations = [e["batchDuration"] for e in events]
                         measured.setdefault((name, size, side), Measured(size, side)).add(durations, args.files)
                         print(f"  {name:<15} {size:>7} {side:<5} batches ms {durations}", flush=True)
     finally:
         spark.streams.removeListener(listener)
-    rows, parts = [], []
+    rows, parts, operators = [], [], []
     for size in args.sizes:
-        for name in JOBS:
-            job, state, floor, uncounted = (measured[name, size, side] for side in SIDES)
+        for name in args.jobs:
+            job, state, floor, json_ = (measured[name, size, side] for side in BASE_SIDES)
             events = size  # events per micro-batch (orders + payments for the join: about the same)
-            floor_rate, run_rate = events / floor.median_ms * 1000, statistics.median(rates[name, size, "job"])
+            json_rate, run_rate = events / json_.median_ms * 1000, statistics.median(rates[name, size, "job"])
             rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(floor.median_ms),
-                         f"{events / job.median_ms * 1000:,.0f}", f"{run_rate:,.0f}", f"{floor_rate:,.0f}",
-                         fmt_ratio(ratio(job, floor)), fmt_ratio(floor_rate / run_rate),
-                         fmt_ratio(ratio(state, floor)), fmt_ms(uncounted.median_ms),
-                         fmt_ratio(ratio(uncounted, floor))])
-            for side in JOB_SIDES:
+                         fmt_ms(json_.median_ms), f"{events / job.median_ms * 1000:,.0f}", f"{run_rate:,.0f}",
+                         f"{json_rate:,.0f}", fmt_ratio(ratio(job, json_)), fmt_ratio(json_rate / run_rate),
+                         fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, json_)),
+                         *(f"{fmt_ms(measured[name, size, v].median_ms)} ({fmt_ratio(ratio(measured[name, size, v], json_))})"
+                           for v in args.variants)])
+            for side in job_sides + ("state",):
                 b = breakdown(steady[name, size, side])
+                counted = VARIANTS.get(side, {}).get(TRACK_ROWS) != "false"
                 parts.append([name, f"{size:,}", side,
                               *(fmt_ms(b.get(p)) for p in ("addBatch", "walCommit", "commitOffsets", "queryPlanning")),
                               fmt_ms(b.get("allUpdatesTimeMs")), fmt_ms(b.get("allRemovalsTimeMs")),
                               fmt_ms(b.get("commitTimeMs")), fmt_ms(b.get("rocksdbGetLatency")),
                               fmt_ms(b.get("rocksdbPutLatency")), fmt_ms(b.get("rocksdbCommitFileSyncLatencyMs")),
-                              f"{b.get('stateRows') or 0:,.0f}" if side == "job" else "not counted",
+                              f"{b.get('stateRows') or 0:,.0f}" if counted else "not counted",
                               fmt_ms(_median(deadletter.get((name, size, side), [])))])
-    report.table("median micro-batch (ms) and events/s; ratio = job / stateless floor, measured side by side; "
-                 "state only = the stateful query alone (no dead-letter query, no Delta write)",
-                 ["job", "events/batch", "job ms", "state only ms", "floor ms", "job events/s",
-                  "job sustained events/s", "floor events/s", "ratio", "sustained ratio", "state only / floor",
-                  "uncounted ms", "uncounted / floor"], rows)
+                for operator, times in per_operator(steady[name, size, side]):
+                    operators.append([name, f"{size:,}", side, operator, fmt_ms(times["allUpdatesTimeMs"]),
+                                      fmt_ms(times["allRemovalsTimeMs"]), fmt_ms(times["commitTimeMs"]),
+                                      f"{times['numRowsUpdated'] or 0:,.0f}", f"{times['numRowsRemoved'] or 0:,.0f}",
+                                      f"{times['numRowsTotal'] or 0:,.0f}" if counted else "not counted"])
+    report.table("median micro-batch (ms) and events/s; ratio = job / Spark's JSON reader on the same files, measured "
+                 "side by side; floor = StateOps' own parse into noop; state only = the stateful query alone (no "
+                 "dead-letter query, no Delta write); each variant: its ms (its ratio to the JSON reader)",
+                 ["job", "events/batch", "job ms", "state only ms", "floor ms", "JSON reader ms", "job events/s",
+                  "job sustained events/s", "JSON reader events/s", "ratio", "sustained ratio", "job / floor",
+                  "state only / JSON reader", *args.variants], rows)
     report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
-                 "and partitions, so on 2 cores they can exceed the batch); dead-letter = the job's second query; "
-                 "uncounted = RocksDB's row counting off",
+                 "and partitions, so on 2 cores they can exceed the batch); dead-letter = the job's second query",
                  ["job", "events/batch", "side", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",
                   "state removals", "state commit", "rocksdb get", "rocksdb put", "rocksdb fsync", "state rows",
                   "dead-letter batch"], parts)
+    report.table("each state operator (medians, ms summed over its partitions; rows per micro-batch)",
+                 ["job", "events/batch", "side", "operator", "updates", "removals", "commit", "rows updated",
+                  "rows removed", "state rows"], operators)
     report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
     return report
 

@@ -15,11 +15,39 @@ def ensure_state_coordinator(spark) -> None:
     spark.streams.active  # noqa: B018 (creates the manager and its coordinator)
 
 
-def readable_units(operator_id: int, store_name: str, properties: str | None) -> list[tuple[str, ReaderOptions]]:
+JOIN = "symmetricHashJoin"
+# A stream-stream join's stores per side, by the state format its checkpoint records
+# (`spark.sql.streaming.join.stateFormatVersion`): formats 1 and 2 keep four stores of their own, format 3 the same
+# four as column families of one store (`default`), format 4 (Spark 4.2: keys carry the event time, eviction
+# range-scans a time index) a values store and its time index per side; the index (`tsWithKey`) holds no row of
+# its own and is not read.
+JOIN_STORES = {3: ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
+                   "right-keyWithIndexToValue"),
+               4: ("left-keyWithTsToValues", "right-keyWithTsToValues")}
+
+
+def join_state_format(conf: dict) -> int:
+    """The join state format a checkpoint's offset log records in its `conf` (1 when it records none: Spark's
+    legacy default)."""
+    return int(conf.get("spark.sql.streaming.join.stateFormatVersion", 1))
+
+
+def join_units(operator_name: str | None, store_name: str, join_format: int | None) -> tuple[str, ...] | None:
+    """The stores a join keeps as column families of its one store (formats 3 and 4), None for any other store."""
+    if operator_name == JOIN and store_name == "default":
+        return JOIN_STORES.get(join_format)
+    return None
+
+
+def readable_units(operator_id: int, store_name: str, properties: str | None, operator_name: str | None = None,
+                   join_format: int | None = None) -> list[tuple[str, ReaderOptions]]:
     """(label, `statestore` reader options) for each unit Spark's state reader reads on its own, from one row of
     `state-metadata`: a transformWithState operator's state variables one by one (its timers left out: internal
-    state, `$`-named), any other store whole."""
+    state, `$`-named), a join's column families (formats 3 and 4: JOIN_STORES) one by one, any other store whole."""
     base: ReaderOptions = (("operatorId", str(operator_id)),)
+    units = join_units(operator_name, store_name, join_format)
+    if units:
+        return [(name, base + (("storeName", name),)) for name in units]
     try:
         variables = json.loads(properties).get("stateVariables", []) if properties else []
     except (ValueError, AttributeError):

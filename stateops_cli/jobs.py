@@ -25,7 +25,7 @@ from stateops.jobs.definition.settings import CLI_NAMES, settings_report, waterm
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
-from stateops.jobs.runtime.session import delta_writer_in_force
+from stateops.jobs.runtime.session import delta_writer_in_force, join_state_format_in_force
 
 
 @click.group("jobs")
@@ -61,6 +61,8 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
         "jars": spark.jars.describe(),
         **({"kafka": {"bootstrap_servers": spec.kafka_bootstrap_servers, "topics": [i.name for i in spec.inputs],
                       "options": redact_tree(dict(spec.kafka_options))}} if spec.source == "kafka" else {}),
+        **({"join_state_format": join_state_format_in_force(spark, spec.checkpoint_path(layout))}
+           if spec.join is not None else {}),
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},

@@ -157,8 +157,11 @@ HEAVIEST_FIRST = (
     # the long tier's longest (the default run deselects them): in the full tier they start first and the short
     # modules fill in behind them (the soak alone takes about 36 minutes)
     "tests/spark/test_soak_memory.py",
+    "tests/e2e/test_fence.py",
     "tests/e2e/test_s3_kill.py",
+    "tests/e2e/test_home_move_chain.py",
     "tests/spark/test_explain_key_long.py",
+    "tests/e2e/test_install_ends.py",
     # the default run's longest
     "tests/spark/test_kafka_jobs.py",
     "tests/e2e/test_s3_home.py",
@@ -168,6 +171,7 @@ HEAVIEST_FIRST = (
     "tests/e2e/test_kill_restart.py",
     "tests/spark/test_retention.py",
     "tests/e2e/test_dagster_project.py",
+    "tests/e2e/test_home_move.py",
     "tests/e2e/test_dagster_assets.py",
     "tests/e2e/test_demo.py",
     "tests/spark/test_audit_deep.py",

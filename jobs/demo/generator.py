@@ -65,6 +65,8 @@ class GeneratorConfig:
     future_share: float = field(default=0.0, metadata={
         "help": "share of extra rows stamped in 2099 (poison timestamps: dead letters), from the second file on"})
     orders: int = field(default=0, metadata={"help": "orders to generate (with payments)"})
+    first_order: int = field(default=0, metadata={"help": "number of the first order (and payment): input generated "
+                                                          "in several runs keeps its ids apart"})
     never_paid_share: float = field(default=0.1, metadata={"help": "orders whose payment never arrives"})
     paid_too_late_share: float = field(default=0.1, metadata={"help": "orders whose payment lands three batches late"})
     paid_out_of_bounds_share: float = field(default=0.1, metadata={"help": "orders paid 6-9 minutes later (bound: 5)"})
@@ -156,7 +158,7 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
     span_ms = int(span.total_seconds() * 1000)
     for n in range(cfg.orders):
         i = n * cfg.files // max(cfg.orders, 1)
-        order_id = f"o{n:06d}"
+        order_id = f"o{cfg.first_order + n:06d}"
         order_time = t0 + i * span + timedelta(milliseconds=rng.randrange(span_ms))
         order = {"order_id": order_id, "user_id": f"u{rng.randrange(1, cfg.users + 1):04d}",
                  "order_time": iso_millis(order_time), "amount": float(rng.randrange(5, 500))}
@@ -183,7 +185,7 @@ def _orders(cfg: GeneratorConfig, rng: random.Random, t0: datetime, span: timede
             pay_time = order_time + timedelta(seconds=rng.randrange(5, 4 * 60))
         # Files hold event-time slices; a too-late payment lands three slices later than its time.
         index = int((pay_time - t0) / span) + (3 if case == "paid_too_late" else 0)
-        payment = {"payment_id": f"p{n:06d}", "order_id": order_id, "payment_time": iso_millis(pay_time),
+        payment = {"payment_id": f"p{cfg.first_order + n:06d}", "order_id": order_id, "payment_time": iso_millis(pay_time),
                    "amount": float(rng.randrange(5, 500))}
         payments.add(index, json.dumps(payment))
         if cfg.future_share and index >= 1 and rng.random() < cfg.future_share:

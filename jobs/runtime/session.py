@@ -55,6 +55,12 @@ DELTA_WRITER_CONF = "spark.stateops.deltaWriter"  # the session's choice, read b
 # on a cluster one per executor core when the session starts, at most Delta's 50 (a 20,000-row commit on the
 # 2-worker test cluster, steady state: 2.0-2.6 s with 2, 2.8-3.1 s with 8). STATEOPS_SPARK_CONF sets another.
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+# Stream-stream joins keep their state in format 4 on new checkpoints (Spark 4.2: keys carry the event time, and
+# eviction range-scans a time index instead of reading every row: order_payments' micro-batch about 0.56x of format
+# 2's, BENCHMARKS.md, Throughput). Spark reads a checkpoint's format from its offset log, so an existing checkpoint
+# keeps its own; 4.2 still gates the format behind a switch every session that runs or reads such state needs.
+JOIN_STATE_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
+JOIN_STATE_FORMAT_CONF = {JOIN_STATE_FORMAT: "4", "spark.sql.streaming.join.stateFormatV4.enabled": "true"}
 DELTA_SNAPSHOT_PARTITIONS = 50
 # A checkpoint's commit points (offsets/N, commits/N, metadata, schema files) and Delta's commits (_delta_log/N.json)
 # are create-once (stateops.jvm.fence): a hard link on a local disk, a conditional PUT on S3 through S3A. Spark's and
@@ -98,6 +104,7 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # Spark masks the settings and data-source options whose key or value matches, in its UI, event logs and
         # plans: its default terms, plus those of Kafka's SASL settings (stateops.redaction).
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
+        **JOIN_STATE_FORMAT_CONF,
     }
     conf.update({str(k): str(v) for k, v in settings.extra_conf.items()})
     jars = settings.jars.jars() + [FENCE_JAR]
@@ -133,6 +140,27 @@ def delta_writer_in_force(settings: SparkSettings) -> tuple[str, str]:
     """The Delta writer a session made from `settings` uses, and why (`stateops jobs describe`); no JVM."""
     jars = ",".join(settings.jars.jars() + [str(settings.extra_conf.get("spark.jars", ""))])
     return settings.writer_in_force(delta_jars_on_classpath({"spark.jars": jars}))
+
+
+def join_state_format_in_force(settings: SparkSettings, checkpoint: str) -> dict[str, object]:
+    """The state format a stream-stream join's checkpoint runs with, and why (`stateops jobs describe`): the one its
+    offset log records (Spark keeps it for the checkpoint's life; a rebuild makes a new checkpoint), else the one a new
+    checkpoint gets from this session. No JVM."""
+    from stateops.checkpoint import Checkpoint
+    from stateops.sparkstate import join_state_format
+
+    try:
+        found = Checkpoint.open(checkpoint)
+        batches = found.offset_batches()
+        if batches:
+            return {"value": join_state_format(found.batch_metadata(batches[-1]).get("conf", {})),
+                    "source": f"the checkpoint's offset log (batch {batches[-1]}); a rebuild moves it to the "
+                              "session's format"}
+    except (StateOpsError, OSError, ValueError):
+        pass
+    value = settings.extra_conf.get(JOIN_STATE_FORMAT, JOIN_STATE_FORMAT_CONF[JOIN_STATE_FORMAT])
+    return {"value": int(value), "source": "a new checkpoint's, from the session" + (
+        " (STATEOPS_SPARK_CONF)" if JOIN_STATE_FORMAT in settings.extra_conf else "")}
 
 
 def check_java() -> None:

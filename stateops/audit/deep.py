@@ -27,11 +27,11 @@ from stateops.audit.context import AuditContext, build_context
 from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress, unreadable_finding
 from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
-from stateops.audit.profile import NUM_VALUES_STORE, VALUES_STORE, StoreProfile, profile
+from stateops.audit.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES_STORES, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
 from stateops.errors import OperationFailed, first_line
-from stateops.sparkstate import ensure_state_coordinator, readable_units
+from stateops.sparkstate import ensure_state_coordinator, join_state_format, readable_units
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
@@ -61,10 +61,12 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     # state-metadata keeps the count an operator was created with (also after an offline repartition):
     # count the partitions that wrote the audited version instead.
     counted = ctx.checkpoint.state_partitions(ctx.batch_id)
+    join_format = join_state_format(ctx.checkpoint.batch_metadata(ctx.batch_id).get("conf", {}))
     refs: list[StoreRef] = []
     for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
         partitions = counted.get((row.operatorId, row.stateStoreName), row.numPartitions)
-        units = readable_units(row.operatorId, row.stateStoreName, getattr(row, "operatorProperties", None))
+        units = readable_units(row.operatorId, row.stateStoreName, getattr(row, "operatorProperties", None),
+                               row.operatorName, join_format)
         # transformWithState's variables share the store's files: the first reports them.
         refs += [StoreRef(row.operatorId, row.operatorName, label, partitions, row.minBatchId, row.maxBatchId,
                           options, row.stateStoreName if i == 0 else None) for i, (label, options) in enumerate(units)]
@@ -202,6 +204,19 @@ def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProf
     return df.select(*projected).groupBy("partition_id").agg(*aggs).collect(), behind is not None
 
 
+def _join_keys(df) -> dict[int, Any]:
+    """Format 4's values store is keyed by (join key, event time): per partition, its distinct join keys and the one
+    with the most rows (formats 1-3 count them in a store of their own, keyToNumValues: _link_join_sides)."""
+    from pyspark.sql import functions as F
+
+    fields = [f.name for f in df.schema["key"].dataType.fields if f.name != JOIN_KEY_TIME]
+    per_key = (df.select("partition_id", F.struct(*[F.col(f"key.{f}").alias(f) for f in fields]).alias("_jk"))
+               .groupBy("partition_id", "_jk").agg(F.count(F.lit(1)).alias("_n")))
+    return {r.partition_id: r for r in per_key.groupBy("partition_id").agg(
+        F.count(F.lit(1)).alias("keys"), F.max_by("_jk", "_n").alias("heaviest_key"),
+        F.max("_n").alias("heaviest_rows")).collect()}
+
+
 def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bound: JoinBound | None,
                  job: str | None) -> tuple[OperatorAudit, dict[int, dict[str, Any]]]:
     """The store's numbers, and for a join's keyToNumValues store the heaviest join key per partition
@@ -212,6 +227,7 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
         key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
         prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
         per_partition, has_behind = _reduce(df, ctx, ref, t, prof, grace)
+        join_keys = _join_keys(df) if prof.keys_carry_time else None
     except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
         raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
                              f"{ref.store_name} at batch {ctx.batch_id}: {first_line(err)}") from err
@@ -243,6 +259,11 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
     op.rows_per_partition = rows
     op.rows_total = sum(rows.values())
     op.keys_per_partition, op.keys_total = dict(rows), op.rows_total  # each row is a key; joins: see below
+    if join_keys is not None:  # format 4: the join keys counted in the values store itself
+        op.keys_per_partition = {p: join_keys[p].keys if p in join_keys else 0 for p in rows}
+        op.keys_total = sum(op.keys_per_partition.values())
+        op.heaviest_keys = {p: {"key": audit_json(r.heaviest_key), "rows": r.heaviest_rows}
+                            for p, r in join_keys.items()}
     op.encoded_bytes_per_partition = encoded
     op.skew_ratio = skew_ratio(rows)
     if op.rows_total:
@@ -272,7 +293,7 @@ def _link_join_sides(audited: list[tuple[OperatorAudit, dict[int, dict[str, Any]
     counts = {(op.operator_id, op.store_name.split("-", 1)[0]): (op, heaviest) for op, heaviest in audited
               if op.kind == "join" and op.store_name.endswith(NUM_VALUES_STORE)}
     for op, _ in audited:
-        if op.kind != "join" or not op.store_name.endswith(VALUES_STORE):
+        if op.kind != "join" or not op.store_name.endswith(VALUES_STORES):
             continue
         found = counts.get((op.operator_id, op.store_name.split("-", 1)[0]))
         if found:

@@ -18,6 +18,7 @@ from stateops.audit.findings import evaluate, operator_progress
 from stateops.audit.history import history_by_checkpoint, normalize
 from stateops.audit.inventory import files_by_store, operator_meta, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
+from stateops.sparkstate import join_state_format, join_units
 from stateops.audit.profile import profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
@@ -37,15 +38,19 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
     files = files_by_store(ctx.checkpoint, listed)
     counted = ctx.checkpoint.state_partitions(ctx.batch_id, listed)  # not the operator metadata's creation-time count
     operators: list[OperatorAudit] = []
+    join_format = join_state_format(ctx.checkpoint.batch_metadata(ctx.batch_id).get("conf", {}))
     for op_id in ctx.checkpoint.operator_ids():
         meta = operator_meta(ctx.checkpoint, op_id)
         name = meta.operator_name if meta else "unknown"
         stores = list(meta.stores) if meta and meta.stores else [
             (store, max(files[(o, store)].bytes_per_partition, default=-1) + 1)
             for (o, store) in sorted(files) if o == op_id]
-        for store, num_partitions in stores:
-            num_partitions = counted.get((op_id, store), num_partitions)
-            on_disk = files.get((op_id, store))
+        # a join's column families (formats 3, 4) reported as the deep audit reads them: the first one its files
+        stores = [(unit, n, store if i == 0 else None) for store, n in stores
+                  for i, unit in enumerate(join_units(name, store, join_format) or (store,))]
+        for store, num_partitions, files_of in stores:
+            num_partitions = counted.get((op_id, files_of or store), num_partitions)
+            on_disk = files.get((op_id, files_of)) if files_of else None
             key_schema, value_schema = store_schema(ctx.checkpoint, op_id, store)
             prof = profile(name, store, key_schema, value_schema)
             per_partition = {p: 0 for p in range(num_partitions)}

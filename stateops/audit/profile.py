@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 WATERMARK_META = "spark.watermarkDelayMs"
-VALUES_STORE = "keyWithIndexToValue"  # a join side's rows, several per join key
-NUM_VALUES_STORE = "keyToNumValues"  # a join side's keys, each with its number of rows
+VALUES_STORES = ("keyWithIndexToValue", "keyWithTsToValues")  # a join side's rows, several per join key (formats
+# 1-3: keyed by join key and index; 4: by join key and event time, `__event_time`)
+NUM_VALUES_STORE = "keyToNumValues"  # a join side's keys, each with its number of rows (formats 1-3)
+JOIN_KEY_TIME = "__event_time"  # format 4's event-time part of a values store's key
 _STRUCT_START = re.compile(r'\{\s*"type"\s*:\s*"struct"')
 
 KINDS = {
@@ -56,6 +58,7 @@ class StoreProfile:
     watermarked: bool  # some column carries the watermark tag: this operator's input has a watermark
     has_matched: bool  # join value store with the `matched` flag
     counts_join_values: bool = False  # a join side's keyToNumValues store: value.value = rows per join key
+    keys_carry_time: bool = False  # a join side's values store keyed by (join key, event time): format 4
 
 
 def kind_of(operator_name: str) -> str:
@@ -101,14 +104,15 @@ def profile(operator_name: str, store_name: str, key_schema: Mapping[str, Any] |
         event_time = EventTime("value", ("expiresAtMicros",), "micros")
     elif kind == "session":
         event_time = _tagged_time(value_schema, "value") or _tagged_time(key_schema, "key")
-    elif kind == "join" and store_name.endswith(VALUES_STORE):
+    elif kind == "join" and store_name.endswith(VALUES_STORES):
         event_time = _tagged_time(value_schema, "value", join_grace=True)
         has_matched = _field(value_schema, "matched") is not None
     elif kind == "custom" and _field(value_schema, "timeoutTimestamp"):
         event_time = EventTime("value", ("timeoutTimestamp",), "millis")
     counts_join_values = (kind == "join" and store_name.endswith(NUM_VALUES_STORE)
                           and _field(value_schema, "value") is not None)
-    return StoreProfile(kind, event_time, watermarked, has_matched, counts_join_values)
+    keys_carry_time = kind == "join" and _field(key_schema, JOIN_KEY_TIME) is not None
+    return StoreProfile(kind, event_time, watermarked, has_matched, counts_join_values, keys_carry_time)
 
 
 def parse_schema_file(data: bytes) -> tuple[dict | None, dict | None]:

@@ -26,7 +26,7 @@ from stateops.explain import kafka_input
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
-from stateops.sparkstate import readable_units
+from stateops.sparkstate import join_state_format, readable_units
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -79,6 +79,7 @@ class Store:
     min_batch_id: int
     max_batch_id: int
     properties: str | None
+    join_format: int | None = None  # a join's state format, as its checkpoint records it
 
 
 def stores(spark, checkpoint: str, batch_id: int) -> list[Store]:
@@ -88,14 +89,16 @@ def stores(spark, checkpoint: str, batch_id: int) -> list[Store]:
     except Exception as err:  # noqa: BLE001 - Spark raises Py4J/Analysis errors; report them as one line
         raise ExplainError(f"{checkpoint}: cannot read state metadata at batch {batch_id}: "
                            f"{_spark_error(err)}") from None
+    join_format = join_state_format(Checkpoint(checkpoint).batch_metadata(batch_id).get("conf", {}))
     return [Store(r.operatorId, r.operatorName, r.stateStoreName, r.numPartitions, r.minBatchId, r.maxBatchId,
-                  r.operatorProperties) for r in rows]
+                  r.operatorProperties, join_format) for r in rows]
 
 
 def _readers(spark, checkpoint: str, store: Store) -> list[tuple[str, Any]]:
     """(label, reader) per readable unit of a store: one per transformWithState variable, else one."""
     readers = []
-    for label, options in readable_units(store.operator_id, store.store_name, store.properties):
+    for label, options in readable_units(store.operator_id, store.store_name, store.properties, store.operator_name,
+                                         store.join_format):
         reader = spark.read.format("statestore").option("path", checkpoint)
         for name, value in options:
             reader = reader.option(name, value)
@@ -144,7 +147,7 @@ def read_changes(spark, checkpoint: str, found_in: list[Store], key: str, start:
                                "batch_id": row["batch_id"], "change_type": row["change_type"],
                                "partition_id": row["partition_id"], "key": jsonable(row["key"]),
                                "value": jsonable(row["value"])})
-    events.sort(key=lambda e: (e["batch_id"], e["store_name"], e["change_type"] != "update"))
+    events.sort(key=lambda e: (e["batch_id"], e["store_name"], e["change_type"] not in ("update", "append")))
     return events, info
 
 

@@ -118,14 +118,19 @@ def _times(ev: Evidence) -> dict[str, str]:
     return {"left": ev.join.left_time, "right": ev.join.right_time}
 
 
+# A row put into state, as Spark's change feed names it: `update`, or `append` for a value added to a key's list (a
+# join's values store in state format 4, keyed by join key and event time).
+PUTS = ("update", "append")
+
+
 def _state_rows(ev: Evidence) -> list[dict]:
-    """Join rows in state (keyWithIndexToValue: the row and its matched flag)."""
+    """Join rows in state (keyWithIndexToValue, or format 4's keyWithTsToValues: the row and its matched flag)."""
     return [r for r in ev.in_state if not r["store_name"].endswith("keyToNumValues")
             and isinstance(r.get("value"), dict)]
 
 
 def _updates(ev: Evidence) -> list[dict]:
-    return [e for e in ev.history if e["change_type"] == "update" and isinstance(e.get("value"), dict)
+    return [e for e in ev.history if e["change_type"] in PUTS and isinstance(e.get("value"), dict)
             and "keyToNumValues" not in e["store_name"]]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -106,10 +107,9 @@ def _new_input(layout: Layout, hour: int, seed: int, bootstrap: str, topic: str)
 
 
 def more_input_all(layout: Layout, hour: int, seed: int) -> dict[str, list[str]]:
-    from dataclasses import replace
-
+    """Two more files per input (orders numbered from 1000 x hour: ids stay apart from earlier input's)."""
     return generate(layout, replace(SMALL, files=2, events=SMALL.events // 2, orders=40, seed=seed,
-                                    start=f"2026-01-01T{hour:02d}:00:00+00:00")).files
+                                    first_order=1000 * hour, start=f"2026-01-01T{hour:02d}:00:00+00:00")).files
 
 
 # job -> (its table's columns, the oracle of them over {input: typed batches} and the watermark delay in ms)
@@ -158,10 +158,10 @@ def test_a_home_moves_local_to_s3_to_another_bucket_and_back_with_every_jobs_sta
     fresh_topics(kafka, [topic])
     config = _config(tmp_path, kafka, topic)
     home = Layout(str(tmp_path / "local-home"))
-    generate(home, SMALL)
+    generate(home, replace(SMALL, orders=60))
     produce_files(kafka, topic, sorted(os.path.join(home.landing("events"), n) for n in os.listdir(home.landing("events"))))
     _run_all(spark, home, config)
-    more_input(home, hour=3, seed=5)
+    more_input_all(home, hour=3, seed=5)
     _run_all(spark, home, config)  # several runs before the first move
     client, env = fence_bucket()
     second, _ = fence_bucket()

@@ -55,7 +55,7 @@ def test_each_generated_case_gets_its_reason(spark, explain_join):
     order_time, arrived = orders[never]
     early = explain_key(spark, target, never, batch_id=arrived)
     assert early.reason == _expected_never_paid(order_time, checkpoint.watermark(arrived)) == "waiting_for_match"
-    assert [r["store_name"] for r in early.in_state] == ["left-keyWithIndexToValue"]
+    assert [r["store_name"] for r in early.in_state] == ["left-keyWithTsToValues"]
     state_row = early.in_state[0]
     assert state_row["operator_id"] == 0 and isinstance(state_row["partition_id"], int)
     assert state_row["value"]["order_id"] == never and state_row["value"]["matched"] is False
@@ -77,8 +77,8 @@ def test_each_generated_case_gets_its_reason(spark, explain_join):
     outside = _first(cases, "paid_out_of_bounds", orders)
     result = explain_key(spark, target, outside)
     assert result.reason == "matched_outside_bound", result.explanation
-    assert {e["store_name"] for e in result.history if e["change_type"] == "update"} == {
-        "left-keyWithIndexToValue", "right-keyWithIndexToValue"}
+    assert {e["store_name"] for e in result.history if e["change_type"] in ("update", "append")} == {
+        "left-keyWithTsToValues", "right-keyWithTsToValues"}
 
     # A key that never existed.
     assert explain_key(spark, target, "o999999").reason == "never_arrived"

@@ -11,8 +11,13 @@
              fake_checkpoint (checkpoint files without Spark), audit_queries (small real queries for the audit
              tests), retention_history (checkpoint histories for retention).
 - harness:   kill_trials (kill -9 of `stateops jobs run` at a fault point or at random, and the counts),
+             faults/ (the fence trials: a fault proxy per process in front of the S3 server, bucket versions as
+             history, freezes of a process group or its Python alone, inotify on a local home, seeded schedules,
+             the trial driver and its invariants), lease_race (two processes racing for one lease),
              sensor_harness (sensors ticked and their runs launched as the daemon would), runbook_env (the
-             runbook's timing for tests), tiers (what the default run and the long tier each do).
+             runbook's timing for tests), tiers (what the default run and the long tier each do),
+             wheel_env and install_ends (StateOps installed from its wheel, beside the project's dependencies
+             or resolved to either end of its ranges), fetched_jars (a jars folder as a fetch leaves it).
 
 Fixtures live only in conftest.py files; test modules import from here, never from each other
 (tests/unit/test_import_graph.py).

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stateops.sparkstate import readable_units
+from stateops.sparkstate import join_state_format, readable_units
 
 pytestmark = pytest.mark.unit
 
@@ -30,3 +30,17 @@ def test_transform_with_state_is_read_per_variable_without_its_timers():
 
 def test_unreadable_properties_read_the_store_whole():
     assert readable_units(1, "default", "{not json") == [("default", (("operatorId", "1"),))]
+
+
+def test_a_joins_column_families_are_read_one_by_one_by_its_state_format():
+    """Formats 3 and 4 keep a join's state in one store (`default`) of column families; the values stores of format
+    4 carry the rows (their time index holds none of its own)."""
+    properties = '{"useVirtualColumnFamilies":true}'
+    assert readable_units(0, "default", properties, "symmetricHashJoin", 4) == [
+        ("left-keyWithTsToValues", (("operatorId", "0"), ("storeName", "left-keyWithTsToValues"))),
+        ("right-keyWithTsToValues", (("operatorId", "0"), ("storeName", "right-keyWithTsToValues")))]
+    assert [label for label, _ in readable_units(0, "default", properties, "symmetricHashJoin", 3)] == [
+        "left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
+    assert readable_units(0, "left-keyToNumValues", None, "symmetricHashJoin", 2) == [
+        ("left-keyToNumValues", (("operatorId", "0"), ("storeName", "left-keyToNumValues")))]
+    assert join_state_format({}) == 1 and join_state_format({"spark.sql.streaming.join.stateFormatVersion": "4"}) == 4
