@@ -27,6 +27,8 @@ the stateful query and shares the cores), and per state operator its own update,
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
 import sys
 import time
@@ -102,15 +104,32 @@ class Progress(StreamingQueryListener):
         return [e for e in events if e.get("numInputRows", 0) > 0]
 
 
-def make_input(root: str, job: JobSpec, size: int, files: int, users: int) -> Layout:
+def make_input(root: str, job: JobSpec, size: int, files: int, users: int) -> tuple[Layout, Layout]:
     """`files` micro-batches of about `size` events for `job` (orders and payments for the join), with
-    duplicates and a few malformed lines so the dead-letter query has rows to keep."""
-    source = Layout(f"{root}/input-{job.name}-{size}")
+    duplicates and a few malformed lines so the dead-letter query has rows to keep; and one more micro-batch apart
+    (the landing files of a second layout), for the restart."""
+    source, later = Layout(f"{root}/input-{job.name}-{size}"), Layout(f"{root}/later-{job.name}-{size}")
     joined = {i.name for i in job.inputs} == {"orders", "payments"}
-    cfg = GeneratorConfig(events=0 if joined else size * files, orders=size * files // 2 if joined else 0,
-                          files=files, users=users, duplicate_share=0.02, malformed_share=0.001, seed=42)
-    generate(source, cfg)
-    return source
+    cfg = GeneratorConfig(events=0 if joined else size * (files + 1), orders=size * (files + 1) // 2 if joined else 0,
+                          files=files + 1, users=users, duplicate_share=0.02, malformed_share=0.001, seed=42)
+    generated = generate(source, cfg)
+    for inp in job.inputs:
+        last = sorted(generated.files[inp.name])[-1]
+        os.makedirs(later.landing(inp.name), exist_ok=True)
+        os.rename(last, os.path.join(later.landing(inp.name), os.path.basename(last)))
+    return source, later
+
+
+def restart_batch(spark, spec: JobSpec, layout: Layout, later: Layout, listener: "Progress") -> dict[str, Any]:
+    """The job restarted on its checkpoint with one more file per input: its first micro-batch (state loaded from
+    the checkpoint: the last snapshot and the changelogs after it)."""
+    for inp in spec.inputs:
+        for name in os.listdir(later.landing(inp.name)):
+            shutil.copy2(os.path.join(later.landing(inp.name), name), layout.landing(inp.name))
+    run_job(spark, spec, layout, settings=read_settings())
+    listener.wait(spec.name, 1)
+    events = listener.take(spec.name)
+    return events[0]
 
 
 def floor_frame(spark, spec: JobSpec, layout: Layout) -> DataFrame:
@@ -226,6 +245,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     steady: dict[tuple[str, int], list[dict[str, Any]]] = {}
     deadletter: dict[tuple[str, int], list[int]] = {}
     rates: dict[tuple[str, int], list[float]] = {}  # sustained events/s of each job run (both queries)
+    restarts: dict[tuple[str, int, str], list[dict[str, Any]]] = {}  # each job run's restart batch
     try:
         with workdir(args) as root:
             warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout,
@@ -234,7 +254,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
             for i, size in enumerate(args.sizes):
                 for name in args.jobs:
                     spec = get_job(name)
-                    source = make_input(root, spec, size, args.files, args.users)
+                    source, later = make_input(root, spec, size, args.files, args.users)
                     for n, side in enumerate(schedule(sides, i, args.repeats)):
                         layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
                         if side in job_sides:
@@ -244,14 +264,16 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                                 spark.conf.set(key, value)
                             try:
                                 run_job(spark, spec, layout, settings=read_settings())
+                                listener.wait(name, args.files)
+                                dl = [e for e in listener.events.get(deadletter_query_name(name), [])
+                                      if e.get("numInputRows", 0) > 0]
+                                events = listener.take(name)
+                                restarts.setdefault((name, size, side), []).append(
+                                    restart_batch(spark, spec, layout, later, listener))
                             finally:
                                 for key, value in before.items():
                                     spark.conf.unset(key) if value is None else spark.conf.set(key, value)
-                            listener.wait(name, args.files)
-                            dl = [e for e in listener.events.get(deadletter_query_name(name), [])
-                                  if e.get("numInputRows", 0) > 0]
                             deadletter.setdefault((name, size, side), []).extend(e["batchDuration"] for e in dl[1:])
-                            events = listener.take(name)
                             rates.setdefault((name, size, side), []).append(sustained(events, dl))
                             steady.setdefault((name, size, side), []).extend(events[1:])
                         else:
@@ -265,7 +287,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                         print(f"  {name:<15} {size:>7} {side:<5} batches ms {durations}", flush=True)
     finally:
         spark.streams.removeListener(listener)
-    rows, parts, operators = [], [], []
+    rows, parts, operators, restarted = [], [], [], []
     for size in args.sizes:
         for name in args.jobs:
             job, state, floor, json_ = (measured[name, size, side] for side in BASE_SIDES)
@@ -277,6 +299,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                          fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, json_)),
                          *(f"{fmt_ms(measured[name, size, v].median_ms)} ({fmt_ratio(ratio(measured[name, size, v], json_))})"
                            for v in args.variants)])
+            for side in job_sides:
+                first = restarts[name, size, side]
+                load = [sum(op.get("customMetrics", {}).get("rocksdbLoadLatencyMs", 0)
+                            for op in e.get("stateOperators", [])) for e in first]
+                restarted.append([name, f"{size:,}", side, fmt_ms(measured[name, size, side].median_ms),
+                                  fmt_ms(_median([e["batchDuration"] for e in first])),
+                                  fmt_ms(_median([e["durationMs"].get("addBatch", 0) for e in first])),
+                                  fmt_ms(_median(load))])
             for side in job_sides + ("state",):
                 b = breakdown(steady[name, size, side])
                 counted = VARIANTS.get(side, {}).get(TRACK_ROWS) != "false"
@@ -303,6 +333,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                  ["job", "events/batch", "side", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",
                   "state removals", "state commit", "rocksdb get", "rocksdb put", "rocksdb fsync", "state rows",
                   "dead-letter batch"], parts)
+    report.table("restart: the job run again on its checkpoint with one more file per input (its first micro-batch "
+                 "loads the state: the newest snapshot and the changelogs after it; medians over the runs)",
+                 ["job", "events/batch", "side", "steady batch", "restart batch", "restart addBatch",
+                  "rocksdb load (summed)"], restarted)
     report.table("each state operator (medians, ms summed over its partitions; rows per micro-batch)",
                  ["job", "events/batch", "side", "operator", "updates", "removals", "commit", "rows updated",
                   "rows removed", "state rows"], operators)

@@ -74,6 +74,7 @@ class HeldLease:
         self._on_lost: list = []
         self._beats = 0
         self._lost_guard = threading.Lock()
+        self._calling_back: threading.Thread | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"stateops-lease-{lease.job}", daemon=True)
 
@@ -104,7 +105,9 @@ class HeldLease:
             self.lost = LeaseLostError(self.lease, holder)
         log.warning("%s: run %s lost its lease at %s (%s); writing nothing more", self.lease.job, self.lease.run_id,
                     datetime.now(timezone.utc).isoformat(timespec="milliseconds"), f"now held by {holder.describe()}" if holder else "the record is gone")
-        threading.Thread(target=self._call_back, name=f"stateops-lease-lost-{self.lease.job}", daemon=True).start()
+        self._calling_back = threading.Thread(target=self._call_back, name=f"stateops-lease-lost-{self.lease.job}",
+                                              daemon=True)
+        self._calling_back.start()
 
     def _call_back(self) -> None:
         for callback in self._on_lost:
@@ -148,6 +151,8 @@ class HeldLease:
         self._done.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.settings.heartbeat_seconds + 10)
+        if self._calling_back is not None:  # its queries stopped before the process goes on to exit
+            self._calling_back.join(timeout=60)
         if self.lost is not None:  # another run holds it now: nothing of this one's to remove, nothing written
             return
         with self.store.critical():  # the request first: whoever sees the lease gone sees no request

@@ -34,6 +34,7 @@ import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
+from botocore.exceptions import BotoCoreError
 from fsspec.asyn import sync
 
 from stateops.errors import OperationFailed, first_line
@@ -92,11 +93,11 @@ class _Object:
             return sync(self.fs.loop, run)
         except FileNotFoundError:
             return None
-        except OSError as err:
+        except (OSError, BotoCoreError) as err:  # s3fs keeps botocore's connection errors as they are
             if refused(err):
                 return None
             raise StorageFailure(f"{self.url}: {operation} failed ({first_line(err)}). Fix: check the bucket "
-                                 f"exists and the S3 settings ({SETTINGS})") from None
+                                 f"exists, the endpoint is reachable and the S3 settings ({SETTINGS})") from None
 
     def honours_conditions(self) -> None:
         """Refuse a server that ignores If-None-Match or If-Match, once per process, endpoint and bucket: a probe

@@ -95,18 +95,27 @@ def leases(store: Store) -> list[str]:
                 "stale_reason")]
 
 
+# What a stopped holder may end with: its lease lost, or, cut off from the store, the store unreachable (it cannot
+# learn that it lost the lease, and stops for that reason); either way one line, exit 1.
+STOPPED = ("lost its lease", "failed (Could not connect")
+
+
 def stale_holder(trial: Trial) -> list[str]:
-    """Once another run took the lease over, A stopped by itself (exit 1, "lost its lease"); on S3 none of its
-    writes landed after it learned so."""
+    """Once another run took the lease over, A stopped by itself (exit 1, one line: "lost its lease", or the store
+    unreachable when it was cut off); on S3 none of its writes to the job's checkpoints or tables landed after it
+    learned it lost the lease (what it does on its way out of the control plane, e.g. releasing its own control
+    lock by a conditional delete, is no write of the job's)."""
     if trial.scenario == "crash-restart" or trial.takeover_at is None:
         return []
     found = []
-    if trial.a_exit != 1 or "lost its lease" not in trial.a_output:
-        tail = trial.a_output.strip().splitlines()[-1:] or ["(no output)"]
+    error = [line for line in trial.a_output.splitlines() if line.startswith("Error: ")]
+    if trial.a_exit != 1 or len(error) != 1 or not any(why in error[0] for why in STOPPED) \
+            or "Traceback" in trial.a_output or "Fatal Python error" in trial.a_output:
+        tail = error or trial.a_output.strip().splitlines()[-1:] or ["(no output)"]
         found.append(f"A did not stop by itself after the takeover: exit {trial.a_exit}, {tail[0][:300]}")
     if trial.a_learned_at is not None:
         late = [e for e in trial.proxy_entries.get("A", []) if e.mutating and e.landed
-                and e.wall_received > trial.a_learned_at and f"/{JOB}" in e.key]
+                and e.wall_received > trial.a_learned_at and ("/checkpoints/" in e.key or "/tables/" in e.key)]
         found += [f"A wrote {e.method} {e.key} ({e.status}) {e.wall_received - trial.a_learned_at:.2f} s after it "
                   "learned it lost its lease" for e in late]
     return found
