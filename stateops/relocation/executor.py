@@ -42,8 +42,8 @@ from stateops.storage.copies import copy_file, digest, remove_tree
 
 from stateops.relocation import marker
 from stateops.relocation.plan import MovePlan, MoveRefused
-from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG, json_column_update, pairs,
-                                         path_column_update, rewrite_source_log, rewrite_text, spark_form)
+from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG, json_column_update, logged_paths,
+                                         pairs, path_column_update, rewrite_source_log, rewrite_text, spark_form)
 
 STEPS = ("lock", "copy", "rewrite", "verify", "mark", "unlock")
 JOURNAL_LOCK_TTL = 60.0
@@ -344,14 +344,7 @@ def _source_logs(home: str) -> dict[str, set[str]]:
         if not SOURCE_LOG.search(rel):
             continue
         with fs.open(path, "r") as handle:
-            lines = handle.read().split("\n")[1:]
-        for line in lines:
-            try:
-                entry = json.loads(line) if line.strip() else None
-            except ValueError:
-                entry = None
-            if isinstance(entry, dict) and "path" in entry:
-                recorded.setdefault(rel.split("/sources/")[0], set()).add(entry["path"])
+            recorded.setdefault(rel.split("/sources/")[0], set()).update(logged_paths(handle.read()))
     return recorded
 
 

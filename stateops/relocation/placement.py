@@ -10,14 +10,13 @@ command, instead of Spark's `Wrong basePath` or a silent re-read of every input 
 """
 from __future__ import annotations
 
-import json
 import posixpath
 
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.storage import exists, filesystem
 
-from stateops.relocation.rewrite import spark_form
+from stateops.relocation.rewrite import logged_paths, spark_form
 
 MOVE = "stateops home move --to URL"
 
@@ -51,14 +50,7 @@ def recorded_folders(checkpoint: str) -> set[str]:
             continue
         log_fs, log_path = filesystem(newest)
         with log_fs.open(log_path, "r") as handle:
-            lines = handle.read().split("\n")[1:]
-        for line in lines:
-            try:
-                entry = json.loads(line) if line.strip() else None
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and "path" in entry:  # a file source (Kafka's log holds offsets)
-                folders.add(entry["path"].rsplit("/", 1)[0])
+            folders.update(path.rsplit("/", 1)[0] for path in logged_paths(handle.read()))
     return folders
 
 

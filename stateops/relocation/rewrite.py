@@ -72,6 +72,19 @@ def rewrite_text(text: str, mapping: list[tuple[str, str]]) -> str:
     return text if rewritten == value else json.dumps(rewritten, sort_keys=isinstance(value, dict))
 
 
+def logged_paths(text: str) -> list[str]:
+    """The file paths a file source's log file names (none for another source's log: Kafka's holds offsets)."""
+    paths = []
+    for line in text.split("\n")[1:]:  # the version line first
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "path" in entry:
+            paths.append(entry["path"])
+    return paths
+
+
 def rewrite_source_log(text: str, mapping: list[tuple[str, str]]) -> tuple[str, int]:
     """A file source log file with every entry's `path` rewritten, in Spark's own format (the version line, one
     compact JSON object per line, in order); returns the text and how many paths changed."""

@@ -190,13 +190,7 @@ class FaultProxy:
         """Drops any request still held (its client gets a reset), stops serving, ends the thread."""
         if self._loop is None:
             return
-        with self._lock:
-            held = [hold for hold in self._holds if hold.state == Hold.HELD]
-            for hold in self._holds:
-                if hold.state == Hold.ARMED:
-                    hold.state = Hold.CANCELLED
-            self._holds = held
-        for hold in held:
+        for hold in self._disarm():
             hold.drop()
         try:
             asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(STOP_TIMEOUT * 3)
@@ -259,13 +253,18 @@ class FaultProxy:
         with self._lock:
             self._partitioned = False
             self._delays.clear()
+        for hold in self._disarm():
+            hold.release()
+
+    def _disarm(self) -> list[Hold]:
+        """Cancel the armed holds; the holds holding a request now (to be released or dropped by the caller)."""
+        with self._lock:
             held = [hold for hold in self._holds if hold.state == Hold.HELD]
             for hold in self._holds:
                 if hold.state == Hold.ARMED:
                     hold.state = Hold.CANCELLED
             self._holds = held
-        for hold in held:
-            hold.release()
+        return held
 
     # --- the log ---
 
