@@ -17,12 +17,13 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from stateops import kafka_lag
+from stateops.control.lease import LeaseLostError
 from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
@@ -202,12 +203,15 @@ class ProgressBuffer:
     are counted in `failures` and each logged as a warning. Thread-safe.
     """
 
-    def __init__(self, layout: Layout, settings: FlushSettings, *, name: str = "progress"):
+    def __init__(self, layout: Layout, settings: FlushSettings, *, name: str = "progress",
+                 guard: Callable[[], None] | None = None):
         self.layout, self.settings = layout, settings
+        self.guard = guard  # called before each append; raises LeaseLostError when the run's lease is gone
         self.rows: list[dict[str, Any]] = []
         self.failures = 0
         self.commits = 0
         self._error: Exception | None = None
+        self._silenced: str | None = None  # why nothing more is written (`silence`)
         self._since: float | None = None
         self._lock = threading.RLock()
         self._done = threading.Event()
@@ -224,6 +228,9 @@ class ProgressBuffer:
 
     def add(self, row: dict[str, Any]) -> None:
         with self._lock:
+            if self._silenced is not None:
+                self._give_up([row], self._silenced)
+                return
             self.rows.append(row)
             if self._since is None:
                 self._since = time.monotonic()
@@ -241,7 +248,12 @@ class ProgressBuffer:
             if not self.rows:
                 return True
             try:
+                if self.guard is not None:
+                    self.guard()
                 append(self.layout, self.rows)
+            except LeaseLostError:
+                self.silence("the run lost its lease and writes nothing more")
+                return False
             except Exception as err:  # noqa: BLE001 - the query must not stop for its progress rows
                 self._error = err
                 log.warning("%d progress row(s) not appended to %s yet (will retry): %s", len(self.rows),
@@ -257,19 +269,27 @@ class ProgressBuffer:
             log.warning("%s: progress of query %s batch %s not recorded in %s (%s): %s", row.get("job"),
                         row.get("query_name"), row.get("batch_id"), self.layout.ops_table(TABLE), why, self._error)
 
+    def silence(self, why: str) -> None:
+        """Write nothing more, from now on (a run that lost its lease: whatever it appended after that would come
+        from a holder another run has replaced): the buffered rows, and any added later, are given up. An append
+        already under way ends first (it holds the lock)."""
+        with self._lock:
+            self._silenced = why
+            self._give_up(self.rows, why)
+            self.rows, self._since = [], None
+
     def close(self, write: bool = True) -> None:
         """Stop the timer and write what is left (unless not `write`: a run that lost its lease); rows that
         still cannot be written are counted as failures."""
         self._done.set()
         self._thread.join(timeout=10)
+        if not write:
+            self.silence("the run lost its lease and writes nothing more")
+            return
         with self._lock:
-            if not write:
-                self._give_up(self.rows, "the run lost its lease and writes nothing more")
-            elif self.flush():
-                return
-            else:
+            if not self.flush():
                 self._give_up(self.rows, "at the end of the run")
-            self.rows, self._since = [], None
+                self.rows, self._since = [], None
 
 
 def last_recorded_batch(layout: Layout, query_id: str) -> int | None:

@@ -52,12 +52,16 @@ class ProgressRecorder(JsonEvents):
     that a runbook knows the query it restarted has looked at its source and found nothing new."""
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
-                 flush: progress_table.FlushSettings, rows_tracked: bool = True):
+                 flush: progress_table.FlushSettings, rows_tracked: bool = True,
+                 guard: Callable[[], None] | None = None):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.rows_tracked = rows_tracked  # False: the state stores do not count rows (session.TRACK_ROWS)
         self.totals = RunTotals()
         self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
-        self.buffer = progress_table.ProgressBuffer(layout, flush, name=job)
+        # `guard` (the run's lease check) before every write: a holder that resumes after a takeover writes no row
+        self.guard = guard
+        self.buffer = progress_table.ProgressBuffer(layout, flush, name=job, guard=guard)
+        self._silenced = False
         self._lock = threading.Lock()
         self._new: list[dict[str, Any]] = []
         self._names: dict[str, str] = {}             # Spark run id -> query name (idle events carry no name)
@@ -101,9 +105,11 @@ class ProgressRecorder(JsonEvents):
             if name not in self._idle or self._idle[name]["after_batch"] != after:
                 self._idle[name] = {"query_id": query_id, "spark_run_id": run_id,
                                     "idle_at": timestamp, "after_batch": after}
-            if self._idle == self._idle_written:
+            if self._idle == self._idle_written or self._silenced:
                 return
             try:
+                if self.guard is not None:
+                    self.guard()
                 progress_table.record_idle(self.layout, self.job, self.run_id, self._idle)
                 self._idle_written = dict(self._idle)  # reports are replaced, never changed
             except (OSError, StateOpsError) as err:
@@ -115,6 +121,12 @@ class ProgressRecorder(JsonEvents):
         with self._lock:
             new, self._new = self._new, []
         return new
+
+    def silence(self) -> None:
+        """Record nothing more in the ops tables (the run lost its lease): progress rows and idle reports."""
+        with self._lock:
+            self._silenced = True
+        self.buffer.silence("the run lost its lease and writes nothing more")
 
     def close(self, write: bool = True) -> None:
         self.buffer.close(write)

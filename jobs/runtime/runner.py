@@ -114,10 +114,11 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                         use_jvm=use_jvm)
     gap = _note_progress_gaps(layout, spec.name, run_id, checkpoints)
     recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name, deadletter_query_name(spec.name)}, flush,
-                                rows_tracked=state_rows_tracked(spark))
+                                rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
-    lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])  # no batch after that
+    lease.when_lost(recorder.silence)  # first, no progress row or idle report after that
+    lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])  # and no batch
     started = time.monotonic()
     try:
         frame = stateful_frame(spark, spec, layout)

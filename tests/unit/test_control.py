@@ -311,3 +311,27 @@ def test_retention_locks_on_an_s3_control_home_are_objects_under_it(home):
     path = retention_lock.lock_path(Layout(home), "s3://bucket/stateops/checkpoints/")
     assert path == retention_lock.lock_path(Layout(home), "s3://bucket/stateops/checkpoints")
     assert path.startswith(f"{home}/ops/_retention/locks/") and path.endswith(".lock")
+
+
+def test_a_holder_that_lost_its_lease_appends_no_progress_row(layout):
+    """The progress buffer checks the lease before each append (a holder thawed after a takeover flushes what it
+    buffered before it froze): once the record names another lease, nothing lands in the ops table, and rows
+    added later are given up too (counted)."""
+    from stateops import progress
+    from stateops.delta import read_table
+
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    buffer = progress.ProgressBuffer(layout, progress.FlushSettings(flush_seconds=3600, flush_rows=1000),
+                                     guard=held.ensure_held)
+    row = {"name": JOB, "id": "q", "runId": "r", "batchId": 0, "timestamp": "2026-11-27T00:00:00+00:00",
+           "numInputRows": 1, "batchDuration": 1, "durationMs": {}, "stateOperators": [], "sources": []}
+    buffer.add(progress.progress_row(row, JOB, "mine"))
+    assert buffer.flush() and read_table(layout.ops_table("progress")).num_rows == 1, "held: the row lands"
+    buffer.add(progress.progress_row({**row, "batchId": 1}, JOB, "mine"))
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")  # taken over meanwhile
+    assert not buffer.flush()
+    buffer.add(progress.progress_row({**row, "batchId": 2}, JOB, "mine"))
+    buffer.close()
+    held.release()
+    assert read_table(layout.ops_table("progress")).num_rows == 1, "nothing appended after the takeover"
+    assert buffer.failures == 2 and held.lost is not None
