@@ -53,9 +53,12 @@ def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> int:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
-    if not partitions:
-        raise StateOpsError(f"topic {topic} does not exist on {bootstrap}: create it first (create_topics)")
+    deadline = time.monotonic() + 30
+    # a topic just created reaches the broker's metadata a moment later: until then it lists no partition
+    while not (partitions := len(producer.list_topics(topic, timeout=30).topics[topic].partitions)):
+        if time.monotonic() > deadline:
+            raise StateOpsError(f"topic {topic} does not exist on {bootstrap}: create it first (create_topics)")
+        time.sleep(0.2)
     count = 0
     for value in values:
         while True:

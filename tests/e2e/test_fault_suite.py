@@ -135,7 +135,7 @@ def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original
     config.write_text(f'[jobs.{JOB}]\narchive_dir = "{small_archive_root}"\n')
     monkeypatch.setenv("STATEOPS_CONFIG", str(config))
     spec = get_job(JOB)
-    generate(layout, replace(SMALL, files=12))
+    generate(layout, replace(SMALL, files=16))  # enough batches for more files than the small disk's inodes
     run_job(spark, spec, layout, settings=read_settings())
     checkpoint = spec.checkpoint_path(layout)
     before = file_hashes(checkpoint)

@@ -32,6 +32,8 @@ from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.storage import copies
+from stateops.checkpoint import Checkpoint
+from stateops.sparkstate import join_state_format, readable_units
 from stateops import progress
 from stateops.layout import Layout
 from stateops.recovery import archive as runbook_archive
@@ -141,14 +143,14 @@ def needs_oracle(checkpoint: Path, batch: int) -> list[str]:
 def state_rows(spark: SparkSession, checkpoint: str, batch: int) -> dict[str, list[str]]:
     """Spark's state reader at `batch`: every (partition, key, value) of every operator and store, as text."""
     meta = spark.read.format("state-metadata").load(checkpoint).collect()
+    join_format = join_state_format(Checkpoint(checkpoint).batch_metadata(batch).get("conf", {}))
     out = {}
     for row in meta:
-        options = {"path": checkpoint, "batchId": batch, "operatorId": row.operatorId}
-        if row.stateStoreName != "default":
-            options["storeName"] = row.stateStoreName
-        frame = spark.read.format("statestore").options(**{k: str(v) for k, v in options.items()}).load()
-        text = frame.select(F.to_json(F.struct("partition_id", "key", "value")).alias("row"))
-        out[f"{row.operatorId}/{row.stateStoreName}"] = sorted(r.row for r in text.collect())
+        for label, unit in readable_units(row.operatorId, row.stateStoreName, None, row.operatorName, join_format):
+            options = {"path": checkpoint, "batchId": str(batch), **dict(unit)}
+            frame = spark.read.format("statestore").options(**options).load()
+            text = frame.select(F.to_json(F.struct("partition_id", "key", "value")).alias("row"))
+            out[f"{row.operatorId}/{label}"] = sorted(r.row for r in text.collect())
     return out
 
 
