@@ -145,6 +145,8 @@ def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run
     _table_equals_oracle(layout)
 
 
+@pytest.mark.long  # the default run: a Dagster run refused beside a holder (test_control_dagster), a stop request
+# honoured by a running query (test_control_runner), the CLI holder across processes (above)
 def test_dagster_holder_refuses_second_runs_and_stops_gracefully_on_request(layout, tmp_path, monkeypatch):
     env = _env(layout, tmp_path, monkeypatch)
     dagster_home = tmp_path / "dagster"

@@ -25,7 +25,9 @@ from tests.support.outcomes import assert_equals_oracle
 from tests.support.scenarios import DEMO_INPUT_SMALL
 from tests.support.wheel_env import clean_env, dg_project, run_dg, run_in
 
-pytestmark = pytest.mark.e2e
+# Long tier, beside tests/e2e/test_install_ends.py (the wheel in fresh venvs at both ends of the ranges); the default
+# run: the package's contents and metadata (tests/unit/test_packaging.py), `stateops jars fetch` (test_jars_fetch).
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 USER_DEFS = '''
 import dagster as dg

@@ -129,6 +129,7 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
     assert adjusted.runbook_id in archives and counts["lost_archives"] == 0, "every archive is whole"
 
 
+@pytest.mark.long  # the default run: no room for the archive refused before a runbook acts (tests/unit/test_recovery_preflight.py)
 def test_an_archive_that_runs_out_of_space_fails_cleanly_and_leaves_the_original(spark, layout, tmp_path, monkeypatch,
                                                                                 small_archive_root, record_property):
     config = tmp_path / "stateops.toml"

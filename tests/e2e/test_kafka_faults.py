@@ -28,7 +28,8 @@ from tests.support.outcomes import COLUMNS
 from tests.support.servers.kafka import fresh_topics, produce, records
 from tests.support.tiers import trials
 
-pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+# Long tier, like the S3 kill chain (the default run: the random kill chains on files, which alternate the writers).
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.long]
 
 TRIALS = trials(2)
 JOB = "user_activity"

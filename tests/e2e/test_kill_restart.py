@@ -36,9 +36,11 @@ FAULT_INPUT = GeneratorConfig(events=800, files=4, users=40, late_share=0.04, la
 
 
 @pytest.mark.parametrize("job, delta_writer", [
-    ("order_payments", "delta-rs"), ("user_activity", "spark"),
-    # The long tier adds the other two pairs; the default run's skips by another writer's transaction:
-    # tests/spark/test_delta_engines.py (appends and MERGEs, both engines).
+    ("order_payments", "delta-rs"),
+    # The long tier adds the other three pairs; the default run's skips by another writer's transaction:
+    # tests/spark/test_delta_engines.py (appends and MERGEs, both engines), and the random kill chains on files
+    # (tests/e2e/test_fault_suite.py) alternate the writers.
+    pytest.param("user_activity", "spark", marks=pytest.mark.long),
     pytest.param("order_payments", "spark", marks=pytest.mark.long),
     pytest.param("user_activity", "delta-rs", marks=pytest.mark.long)], indirect=["delta_writer"])
 def test_crash_after_delta_commit_restart_skips_exactly_that_batch(spark, layout, job, delta_writer):

@@ -17,7 +17,9 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 
-pytestmark = pytest.mark.e2e
+# Long tier (the default run: the one line, the exit code and the log's place, from a failed query's error, in
+# tests/unit/test_failures.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 INPUT = GeneratorConfig(events=300, files=2, users=20, seed=1)
 STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")

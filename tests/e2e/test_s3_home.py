@@ -84,6 +84,7 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
     assert {s["operator_id"] for s in fit["stored"]} == {op.operator_id for op in report.operators}
 
 
+@pytest.mark.long  # the default run: retention planned and applied on local disk, every rule (test_retention)
 def test_retention_applies_on_s3_and_the_job_restarts(spark, s3_homes, s3_scenario, tmp_path, monkeypatch):
     """Retention keeps 2 batches restorable (minBatchesToRetain as the jobs' settings declare it; the session
     that ran keeps Spark's 100, so the oracle still finds every batch's files in the logs) and the state

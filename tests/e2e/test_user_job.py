@@ -25,7 +25,9 @@ from stateops.dagster.audits.assets import build_deep_audit_asset
 from stateops.dagster.resources import PathsResource, SparkResource
 from tests.support import engagement_oracle
 
-pytestmark = pytest.mark.e2e
+# Long tier (the default run: users' jobs loaded, validated and refused in tests/unit/test_user_jobs.py, and run
+# from importable modules in tests/spark/test_state_compatibility.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")

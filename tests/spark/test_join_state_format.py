@@ -22,7 +22,8 @@ from tests.support.delta_rows import table_rows
 from tests.support.scenarios import builtin
 from tests.support.spark_confs import sql_confs
 
-pytestmark = pytest.mark.spark
+# Long tier (the default run: format 4 in force on every new join: test_jobs_oracle, test_kill_restart, the audits).
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 JOB = "order_payments"
 INPUT = GeneratorConfig(events=0, orders=240, files=4, users=40, late_share=0.05, malformed_share=0.02,

@@ -367,6 +367,7 @@ time_column = "event_time"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 
 
+@pytest.mark.long  # the default run: Spark's schema rules on the aggregation, the join and unchanged state (above)
 @pytest.mark.parametrize("encoding, fits", [("avro", True), ("unsaferow", False)])
 def test_a_widened_transform_with_state_value_fits_under_avro_encoding_only(spark, layout, tmp_path, importable,
                                                                             encoding, fits):
