@@ -81,10 +81,11 @@ def home_move(obj: Environment, to: str, confirm: bool, stop: bool, as_json: boo
 
     def audit(old, new):
         from stateops.jobs.runtime.relocation import audits_agree
-        from stateops.jobs.runtime.session import get_session
+        from stateops.jobs.runtime.session import console_log_for, get_session
 
-        # Spark's console output into the move's folder (a local new home), so the terminal shows the move's lines
-        console_log = None if "://" in plan.new else f"{move_dir(plan.new, plan.move_id)}/spark.log"
+        # Spark's console output into the move's folder (a local copy of it for a new home on object storage), so
+        # the terminal shows the move's lines
+        console_log = console_log_for(f"{move_dir(plan.new, plan.move_id)}/spark.log")
         return audits_agree(get_session(obj.spark, console_log=console_log), catalog, old, new)
 
     summary = Move(plan, sorted(catalog.jobs), settings=settings, actor=default_actor(), stop=stop,

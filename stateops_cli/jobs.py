@@ -118,11 +118,11 @@ def jobs_check(obj: Environment, name: str, as_json: bool) -> None:
     without running it: exit 0 it fits (or there is no state yet), 2 it does not (the line names the operator,
     old -> new, and the rebuild), 1 the check could not decide."""
     from stateops.jobs.runtime.compatibility import REFUSED, UNDECIDED, check_job
-    from stateops.jobs.runtime.session import get_session
+    from stateops.jobs.runtime.session import console_log_for, get_session
 
     spec = obj.catalog.job(name)
-    console_log = None if "://" in obj.layout.home else obj.layout.run_log(spec.name, "state-check")
-    fit = check_job(get_session(obj.spark, console_log=console_log), spec, obj.layout)
+    fit = check_job(get_session(obj.spark, console_log=console_log_for(obj.layout.run_log(spec.name, "state-check"))),
+                    spec, obj.layout)
     if as_json:
         click.echo(json.dumps(fit.to_json(), indent=2))
     else:
@@ -159,13 +159,14 @@ def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, 
              runbook_id: str | None) -> None:
     """Run NAME once; refused (exit 2) while another run holds its lease or a runbook its maintenance lock."""
     from stateops.jobs.runtime.runner import run_job
-    from stateops.jobs.runtime.session import get_session
+    from stateops.jobs.runtime.session import console_log_for, get_session
 
     spec, layout, run_id = obj.catalog.job(name), obj.layout, uuid.uuid4().hex
     spec.require_extras()  # refused before a JVM starts, as is a run already going; run_job decides atomically
     control.check_can_start(layout, name, settings=obj.settings.control, runbook_id=runbook_id)
-    # Spark's console output goes to the run's log (local homes), so the terminal shows only our lines.
-    console_log = None if "://" in layout.home else layout.run_log(spec.name, run_id)
+    # Spark's console output goes to the run's log (a local copy for a home on object storage), so the terminal
+    # shows only our lines.
+    console_log = console_log_for(layout.run_log(spec.name, run_id))
     result = run_job(get_session(obj.spark, console_log=console_log), spec, layout, settings=obj.settings, mode=mode,
                      max_seconds=max_seconds, run_id=run_id, runbook_id=runbook_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else summary(result))

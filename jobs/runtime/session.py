@@ -199,6 +199,20 @@ def _console_to(path: str | None) -> Iterator[None]:
         undo()
 
 
+def console_log_for(log: str) -> str:
+    """The local file for the JVM's console output of a run whose log is `log`: `log` itself on local disk; for a
+    home on object storage (a JVM appends to a local file, never to an object) the same path under the per-user
+    cache folder, $XDG_CACHE_HOME (else ~/.cache)/stateops/logs/<bucket>/<key>, so the terminal still shows only
+    StateOps' own lines (a query that fails after a lost lease logs Spark's trace there, not on the terminal)."""
+    if "://" not in log:
+        return log
+    scheme, rest = log.split("://", 1)
+    if scheme == "file":
+        return rest
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "stateops", "logs", scheme, rest)
+
+
 def get_session(settings: SparkSettings, console_log: str | None = None):
     """The process's Spark session, created with `settings` (the entry point's) on first use.
 

@@ -11,7 +11,7 @@ from stateops.jvm.fence import CHECKPOINT_FILE_MANAGER, FENCE_JAR, LOG_STORE
 from stateops.jvm.jars import JarsFolder
 from tests.support.fetched_jars import fetched_jars
 
-from stateops.jobs.runtime.session import ROCKSDB_PROVIDER, delta_jars_on_classpath, spark_conf
+from stateops.jobs.runtime.session import ROCKSDB_PROVIDER, console_log_for, delta_jars_on_classpath, spark_conf
 from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 
@@ -188,3 +188,13 @@ def test_s3a_settings_come_from_the_aws_sdk_variables(monkeypatch):
     merged = spark_conf(SparkSettings.from_env())
     assert merged["spark.hadoop.fs.s3a.path.style.access"] == "false", "STATEOPS_SPARK_CONF wins"
     assert merged["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+
+
+def test_the_consoles_log_is_local_whatever_the_home(monkeypatch, tmp_path):
+    """A JVM appends its console output to a local file: the run's log itself on local disk, a file of the same
+    path under the per-user cache for a home on object storage (the terminal keeps only StateOps' own lines)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert console_log_for("/home/u/stateops/ops/j/logs/r.log") == "/home/u/stateops/ops/j/logs/r.log"
+    assert console_log_for("file:///srv/home/ops/j/logs/r.log") == "/srv/home/ops/j/logs/r.log"
+    assert console_log_for("s3://bucket/home/ops/j/logs/r.log") == \
+        str(tmp_path / "cache" / "stateops" / "logs" / "s3" / "bucket" / "home" / "ops" / "j" / "logs" / "r.log")
