@@ -21,6 +21,7 @@ working (its locks held: run the move again to finish it, or release them with `
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from deltalake import DeltaTable
 
 from stateops import actions
 from stateops.control import current_lease, maintenance, request_stop, wait_released
+from stateops.control.process import HOST
 from stateops.control.settings import ControlSettings
 from stateops.delta import open_table
 from stateops.errors import OperationFailed
@@ -121,7 +123,8 @@ class Move:
         lock = lock_at(posixpath.join(self.directory, ".move.lock"), ttl=JOURNAL_LOCK_TTL, heartbeat=True,
                        name="home move lock")
         try:
-            lock.acquire({"move_id": self.plan.move_id, "actor": self.actor, "since": _now()})
+            lock.acquire({"move_id": self.plan.move_id, "actor": self.actor, "host": HOST, "pid": os.getpid(),
+                          "since": _now()})
         except Exception as err:  # noqa: BLE001 - LockBusy and the store's own errors alike: one line
             raise MoveRefused(f"the move {self.plan.move_id} is being run by another process ({err})") from None
         try:

@@ -51,6 +51,8 @@ transformation = "stateops.jobs.examples.transforms:user_activity"
 output_mode = "update"
 merge_keys = ["window_start", "window_end", "user_id"]
 watermark_delay = "10 minutes"
+watermark_min = "5 minutes"
+watermark_max = "2 hours"
 source = "kafka"
 kafka_bootstrap_servers = "{bootstrap}"
 
