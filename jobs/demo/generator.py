@@ -211,7 +211,7 @@ def _write(layout: Layout, source: str, slices: _Slices, tag: str, rng: random.R
         fs.mv(tmp, final)
         if local:
             os.utime(final, (mtime + index, mtime + index))
-        gen.files.setdefault(source, []).append(final)
+        gen.files.setdefault(source, []).append(final if local else fs.unstrip_protocol(final))  # a URL off local disk
         gen.lines[source] = gen.lines.get(source, 0) + len(lines)
 
 
