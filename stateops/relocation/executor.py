@@ -238,9 +238,6 @@ class Move:
                                                                                    predicate=olds)
             updated[table] = result.get("num_updated_rows", 0)
         sums = self._archive_sums()
-        actions.record(self.new, "_home", "home_move", "done", actor=self.actor, runbook_id=self.runbook_id,
-                       details={"from": self.plan.old, "to": self.plan.new, "move_id": self.plan.move_id,
-                                "files": len(self.plan.files), "bytes": self.plan.bytes})
         return {"ops_tables": updated, "archive_manifests": sums}
 
     def _archive_sums(self) -> int:
@@ -314,7 +311,12 @@ class Move:
         return problems
 
     def _mark(self) -> None:
+        """The old home's marker, then the move in the new home's actions (after the verification, which compares
+        the copied ops tables with the old home's: this record is the move's own)."""
         marker.mark(self.plan.old, self.plan.new, self.plan.move_id, _now())
+        actions.record(self.new, "_home", "home_move", "done", actor=self.actor, runbook_id=self.runbook_id,
+                       details={"from": self.plan.old, "to": self.plan.new, "move_id": self.plan.move_id,
+                                "files": len(self.plan.files), "bytes": self.plan.bytes})
 
     def _unlock(self) -> dict[str, Any]:
         created = (self._done("lock") or {}).get("created_control", [])
