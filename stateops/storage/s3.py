@@ -34,7 +34,6 @@ import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
-from botocore.exceptions import BotoCoreError
 from fsspec.asyn import sync
 
 from stateops.errors import OperationFailed, first_line
@@ -83,6 +82,8 @@ class _Object:
         self.url = f"s3://{self.bucket}/{self.key}"
 
     def call(self, operation: str, **kwargs: Any) -> dict[str, Any] | None:
+        from botocore.exceptions import BotoCoreError  # the s3 extra's (s3fs -> aiobotocore): the plain install has none
+
         async def run() -> dict[str, Any]:
             answer = await self.fs._call_s3(operation, Bucket=self.bucket, Key=self.key, **kwargs)
             if "Body" in answer and hasattr(answer["Body"], "read"):

@@ -90,3 +90,24 @@ def test_a_home_on_s3_without_the_s3_extra_is_refused_naming_it(monkeypatch):
                               "install 'stateops[s3]'")
     with pytest.raises(ImportError):  # another storage's missing implementation stays fsspec's own error
         paths.filesystem("gcs://bucket/home")
+
+
+def test_the_entry_points_import_without_any_optional_module():
+    """The plain install has no extra: the CLI, the code location's builder, the runner and the storage layer import
+    with every extra's module (and boto3's and botocore's, which only the s3 extra brings) refused at import."""
+    import subprocess
+    import sys
+    import textwrap
+
+    optional = sorted({module for module, _ in EXTRAS.values()} | {"boto3", "botocore", "aiobotocore", "s3fs"})
+    code = textwrap.dedent(f"""
+        import importlib.abc, sys
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {optional!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}} (an extra's)")
+        sys.meta_path.insert(0, Refuse())
+        import stateops.cli.main, stateops.dagster, stateops.jobs.runtime.runner, stateops.storage
+        """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
