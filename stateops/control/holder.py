@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from stateops import actions
-from stateops.errors import StateOpsError
+from stateops.errors import OperationFailed, StateOpsError
 from stateops.faults import fault_point, fence_off
 from stateops.layout import Layout
 
@@ -32,7 +32,7 @@ from stateops.control.maintenance import MaintenanceLockedError
 from stateops.control.process import HOST, default_actor, start_ticks
 from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
-from stateops.control.store import ControlStorageError, ControlStore
+from stateops.control.store import ControlStore
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,10 @@ class HeldLease:
             try:
                 if not self.heartbeat():
                     return
-            except (OSError, ControlStorageError) as err:
+            except (OSError, OperationFailed) as err:
                 # keep trying: the next beat or the fence finds a takeover (a control lock taken over while this
-                # process was frozen inside a beat is one: its write was refused)
+                # process was frozen inside a beat is one: its write was refused; a store out of reach fails the
+                # beat, ControlStorageError or the storage layer's own failure, and the thread goes on beating)
                 log.warning("%s: lease heartbeat failed: %s", self.lease.job, err)
 
     def when_lost(self, callback) -> None:

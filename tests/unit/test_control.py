@@ -181,6 +181,32 @@ def test_a_holder_notices_it_lost_the_lease(layout):
     assert current_lease(layout, JOB).run_id == "theirs", "releasing a lost lease leaves the new holder's"
 
 
+def test_a_heartbeat_that_cannot_reach_the_store_keeps_beating(layout, monkeypatch):
+    """A store out of reach (the storage layer's failure, not an OSError) fails a beat, not the heartbeat thread: it
+    beats on, and finds the takeover once the store answers again (a cut-off holder printed a thread's traceback)."""
+    from stateops.errors import OperationFailed
+
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    real, failures = held.heartbeat, []
+
+    def cut_off():
+        if len(failures) < 5:
+            failures.append(1)
+            raise OperationFailed("s3://bucket/home/ops/j/control/.lock: put_object failed (Could not connect)")
+        return real()
+
+    monkeypatch.setattr(held, "heartbeat", cut_off)
+    deadline = time.monotonic() + 30
+    while len(failures) < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")
+    while held.lost is None:  # the same thread, past its failed beats
+        assert time.monotonic() < deadline and held._thread.is_alive()
+        time.sleep(0.05)
+    held.release()
+
+
 def test_stop_request_targets_the_live_holder_only(layout):
     assert request_stop(layout, JOB, actor="ops", settings=FAST) is None, "nothing runs: nothing to stop"
     held = acquire(layout, JOB, run_id="r1", settings=FAST)
