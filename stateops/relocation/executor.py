@@ -38,7 +38,7 @@ from stateops.delta import open_table
 from stateops.errors import OperationFailed
 from stateops.faults import fault_point
 from stateops.layout import Layout
-from stateops.storage import entry_log_at, exists, filesystem, find_files, lock_at
+from stateops.storage import LockBusy, entry_log_at, exists, filesystem, find_files, lock_at
 from stateops.storage.aws import storage_options
 from stateops.storage.copies import copy_file, digest, remove_tree
 
@@ -126,7 +126,9 @@ class Move:
             lock.acquire({"move_id": self.plan.move_id, "actor": self.actor, "host": HOST, "pid": os.getpid(),
                           "since": _now()})
         except Exception as err:  # noqa: BLE001 - LockBusy and the store's own errors alike: one line
-            raise MoveRefused(f"the move {self.plan.move_id} is being run by another process ({err})") from None
+            free = (f"; if that process is gone, its lock is free once {err.ttl:.0f} s old (now {err.age:.0f} s): run "
+                    "the move again then") if isinstance(err, LockBusy) and err.age is not None else ""
+            raise MoveRefused(f"the move {self.plan.move_id} is being run by another process ({err}){free}") from None
         try:
             if not self._entries():
                 self._note("plan", "done", files=len(self.plan.files), bytes=self.plan.bytes,

@@ -21,8 +21,6 @@ ttl / 4, from a thread); a short critical section renews before each write inste
 """
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -61,21 +59,6 @@ def describe(holder: dict[str, Any]) -> str:
     if holder.get("thread"):
         words += f" (thread {holder.get('thread')})"
     return words + f" on {holder.get('host')}" + (f", since {holder['since']}" if holder.get("since") else "")
-
-
-def gone(holder: dict[str, Any]) -> bool:
-    """The holder's process ran on this host and exists no more (killed, crashed): its lock is free at once rather
-    than after its ttl, as a killed run's lease is. A holder on another host is judged by its lock's age alone."""
-    pid = holder.get("pid")
-    if holder.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's live process
-        return False
-    return False
 
 
 _THREADS: dict[str, threading.Lock] = {}

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from fsspec.asyn import sync
 
 from stateops.errors import OperationFailed, first_line
-from stateops.storage.locks import Lock, LockBusy, LockLost, UnsupportedStorageError, describe, gone
+from stateops.storage.locks import Lock, LockBusy, LockLost, UnsupportedStorageError, describe
 from stateops.storage.paths import filesystem
 from stateops.storage.records import EntryLog, Records, parse_record, render_record
 
@@ -162,7 +162,7 @@ class ObjectLock(Lock):
             if found is not None:
                 if found.holder.get("token") == token:  # created, but the answer was lost and the SDK's retry refused
                     return self._hold(found.etag, body)
-                if found.age >= self.ttl or gone(found.holder):  # stale: the one rule, live() is its negation
+                if found.age >= self.ttl:  # stale: the one rule, live() is its negation
                     taken = self.object.call("put_object", Body=body, IfMatch=found.etag)
                     if taken is not None:
                         log.warning("took over the %s %s of %s, %.0f s old by the server's clock (its holder is "
@@ -207,8 +207,8 @@ class ObjectLock(Lock):
         return LockBusy(self.url, found.holder if found else {}, found.age if found else 0.0, self.ttl)
 
     def live(self) -> bool:
-        found = self._found()
-        return found is not None and found.age < self.ttl and not gone(found.holder)
+        answer = self.object.call("head_object")
+        return answer is not None and server_age(answer) < self.ttl
 
 
 class ObjectRecords(Records):

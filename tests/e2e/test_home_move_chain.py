@@ -15,6 +15,7 @@ import random
 from dataclasses import replace
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -152,6 +153,18 @@ def _move(old: Layout, new: str, config: str, env: dict, kill: str | None = None
                 env={**env, **({ENV: kill} if kill else {})})
 
 
+def _move_again(old: Layout, new: str, config: str, env: dict, kill: str | None = None) -> subprocess.CompletedProcess:
+    """The move run again after a kill, as a user would: the killed move's lock on S3 is free once its TTL passes
+    without renewal, and the refusal until then says so."""
+    deadline = time.monotonic() + 120
+    while True:
+        done = _move(old, new, config, env, kill=kill)
+        if not (done.returncode == 2 and "is being run by another process" in done.stderr):
+            return done
+        assert "its lock is free once" in done.stderr and time.monotonic() < deadline, done.stderr
+        time.sleep(5)
+
+
 def test_a_home_moves_local_to_s3_to_another_bucket_and_back_with_every_jobs_state(spark, kafka, fence_bucket,
                                                                                     tmp_path):
     from tests.support.servers.kafka import fresh_topics
@@ -203,9 +216,9 @@ def test_a_move_killed_at_random_points_completes_when_run_again(spark, scenario
                   "move.after_step:step=rewrite", "move.after_step:step=verify", "move.after_step:step=mark"]
         kills = [points[i] for i in sorted(rng.sample(range(len(points)), 2))]  # in order: each one is reached
         for kill in kills:
-            done = _move(old, new, config, env, kill=kill)
+            done = _move_again(old, new, config, env, kill=kill)
             assert done.returncode == -9, (kill, done.stderr[-2000:])
-        finished = _move(old, new, config, env)
+        finished = _move_again(old, new, config, env)
         assert finished.returncode == 0, (kills, finished.stdout[-3000:], finished.stderr[-3000:])
         after = file_hashes(old.home)
         assert set(after) - set(before) == {"MOVED.json"} and {k: after[k] for k in before} == before, kills

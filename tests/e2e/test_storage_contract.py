@@ -3,7 +3,7 @@ server (moto, its own process; no S3 call mocked). A new backend passes this sui
 
 - a lock is exclusive under racing processes (every round exactly one holder, none lost);
 - a dead holder's lock is freed: at once on local disk (the kernel drops the flock), once `ttl` old by the
-  server's clock on S3 (taken over), never before; a holder on this host whose process is gone, at once on both;
+  server's clock on S3 (taken over), never before;
 - no holder keeps a lock past its ttl without renewing it: a process frozen (SIGSTOP) while holding it is taken
   over once the lock is `ttl` old, and when it thaws its renewal is refused (it writes nothing more); a holder
   whose lock was taken over leaves the new holder's lock in place; a heartbeat keeps a live holder's lock;
@@ -71,32 +71,6 @@ def test_a_lock_is_exclusive_under_racing_processes(storage_root, tmp_path):
     assert [racer.returncode for racer in racers] == [0] * RACERS, [racer.stderr.read() for racer in racers]
     assert outcomes == [(ROUNDS, 0)] * RACERS, "every round: one holder at a time, and every racer got its turns"
     assert not lock_at(f"{storage_root}/race.lock", ttl=30).live(), "released"
-
-
-def test_a_killed_holder_on_this_host_frees_its_lock_at_once(storage_root, tmp_path):
-    """A move or runbook killed and run again on the same host goes on at once, not after the lock's ttl."""
-    import socket
-
-    url = f"{storage_root}/killed.lock"
-    held = tmp_path / "held"
-    holder = _python(f"""
-        import os, socket, sys, time
-        from stateops.storage import lock_at
-        lock_at(sys.argv[1], ttl=600).acquire({{"pid": os.getpid(), "host": socket.gethostname()}})
-        open({str(held)!r}, "w").close()
-        time.sleep(600)
-        """, url)
-    _wait_for(str(held))
-    lock = lock_at(url, ttl=600)
-    with pytest.raises(LockBusy):
-        lock.acquire({"pid": os.getpid(), "host": socket.gethostname()})
-    os.kill(holder.pid, signal.SIGKILL)
-    holder.wait(timeout=30)
-    lock.acquire({"pid": os.getpid(), "host": socket.gethostname()})
-    try:
-        assert lock.holder()["pid"] == os.getpid() and lock.live()
-    finally:
-        lock.release()
 
 
 def test_a_dead_holders_lock_is_freed_once_stale_and_never_before(storage_root, tmp_path):
