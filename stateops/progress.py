@@ -32,6 +32,9 @@ from stateops.layout import Layout
 TABLE = "progress"
 ROLLUP_TABLE = "progress_rollup"  # hourly rollups of rows past the retention horizon (stateops.retention)
 log = logging.getLogger(__name__)
+# How long a run that lost its lease waits for a progress append already under way before it says it writes nothing
+# more: an append is a few requests; a store that slow or out of reach is named in the warning instead.
+SILENCE_WAIT_SECONDS = 30.0
 
 SCHEMA = pa.schema([
     ("job", pa.string()),
@@ -247,6 +250,10 @@ class ProgressBuffer:
         with self._lock:
             if not self.rows:
                 return True
+            if self._silenced is not None:
+                self._give_up(self.rows, self._silenced)
+                self.rows, self._since = [], None
+                return False
             try:
                 if self.guard is not None:
                     self.guard()
@@ -269,14 +276,21 @@ class ProgressBuffer:
             log.warning("%s: progress of query %s batch %s not recorded in %s (%s): %s", row.get("job"),
                         row.get("query_name"), row.get("batch_id"), self.layout.ops_table(TABLE), why, self._error)
 
-    def silence(self, why: str) -> None:
+    def silence(self, why: str, wait_seconds: float = SILENCE_WAIT_SECONDS) -> None:
         """Write nothing more, from now on (a run that lost its lease: whatever it appended after that would come
         from a holder another run has replaced): the buffered rows, and any added later, are given up. An append
-        already under way ends first (it holds the lock)."""
-        with self._lock:
-            self._silenced = why
+        already under way ends first (it holds the lock), waited for up to `wait_seconds`: one held longer by a
+        store out of reach may still land, and the warning says so."""
+        self._silenced = why  # before the lock: no flush starts an append from now on
+        if not self._lock.acquire(timeout=wait_seconds):
+            log.warning("%d progress row(s) being appended to %s for more than %g s may still land (%s)",
+                        len(self.rows), self.layout.ops_table(TABLE), wait_seconds, why)
+            return
+        try:
             self._give_up(self.rows, why)
             self.rows, self._since = [], None
+        finally:
+            self._lock.release()
 
     def close(self, write: bool = True) -> None:
         """Stop the timer and write what is left (unless not `write`: a run that lost its lease); rows that

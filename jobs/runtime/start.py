@@ -56,6 +56,15 @@ def fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
     return write
 
 
+def revoke_writes(spark: SparkSession, folders: list[str]) -> None:
+    """No write of this JVM's under `folders` from now on (a run that lost its lease): the fence jar's checkpoint
+    file manager and Delta log store refuse each one (io.stateops.fence.Revocations), so a task or a stream thread
+    already under way fails at its next write instead of issuing it."""
+    revocations = spark._jvm.io.stateops.fence.Revocations  # type: ignore[union-attr]
+    for folder in folders:
+        revocations.revoke(folder)
+
+
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 SCHEDULER_POOL = "spark.scheduler.pool"

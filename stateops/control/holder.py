@@ -1,8 +1,10 @@
 """Holding a job's lease: take it (with the maintenance lock checked in the same critical section),
 heartbeat it from a background thread, fence writes with it, release it. A holder learns it lost the lease at a
-heartbeat or a fence check, and then writes nothing more: the callbacks it registered (`when_lost`: the runner
-stops its queries) run at once, on a thread of their own (the fence runs on a query's own thread, which a
-callback stopping that query would wait for).
+heartbeat or a fence check, and then writes nothing more: the callbacks it registered with `at_once` (the runner
+revokes its folders in the JVM and silences its progress rows) run on the thread that found the loss, before the
+loss is logged, so that nothing is issued after the line says so; the others (the runner stops its queries) then
+run on a thread of their own (the fence runs on a query's own thread, which a callback stopping that query would
+wait for).
 
 Taking it: under the job's control lock, refuse while a runbook other than the caller's holds the
 maintenance lock, refuse while a live lease exists, take over a stale one (journaled as
@@ -72,6 +74,7 @@ class HeldLease:
         self.layout, self.store, self.lease, self.settings = layout, store, lease, settings
         self.lost: LeaseLostError | None = None
         self._on_lost: list = []
+        self._at_once: list = []
         self._beats = 0
         self._lost_guard = threading.Lock()
         self._calling_back: threading.Thread | None = None
@@ -95,23 +98,28 @@ class HeldLease:
                 # beat, ControlStorageError or the storage layer's own failure, and the thread goes on beating)
                 log.warning("%s: lease heartbeat failed: %s", self.lease.job, err)
 
-    def when_lost(self, callback) -> None:
-        """Call `callback()` (once, from whichever thread finds out) when this lease turns out lost."""
-        self._on_lost.append(callback)
+    def when_lost(self, callback, *, at_once: bool = False) -> None:
+        """Call `callback()` once when this lease turns out lost: `at_once` on the thread that finds out, before the
+        loss is logged (it stops writes, and must be quick or bounded), else on a thread of its own afterwards."""
+        (self._at_once if at_once else self._on_lost).append(callback)
 
     def _found_lost(self, holder: Lease | None) -> None:
         with self._lost_guard:
             if self.lost is not None:
                 return
             self.lost = LeaseLostError(self.lease, holder)
-        log.warning("%s: run %s lost its lease at %s (%s); writing nothing more", self.lease.job, self.lease.run_id,
-                    datetime.now(timezone.utc).isoformat(timespec="milliseconds"), f"now held by {holder.describe()}" if holder else "the record is gone")
-        self._calling_back = threading.Thread(target=self._call_back, name=f"stateops-lease-lost-{self.lease.job}",
-                                              daemon=True)
+        found = datetime.now(timezone.utc)
+        self._run(self._at_once)
+        log.warning("%s: run %s lost its lease at %s (%s); writes stopped at %s, writing nothing more", self.lease.job,
+                    self.lease.run_id, found.isoformat(timespec="milliseconds"),
+                    f"now held by {holder.describe()}" if holder else "the record is gone",
+                    datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+        self._calling_back = threading.Thread(target=self._run, args=(self._on_lost,),
+                                              name=f"stateops-lease-lost-{self.lease.job}", daemon=True)
         self._calling_back.start()
 
-    def _call_back(self) -> None:
-        for callback in self._on_lost:
+    def _run(self, callbacks: list) -> None:
+        for callback in callbacks:
             try:
                 callback()
             except Exception as err:  # noqa: BLE001 - every callback runs; the fence stops writes anyway

@@ -160,3 +160,51 @@ def test_the_session_commits_delta_through_the_fence_and_a_stale_commit_changes_
     assert _is(spark, err.value.java_exception, NIO_FAE), err.value.java_exception.toString()
     assert (log / "00000000000000000000.json").read_text() == '{"commitInfo":{"writer":"live"}}\n'
     assert os.listdir(log) == ["00000000000000000000.json"], "no temp file, no Hadoop .crc (LocalLogStore's)"
+
+
+def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(spark, tmp_path):
+    """What a run that lost its lease revokes (jobs.runtime.start.revoke_writes): a commit point and a state file
+    begun before the revocation are discarded at close, nothing new is created under the folder, Delta commits
+    there are refused; a folder whose name merely starts the same is written as before."""
+    from py4j.protocol import Py4JJavaError
+
+    from stateops.jobs.runtime.start import revoke_writes
+
+    revoked, neighbour = tmp_path / "jobs" / "a", tmp_path / "jobs" / "ab"
+    jvm = spark._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+        jvm.org.apache.hadoop.fs.Path(str(tmp_path)), conf)
+
+    def begin(path: Path, overwrite: bool):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stream = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(str(path)), overwrite)
+        stream.write(bytearray(b"v1\n{}\n"))
+        return stream
+
+    in_flight = [begin(revoked / "offsets" / "3", False), begin(revoked / "state" / "0" / "4.changelog", True)]
+    revoke_writes(spark, [(revoked).as_uri() + "/"])
+    for stream in in_flight:
+        with pytest.raises(Py4JJavaError) as err:
+            stream.close()
+        assert "lost its job's lease" in err.value.java_exception.toString()
+        stream.cancel()
+    with pytest.raises(Py4JJavaError) as err:
+        begin(revoked / "commits" / "3", False)
+    assert "lost its job's lease" in err.value.java_exception.toString()
+    assert [str(p.relative_to(revoked)) for p in revoked.rglob("*") if p.is_file()] == [], \
+        "nothing of the revoked folder's, not even a temp file"
+    begin(neighbour / "offsets" / "3", False).close()
+    assert (neighbour / "offsets" / "3").read_bytes() == b"v1\n{}\n"
+
+    if not spark_writer_available():
+        return
+    log = revoked / "table" / "_delta_log"
+    log.mkdir(parents=True)
+    store = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(log.parent)).store()
+    lines = jvm.java.util.Collections.singletonList('{"commitInfo":{}}').iterator()
+    with pytest.raises(Py4JJavaError) as err:
+        store.write(jvm.org.apache.hadoop.fs.Path((log / "00000000000000000000.json").as_uri()),
+                    jvm.scala.jdk.javaapi.CollectionConverters.asScala(lines), False, conf)
+    assert "lost its job's lease" in err.value.java_exception.toString()
+    assert os.listdir(log) == []

@@ -361,3 +361,47 @@ def test_a_holder_that_lost_its_lease_appends_no_progress_row(layout):
     held.release()
     assert read_table(layout.ops_table("progress")).num_rows == 1, "nothing appended after the takeover"
     assert buffer.failures == 2 and held.lost is not None
+
+
+def test_a_holder_stops_its_writes_before_it_says_it_lost_the_lease(layout, caplog):
+    """`at_once` callbacks (the runner's JVM revocation and progress silence) run on the finding thread before the
+    loss is logged, so the logged `writes stopped at` time is after them; the others run afterwards."""
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    order: list[str] = []
+    held.when_lost(lambda: order.append("stop queries"))
+    held.when_lost(lambda: (order.append("revoke"), time.sleep(0.3)), at_once=True)
+    held.when_lost(lambda: 1 / 0, at_once=True)  # a failing one does not keep the others from running
+    held.when_lost(lambda: order.append("silence"), at_once=True)
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")
+    with caplog.at_level("WARNING"), pytest.raises(LeaseLostError):
+        held.ensure_held()
+    held.release()
+    line = next(r.getMessage() for r in caplog.records if "lost its lease at" in r.getMessage())
+    found, stopped = re.search(r"lost its lease at (\S+) .*writes stopped at (\S+),", line).groups()
+    assert (datetime.fromisoformat(stopped) - datetime.fromisoformat(found)).total_seconds() >= 0.3, line
+    assert order == ["revoke", "silence", "stop queries"]
+
+
+def test_a_silenced_buffer_waits_a_bounded_time_for_an_append_under_way(layout):
+    """A progress append under way when the lease is found lost ends before the run says it writes nothing more;
+    one held past the bound (a store out of reach) is not waited for, and nothing is appended after it."""
+    from stateops import progress
+
+    buffer = progress.ProgressBuffer(layout, progress.FlushSettings(flush_seconds=3600, flush_rows=1000))
+    buffer.add({"job": JOB, "batch_id": 0})
+    holding = threading.Event()
+
+    def append_under_way():
+        with buffer._lock:
+            holding.set()
+            time.sleep(2)
+
+    thread = threading.Thread(target=append_under_way)
+    thread.start()
+    holding.wait(10)
+    started = time.monotonic()
+    buffer.silence("lost", wait_seconds=0.2)
+    assert time.monotonic() - started < 1.5, "not waited for past the bound"
+    thread.join()
+    assert not buffer.flush() and buffer.rows == [] and buffer.failures == 1, "the silenced rows are given up"
+    buffer.close()

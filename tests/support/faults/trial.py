@@ -245,11 +245,10 @@ def _wait(condition, timeout: float, what: str, party: Party | None = None) -> N
 
 
 def _learned_at(output: str) -> float | None:
-    """When A logged that it lost its lease (its line carries the wall time)."""
-    marker = " lost its lease at "
+    """When A stopped writing after it found it lost its lease (its line carries the wall times of both)."""
     for line in output.splitlines():
-        if marker in line:
-            stamp = line.split(marker, 1)[1].split(" ", 1)[0]
+        if " lost its lease at " in line and " writes stopped at " in line:
+            stamp = line.split(" writes stopped at ", 1)[1].split(",", 1)[0].strip()
             with contextlib.suppress(ValueError):
                 return datetime.fromisoformat(stamp).timestamp()
     return None

@@ -1,9 +1,11 @@
 package io.stateops.fence;
 
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
@@ -21,9 +23,12 @@ import org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedChe
  * org.apache.hadoop.fs.FileAlreadyExistsException, which Spark reports as "Multiple streaming queries are
  * concurrently using" the checkpoint and which fails the stale query.
  *
- * <p>Everything else is the FileSystem-based manager's: state store files ({@code overwriteIfPossible=true}: RocksDB's
- * zips and changelogs, which Spark may rewrite by design), reads, listings, deletes, and every call on a file system
- * other than a local disk or S3A. Local commit points are written without Hadoop's {@code .NAME.crc} sidecar.
+ * <p>State store files ({@code overwriteIfPossible=true}: RocksDB's zips and changelogs, which Spark may rewrite by
+ * design) are written as the FileSystem-based manager writes them (a temp file renamed), except on S3A, where an
+ * object written in place appears whole: one PUT instead of a temp PUT, a COPY and a DELETE. Every write, commit
+ * point or state file, is refused once its folder is revoked ({@link Revocations}), at create and at close. Reads,
+ * listings, deletes and every call on a file system other than a local disk or S3A are the FileSystem-based
+ * manager's. Local commit points are written without Hadoop's {@code .NAME.crc} sidecar.
  *
  * <p>Spark builds it by reflection, with this constructor, wherever it opens a checkpoint (driver and executors):
  * {@code spark.sql.streaming.checkpointFileManagerClass=io.stateops.fence.CreateOnceCheckpointFileManager}, with
@@ -40,30 +45,60 @@ public class CreateOnceCheckpointFileManager extends FileSystemBasedCheckpointFi
 
   @Override
   public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-    if (overwriteIfPossible || !createOnce) {
-      return super.createAtomic(path, overwriteIfPossible);
-    }
     try {
-      return new CreateOnceStream(PendingFile.open(fs(), path, true), path);
+      Revocations.check(path);
+      if (!overwriteIfPossible && createOnce) {
+        PendingFile file = PendingFile.open(fs(), path, true);
+        return new Guarded(file, path, () -> publish(file, path), file::discard);
+      }
+      if (overwriteIfPossible && PendingFile.isS3A(fs())) {
+        // an object appears whole when its PUT completes, so it is written in place (no temp object copied and
+        // deleted), and abort() uploads nothing: a write refused at close() leaves no request behind
+        FSDataOutputStream out = fs().create(path, true);
+        return new Guarded(out, path, out::close, out::abort);
+      }
     } catch (IOException e) {
       throw new UncheckedIOException(e);  // the interface declares none; Spark fails the batch either way
     }
+    CheckpointFileManager.CancellableFSDataOutputStream out = super.createAtomic(path, overwriteIfPossible);
+    return new Guarded(out, path, out::close, out::cancel);
+  }
+
+  private static void publish(PendingFile file, Path path) throws IOException {
+    try {
+      file.publish();
+    } catch (java.nio.file.FileAlreadyExistsException e) {
+      FileAlreadyExistsException taken =
+          new FileAlreadyExistsException(path + " already exists: another writer created it first");
+      taken.initCause(e);
+      throw taken;
+    }
+  }
+
+  /** What close() does with the bytes written: makes them appear under the final name. */
+  @FunctionalInterface
+  private interface Publish {
+    void run() throws IOException;
   }
 
   /**
-   * The stream Spark writes a commit point through: close() publishes, cancel() discards. Spark calls cancel() after
-   * a failed close() too (HDFSMetadataLog.write), so either runs at most once and the other is then a no-op.
+   * The stream Spark writes a checkpoint file through: close() publishes unless the folder was revoked in the
+   * meantime ({@link Revocations}: the run lost its lease while the file was being written), cancel() and a revoked
+   * close() discard. Spark calls cancel() after a failed close() too (HDFSMetadataLog.write), so either runs at most
+   * once and the other is then a no-op.
    */
-  private static final class CreateOnceStream extends CheckpointFileManager.CancellableFSDataOutputStream {
+  private static final class Guarded extends CheckpointFileManager.CancellableFSDataOutputStream {
 
-    private final PendingFile file;
     private final Path path;
+    private final Publish publish;
+    private final Runnable discard;
     private boolean terminated;
 
-    CreateOnceStream(PendingFile file, Path path) {
-      super(file);
-      this.file = file;
+    Guarded(OutputStream out, Path path, Publish publish, Runnable discard) {
+      super(out);
       this.path = path;
+      this.publish = publish;
+      this.discard = discard;
     }
 
     @Override
@@ -72,14 +107,11 @@ public class CreateOnceCheckpointFileManager extends FileSystemBasedCheckpointFi
         return;
       }
       terminated = true;
-      try {
-        file.publish();
-      } catch (java.nio.file.FileAlreadyExistsException e) {
-        FileAlreadyExistsException taken =
-            new FileAlreadyExistsException(path + " already exists: another writer created it first");
-        taken.initCause(e);
-        throw taken;
+      if (Revocations.revoked(path)) {
+        discard.run();
+        Revocations.check(path);
       }
+      publish.run();
     }
 
     @Override
@@ -88,7 +120,7 @@ public class CreateOnceCheckpointFileManager extends FileSystemBasedCheckpointFi
         return;
       }
       terminated = true;
-      file.discard();
+      discard.run();
     }
   }
 }

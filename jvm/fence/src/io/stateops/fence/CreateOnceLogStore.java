@@ -20,6 +20,8 @@ import io.delta.storage.S3SingleDriverLogStore;
  * loser gets java.nio.file.FileAlreadyExistsException, Delta's signal for a lost race: it reads the winning commit
  * and checks for conflicts (a second run of the same streaming query then fails on the shared transaction id).
  *
+ * <p>No commit is written under a revoked folder ({@link Revocations}: the run lost its job's lease).
+ *
  * <p>Reads, listings and {@code overwrite=true} writes (_last_checkpoint) are S3SingleDriverLogStore's, as are all
  * writes on other file systems. Delta builds it by reflection with this constructor, for each scheme configured:
  * {@code spark.delta.logStore.file.impl}, {@code .s3a.impl} and {@code .s3.impl} (s3:// served by S3A).
@@ -33,6 +35,7 @@ public class CreateOnceLogStore extends S3SingleDriverLogStore {
   @Override
   public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
       throws IOException {
+    Revocations.check(path);
     FileSystem fs = path.getFileSystem(hadoopConf);
     if (overwrite || !PendingFile.supports(fs)) {
       super.write(path, actions, overwrite, hadoopConf);
@@ -42,6 +45,7 @@ public class CreateOnceLogStore extends S3SingleDriverLogStore {
       while (actions.hasNext()) {
         file.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
       }
+      Revocations.check(path);  // the run may have lost its lease while the commit was being written
       file.publish();
     }
   }
