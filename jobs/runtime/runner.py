@@ -52,11 +52,14 @@ from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
 from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.start import (deadletter_frame, ensure_landing, fenced, revoke_writes, start_query,
+from stateops.jobs.runtime.start import (Fenced, deadletter_frame, ensure_landing, revoke_writes, start_query,
                                         stateful_frame)
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
+# How long a run that found its lease lost waits for a batch write under way (each query's) before it says it writes
+# nothing more: a batch write is seconds; one held longer (a store out of reach) is not waited for.
+SETTLE_SECONDS = 30.0
 
 
 def run_job(
@@ -118,9 +121,12 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                 rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
+    writers = (Fenced(sink, lease), Fenced(dl_sink, lease))
     # the moment the loss is found, no write of the JVM's under the job's folders (revoked: a task or stream thread
-    # under way fails at its next write) and no progress row or idle report; then no batch (the queries stop)
+    # under way fails at its next write), a batch write under way ended, no progress row or idle report; then no
+    # batch (the queries stop)
     lease.when_lost(lambda: revoke_writes(spark, [*checkpoints, sink.table_uri, dl_sink.table_uri]), at_once=True)
+    lease.when_lost(lambda: [writer.settle(SETTLE_SECONDS) for writer in writers], at_once=True)
     lease.when_lost(recorder.silence, at_once=True)
     lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])
     started = time.monotonic()
@@ -132,11 +138,11 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(start_query(frame, spec.name, None if dry_run else fenced(sink, lease), mode,
+        queries.append(start_query(frame, spec.name, None if dry_run else writers[0], mode,
                                    spec.output_mode, spec, checkpoints[0],
                                    no_data_batches=not (mode == "bounded" and plan.processing_time)))
         queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                                   None if dry_run else fenced(dl_sink, lease), mode, "append", spec, checkpoints[1],
+                                   None if dry_run else writers[1], mode, "append", spec, checkpoints[1],
                                    pool=DEADLETTER_POOL))
         compatibility.remember_join_keys(layout, spec.name, str(queries[0].id), fit)
         stopped = poll(queries, lease, recorder, on_progress, mode=mode, started=started, max_seconds=max_seconds,

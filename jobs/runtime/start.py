@@ -4,6 +4,7 @@ sink fenced by the run's lease, each in its fair-scheduler pool."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from functools import reduce
 from typing import Callable
 
@@ -44,16 +45,28 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     return reduce(DataFrame.unionByName, frames)
 
 
-BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
+class Fenced:
+    """A query's foreachBatch target: each batch checks the lease before it writes (a run that lost its lease
+    writes nothing more), and a run that finds its lease lost can wait for a batch write already under way
+    (`settle`) before it says it writes nothing more: that write was allowed, and it ends (committed, or refused
+    at its Delta commit once the job's folders are revoked) instead of landing after the line."""
 
+    def __init__(self, sink: DeltaSink, lease: HeldLease):
+        self.sink, self.lease = sink, lease
+        self._writing = threading.RLock()  # re-entrant: the fence may find the loss on the writing thread itself
 
-def fenced(sink: DeltaSink, lease: HeldLease) -> BatchWriter:
-    """Each batch checks the lease before it writes: a run that lost its lease writes nothing more."""
-    def write(df: DataFrame, batch_id: int) -> None:
-        lease.ensure_held()
-        sink(df, batch_id)
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        with self._writing:
+            self.lease.ensure_held()
+            self.sink(df, batch_id)
 
-    return write
+    def settle(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for a batch write under way to end; False: it still runs (the store is out of
+        reach or that slow)."""
+        if not self._writing.acquire(timeout=timeout):
+            return False
+        self._writing.release()
+        return True
 
 
 def revoke_writes(spark: SparkSession, folders: list[str]) -> None:
@@ -83,7 +96,7 @@ def in_pool(spark: SparkSession, pool: str):
         context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
 
 
-def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
+def start_query(frame: DataFrame, name: str, sink: Callable[[DataFrame, int], None] | None, mode: str, output_mode: str, spec: JobSpec,
                 checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
     """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
     conf = frame.sparkSession.conf

@@ -43,13 +43,16 @@ def _needs(writer: str) -> None:
 
 
 def _record(record_property, trial, found: list[str]) -> None:
-    """The trial's figures in the run's "fault suite counts" section: how long the takeover and A's stop took."""
+    """The trial's figures in the run's "fault suite counts" section: how long the takeover and A's stop took, and
+    how long A took from finding the loss to having stopped writing (revoked, a write under way ended)."""
     takeover = trial.takeover_at - trial.fault_at if trial.takeover_at and trial.fault_at else None
     stopped = trial.a_learned_at - trial.fault_ended_at if trial.a_learned_at and trial.fault_ended_at else None
     record_counts(record_property, f"fence {trial.scenario} {trial.store} {trial.writer} fence "
                                    f"{'on' if trial.fence else 'off'}",
                   {"takeover_after_fault_s": None if takeover is None else round(takeover, 1),
                    "old_holder_learned_after_fault_ended_s": None if stopped is None else round(stopped, 1),
+                   "old_holder_writes_stopped_after_found_s": None if not (trial.a_found_at and trial.a_learned_at)
+                   else round(trial.a_learned_at - trial.a_found_at, 2),
                    "b_attempts": trial.b_attempts, "violations": len(found)})
 
 

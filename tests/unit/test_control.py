@@ -405,3 +405,33 @@ def test_a_silenced_buffer_waits_a_bounded_time_for_an_append_under_way(layout):
     thread.join()
     assert not buffer.flush() and buffer.rows == [] and buffer.failures == 1, "the silenced rows are given up"
     buffer.close()
+
+
+def test_a_batch_write_under_way_is_waited_for_and_a_later_batch_writes_nothing(layout):
+    """The foreachBatch target a run's queries write through (stateops.jobs.runtime.start.Fenced): a run that found
+    its lease lost waits for a batch write under way before it says it writes nothing more, up to a bound, and a
+    batch after the loss writes nothing (the sink here is a plain function)."""
+    from stateops.jobs.runtime.start import Fenced
+
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    writing, release, written = threading.Event(), threading.Event(), []
+
+    def sink(df, batch_id):
+        writing.set()
+        release.wait(10)
+        written.append(batch_id)
+
+    writer = Fenced(sink, held)
+    thread = threading.Thread(target=writer, args=(None, 0))
+    thread.start()
+    writing.wait(10)
+    assert not writer.settle(0.2), "a write under way past the bound is not waited for"
+    threading.Timer(0.3, release.set).start()
+    started = time.monotonic()
+    assert writer.settle(10) and written == [0] and time.monotonic() - started >= 0.25, "waited until it ended"
+    thread.join()
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")
+    with pytest.raises(LeaseLostError):
+        writer(None, 1)
+    assert written == [0] and writer.settle(0.1)
+    held.release()

@@ -102,7 +102,8 @@ STOPPED = ("lost its lease", "failed (Could not connect")
 
 def stale_holder(trial: Trial) -> list[str]:
     """Once another run took the lease over, A stopped by itself (exit 1, one line: "lost its lease", or the store
-    unreachable when it was cut off); on S3 none of its writes landed after it learned it lost the lease: not to the
+    unreachable when it was cut off); on S3 none of its writes landed after it said it had stopped writing (its line
+    `lost its lease at T0 ...; writes stopped at T1`: a write allowed before T0 may end in between): not to the
     job's checkpoints or tables, nor to the ops tables (progress rows, idle reports). What it does on its way out of
     the control plane (releasing its own control lock by a conditional delete) is no write of the job's."""
     if trial.scenario == "crash-restart" or trial.takeover_at is None:
@@ -117,7 +118,7 @@ def stale_holder(trial: Trial) -> list[str]:
         late = [e for e in trial.proxy_entries.get("A", []) if e.mutating and e.landed
                 and e.wall_received > trial.a_learned_at and "/control/" not in e.key]
         found += [f"A wrote {e.method} {e.key} ({e.status}) {e.wall_received - trial.a_learned_at:.2f} s after it "
-                  "learned it lost its lease" for e in late]
+                  "said its writes had stopped (lost its lease)" for e in late]
     return found
 
 

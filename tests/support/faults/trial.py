@@ -152,7 +152,8 @@ class Trial:
     lease_history: list[tuple[float, str | None, str | None]] = field(default_factory=list)  # (wall, lease_id, run)
     a_exit: int | None = None
     a_output: str = ""
-    a_learned_at: float | None = None        # wall time A logged it lost its lease
+    a_found_at: float | None = None          # wall time A found it lost its lease
+    a_learned_at: float | None = None        # wall time A had stopped writing after that, and said so
     b_attempts: int = 0
     c_exit: int | None = None
     outputs: dict[str, str] = field(default_factory=dict)
@@ -244,14 +245,15 @@ def _wait(condition, timeout: float, what: str, party: Party | None = None) -> N
         time.sleep(0.1)
 
 
-def _learned_at(output: str) -> float | None:
-    """When A stopped writing after it found it lost its lease (its line carries the wall times of both)."""
+def _loss_times(output: str) -> tuple[float | None, float | None]:
+    """When A found it lost its lease, and when it had stopped writing (its line carries the wall times of both)."""
     for line in output.splitlines():
         if " lost its lease at " in line and " writes stopped at " in line:
-            stamp = line.split(" writes stopped at ", 1)[1].split(",", 1)[0].strip()
+            found = line.split(" lost its lease at ", 1)[1].split(" ", 1)[0]
+            stopped = line.split(" writes stopped at ", 1)[1].split(",", 1)[0].strip()
             with contextlib.suppress(ValueError):
-                return datetime.fromisoformat(stamp).timestamp()
-    return None
+                return datetime.fromisoformat(found).timestamp(), datetime.fromisoformat(stopped).timestamp()
+    return None, None
 
 
 def _takeover(trial: Trial, a_lease: str | None) -> float | None:
@@ -361,7 +363,7 @@ def run_trial(store: Store, scenario: str, writer: str, *, fence: bool = True, s
                 trial.notes.append(f"A did not stop within {STOP_BOUND:g} s: {str(err)[-300:]}")
                 processes.crash(a.process)
                 trial.a_exit, trial.a_output = processes.wait_exit(a.process, 30)
-        trial.a_learned_at = _learned_at(trial.a_output)
+        trial.a_found_at, trial.a_learned_at = _loss_times(trial.a_output)
 
         # C finishes what is left, after the last files landed.
         store.land(last)
