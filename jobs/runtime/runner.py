@@ -52,8 +52,8 @@ from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
 from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.start import (Fenced, deadletter_frame, ensure_landing, revoke_writes, start_query,
-                                        stateful_frame)
+from stateops.jobs.runtime.start import (Fenced, admit_writes, deadletter_frame, ensure_landing, revoke_writes,
+                                        start_query, stateful_frame)
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
@@ -121,11 +121,12 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                 rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
-    writers = (Fenced(sink, lease), Fenced(dl_sink, lease))
+    writers, folders = (Fenced(sink, lease), Fenced(dl_sink, lease)), [*checkpoints, sink.table_uri, dl_sink.table_uri]
+    admit_writes(spark, folders)  # this run holds the lease: an earlier run in this JVM may have revoked them
     # the moment the loss is found, no write of the JVM's under the job's folders (revoked: a task or stream thread
     # under way fails at its next write), a batch write under way ended, no progress row or idle report; then no
     # batch (the queries stop)
-    lease.when_lost(lambda: revoke_writes(spark, [*checkpoints, sink.table_uri, dl_sink.table_uri]), at_once=True)
+    lease.when_lost(lambda: revoke_writes(spark, folders), at_once=True)
     lease.when_lost(lambda: [writer.settle(SETTLE_SECONDS) for writer in writers], at_once=True)
     lease.when_lost(recorder.silence, at_once=True)
     lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])

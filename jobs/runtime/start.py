@@ -45,6 +45,9 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     return reduce(DataFrame.unionByName, frames)
 
 
+BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
+
+
 class Fenced:
     """A query's foreachBatch target: each batch checks the lease before it writes (a run that lost its lease
     writes nothing more), and a run that finds its lease lost can wait for a batch write already under way
@@ -73,9 +76,15 @@ def revoke_writes(spark: SparkSession, folders: list[str]) -> None:
     """No write of this JVM's under `folders` from now on (a run that lost its lease): the fence jar's checkpoint
     file manager and Delta log store refuse each one (io.stateops.fence.Revocations), so a task or a stream thread
     already under way fails at its next write instead of issuing it."""
-    revocations = spark._jvm.io.stateops.fence.Revocations  # type: ignore[union-attr]
     for folder in folders:
-        revocations.revoke(folder)
+        spark._jvm.io.stateops.fence.Revocations.revoke(folder)  # type: ignore[union-attr]
+
+
+def admit_writes(spark: SparkSession, folders: list[str]) -> None:
+    """Writes under `folders` allowed again in this JVM: a run that holds the job's lease now (an earlier run of the
+    job in this process may have lost its lease and revoked them)."""
+    for folder in folders:
+        spark._jvm.io.stateops.fence.Revocations.restore(folder)  # type: ignore[union-attr]
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
@@ -96,7 +105,7 @@ def in_pool(spark: SparkSession, pool: str):
         context.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
 
 
-def start_query(frame: DataFrame, name: str, sink: Callable[[DataFrame, int], None] | None, mode: str, output_mode: str, spec: JobSpec,
+def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
                 checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
     """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
     conf = frame.sparkSession.conf

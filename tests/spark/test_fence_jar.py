@@ -165,10 +165,11 @@ def test_the_session_commits_delta_through_the_fence_and_a_stale_commit_changes_
 def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(spark, tmp_path):
     """What a run that lost its lease revokes (jobs.runtime.start.revoke_writes): a commit point and a state file
     begun before the revocation are discarded at close, nothing new is created under the folder, Delta commits
-    there are refused; a folder whose name merely starts the same is written as before."""
+    there are refused; a folder whose name merely starts the same is written as before; a new run's admit_writes
+    lets the folder be written again."""
     from py4j.protocol import Py4JJavaError
 
-    from stateops.jobs.runtime.start import revoke_writes
+    from stateops.jobs.runtime.start import admit_writes, revoke_writes
 
     revoked, neighbour = tmp_path / "jobs" / "a", tmp_path / "jobs" / "ab"
     jvm = spark._jvm
@@ -196,6 +197,10 @@ def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(
         "nothing of the revoked folder's, not even a temp file"
     begin(neighbour / "offsets" / "3", False).close()
     assert (neighbour / "offsets" / "3").read_bytes() == b"v1\n{}\n"
+    admit_writes(spark, [str(revoked)])  # a new run holds the lease: written again (then revoked for Delta below)
+    begin(revoked / "commits" / "3", False).close()
+    assert (revoked / "commits" / "3").read_bytes() == b"v1\n{}\n"
+    revoke_writes(spark, [str(revoked)])
 
     if not spark_writer_available():
         return

@@ -36,6 +36,15 @@ public final class Revocations {
     }
   }
 
+  /**
+   * Writes under {@code folder} allowed again: a new run of the job took its lease in this JVM (a long-lived process
+   * such as a Dagster code server runs the job again after a run of it lost its lease; that run's queries were
+   * stopped when it found the loss).
+   */
+  public static void restore(String folder) {
+    REVOKED.remove(key(new Path(folder).toUri()));
+  }
+
   /** Whether {@code path} is under a revoked folder. */
   public static boolean revoked(Path path) {
     if (REVOKED.isEmpty()) {
