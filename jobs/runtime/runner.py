@@ -151,6 +151,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         lease.ensure_held()
         for query, query_checkpoint in zip(queries, checkpoints):
             if query.exception() is not None:
+                lease.ensure_not_taken_over()  # a commit point refused by a run that took the lease over: say that
                 raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
                                    checkpoint=query_checkpoint, run_id=run_id) from query.exception()
     finally:

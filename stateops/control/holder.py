@@ -103,16 +103,15 @@ class HeldLease:
         loss is logged (it stops writes, and must be quick or bounded), else on a thread of its own afterwards."""
         (self._at_once if at_once else self._on_lost).append(callback)
 
-    def _found_lost(self, holder: Lease | None) -> None:
+    def _found_lost(self, holder: Lease | None, taken_by: str | None = None) -> None:
         with self._lost_guard:
             if self.lost is not None:
                 return
-            self.lost = LeaseLostError(self.lease, holder)
+            self.lost = LeaseLostError(self.lease, holder, taken_by=taken_by)
         found = datetime.now(timezone.utc)
         self._run(self._at_once)
         log.warning("%s: run %s lost its lease at %s (%s); writes stopped at %s, writing nothing more", self.lease.job,
-                    self.lease.run_id, found.isoformat(timespec="milliseconds"),
-                    f"now held by {holder.describe()}" if holder else "the record is gone",
+                    self.lease.run_id, found.isoformat(timespec="milliseconds"), self.lost.by,
                     datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
         self._calling_back = threading.Thread(target=self._run, args=(self._on_lost,),
                                               name=f"stateops-lease-lost-{self.lease.job}", daemon=True)
@@ -148,7 +147,32 @@ class HeldLease:
             if holder is None or holder.lease_id != self.lease.lease_id:
                 self._found_lost(holder)
         if self.lost is not None:
-            raise LeaseLostError(self.lost.mine, self.lost.now_held_by)
+            raise LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
+
+    def ensure_not_taken_over(self) -> None:
+        """ensure_held, and the `actions` journal's word too, for a run whose query failed: a `lease_takeover` row
+        naming this lease as the one it replaced means lost (LeaseLostError), whatever the record says. The record
+        can name this lease again after a takeover: a holder frozen between its heartbeat's renewal of the control
+        lock and its write (stateops.control.store) writes that one record when it thaws. Its queries then meet
+        the taker's commit points (a create-once `offsets/N` refused); the failure is the takeover's doing, and the
+        run says so, its writes stopped first, instead of reporting a refused commit. Read on failure only: the
+        journal is a table, the record a small file."""
+        self.ensure_held()
+        if fence_off():
+            return
+        try:
+            takeovers = actions.read(self.layout, self.lease.job, "lease_takeover")
+        except Exception as err:  # noqa: BLE001 - the journal out of reach: the query's own failure is what is reported
+            log.warning("%s: could not read the actions journal for a takeover of this run's lease: %s",
+                        self.lease.job, err)
+            return
+        taker = next((row for row in takeovers
+                      if row["details"].get("previous", {}).get("lease_id") == self.lease.lease_id), None)
+        if taker is None:
+            return
+        self._found_lost(None, taken_by=f"taken over by run {taker['run_id']} at {taker['at'].isoformat()} (the "
+                                        "actions journal; the lease record did not show it)")
+        raise LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
 
     def stop_request(self) -> stop.StopRequest | None:
         """A pending stop request aimed at this lease."""

@@ -69,11 +69,12 @@ class LeaseHeldError(StateOpsError):
 class LeaseLostError(OperationFailed):
     """This run's lease was taken over: it lost the right to write and stopped its queries."""
 
-    def __init__(self, mine: Lease, now_held_by: Lease | None):
-        self.mine, self.now_held_by = mine, now_held_by
-        by = f"now held by {now_held_by.describe()}" if now_held_by else "the lease record is gone"
+    def __init__(self, mine: Lease, now_held_by: Lease | None, *, taken_by: str | None = None):
+        self.mine, self.now_held_by, self.taken_by = mine, now_held_by, taken_by
+        self.by = (f"now held by {now_held_by.describe()}" if now_held_by else
+                   taken_by or "the lease record is gone")
         super().__init__(
-            f"{mine.job}: run {mine.run_id} lost its lease ({by}); its queries were stopped. Fix: check "
+            f"{mine.job}: run {mine.run_id} lost its lease ({self.by}); its queries were stopped. Fix: check "
             f"`stateops jobs status {mine.job}`; the heartbeat stalled past the lease timeout "
             "(STATEOPS_LEASE_TIMEOUT_SECONDS) or someone removed the lease")
 

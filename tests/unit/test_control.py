@@ -181,6 +181,32 @@ def test_a_holder_notices_it_lost_the_lease(layout):
     assert current_lease(layout, JOB).run_id == "theirs", "releasing a lost lease leaves the new holder's"
 
 
+def test_a_run_whose_query_failed_asks_the_journal_whether_its_lease_was_taken_over(layout, caplog):
+    """The record can name a lease again after a takeover (a holder frozen between its heartbeat's renewal and its
+    write rewrites it when it thaws): a run whose query failed reads the actions journal too. A takeover of its
+    lease there means lost, its writes stopped before it says so; a takeover of another lease does not."""
+    held = acquire(layout, JOB, run_id="mine",
+                   settings=ControlSettings(heartbeat_seconds=60, lease_timeout_seconds=300))
+    stopped: list[str] = []
+    held.when_lost(lambda: stopped.append("revoke"), at_once=True)
+    actions.record(layout, JOB, "lease_takeover", "done", actor="test", run_id="earlier",
+                   details={"previous": {**held.lease.to_dict(), "lease_id": "an-earlier-lease"}, "lease_id": "x"})
+    held.ensure_not_taken_over()  # another lease's takeover: still held
+    actions.record(layout, JOB, "lease_takeover", "done", actor="test", run_id="taker",
+                   details={"previous": held.lease.to_dict(), "lease_id": "theirs"})
+    held.ensure_held()  # the record still names this lease
+    assert held.lost is None and stopped == []
+    with caplog.at_level("WARNING"), pytest.raises(LeaseLostError, match="run mine lost its lease .*taken over by "
+                                                                         "run taker at .*actions journal"):
+        held.ensure_not_taken_over()
+    assert stopped == ["revoke"]
+    with pytest.raises(LeaseLostError, match="taken over by run taker"):
+        held.ensure_held()
+    held.release()
+    assert any("lost its lease at" in r.getMessage() and "taken over by run taker" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_a_heartbeat_that_cannot_reach_the_store_keeps_beating(layout, monkeypatch):
     """A store out of reach (the storage layer's failure, not an OSError) fails a beat, not the heartbeat thread: it
     beats on, and finds the takeover once the store answers again (a cut-off holder printed a thread's traceback)."""
