@@ -62,7 +62,9 @@ class ProgressRecorder(JsonEvents):
         self.guard = guard
         self.buffer = progress_table.ProgressBuffer(layout, flush, name=job, guard=guard)
         self._silenced = False
-        self._lock = threading.Lock()
+        # re-entrant: an idle report's lease check (`guard`, under this lock) may be what finds the lease lost, and
+        # the loss's at-once callbacks then silence this recorder on the same thread (a plain lock hung the run)
+        self._lock = threading.RLock()
         self._new: list[dict[str, Any]] = []
         self._names: dict[str, str] = {}             # Spark run id -> query name (idle events carry no name)
         self._batches: dict[str, int] = {}           # query name -> its latest batch in this run

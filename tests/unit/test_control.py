@@ -207,6 +207,34 @@ def test_a_run_whose_query_failed_asks_the_journal_whether_its_lease_was_taken_o
                for r in caplog.records)
 
 
+def test_an_idle_report_that_finds_the_lease_lost_silences_the_recorder_and_returns(layout, caplog):
+    """The lease check before an idle report runs on Spark's listener thread under the recorder's lock, and it can be
+    what finds the lease lost: the loss's at-once callbacks then silence the recorder on that same thread. It
+    returns silenced, having recorded nothing, instead of waiting for its own lock (with a plain lock the run hung
+    and never exited: a randomized fence trial on S3 with a skewed clock)."""
+    from stateops import progress
+    from stateops.jobs.runtime.listener import ProgressRecorder
+
+    held = acquire(layout, JOB, run_id="mine",
+                   settings=ControlSettings(heartbeat_seconds=60, lease_timeout_seconds=300))
+    recorder = ProgressRecorder(layout, JOB, "mine", {JOB}, progress.FlushSettings(flush_seconds=3600),
+                                guard=held.ensure_held)
+    held.when_lost(recorder.silence, at_once=True)
+    recorder.started("spark-run", JOB)
+    _write_lease(layout, lease_id="theirs", run_id="theirs", host="elsewhere")
+    listener = threading.Thread(target=recorder.idle, args=("query-id", "spark-run", "2026-11-27T00:00:00.000Z"),
+                                daemon=True)
+    with caplog.at_level("WARNING"):
+        listener.start()
+        listener.join(20)
+    assert not listener.is_alive(), "the idle report's thread waits for its own lock"
+    assert held.lost is not None and recorder._silenced
+    assert any("lost its lease at" in r.getMessage() for r in caplog.records)
+    assert progress.idle_report(layout, JOB, "mine", JOB) is None, "an idle report recorded after the loss"
+    recorder.close(write=False)
+    held.release()
+
+
 def test_a_heartbeat_that_cannot_reach_the_store_keeps_beating(layout, monkeypatch):
     """A store out of reach (the storage layer's failure, not an OSError) fails a beat, not the heartbeat thread: it
     beats on, and finds the takeover once the store answers again (a cut-off holder printed a thread's traceback)."""
