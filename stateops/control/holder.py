@@ -124,6 +124,11 @@ class HeldLease:
             except Exception as err:  # noqa: BLE001 - every callback runs; the fence stops writes anyway
                 log.warning("%s: after the lease was lost: %s", self.lease.job, err)
 
+    def _lost_error(self) -> LeaseLostError:
+        """A fresh copy of the held loss to raise: the one in `lost` is shared by every thread that checks the fence,
+        and raising it would chain each raiser's traceback onto it."""
+        return LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
+
     def heartbeat(self) -> bool:
         """Rewrite the heartbeat; False (and `lost` set) when the record names another lease."""
         with self.store.critical():
@@ -147,7 +152,7 @@ class HeldLease:
             if holder is None or holder.lease_id != self.lease.lease_id:
                 self._found_lost(holder)
         if self.lost is not None:
-            raise LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
+            raise self._lost_error()
 
     def ensure_not_taken_over(self) -> None:
         """ensure_held, and the `actions` journal's word too, for a run whose query failed: a `lease_takeover` row
@@ -172,7 +177,7 @@ class HeldLease:
             return
         self._found_lost(None, taken_by=f"taken over by run {taker['run_id']} at {taker['at'].isoformat()} (the "
                                         "actions journal; the lease record did not show it)")
-        raise LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
+        raise self._lost_error()
 
     def stop_request(self) -> stop.StopRequest | None:
         """A pending stop request aimed at this lease."""
