@@ -12,7 +12,7 @@ from typing import Any, Callable
 from pyspark.sql.streaming import StreamingQuery
 
 from stateops import progress as progress_table
-from stateops.errors import StateOpsError
+from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 from stateops.storage import filesystem
 
@@ -138,9 +138,16 @@ class ProgressRecorder(JsonEvents):
         A trigger that found no data leaves, as the query's last progress, the batch it would have run next:
         that batch never ran (no offsets entry in the checkpoint) and no event for it ever comes (measured on
         Spark 4.2: a run with nothing new waited the whole timeout for each of its two queries, 20 s), so the
-        last batch is the newest progress that names a planned batch."""
-        ran = next((p for p in reversed(query.recentProgress)
-                    if p.get("numInputRows") or _planned(checkpoint, p["batchId"])), None)
+        last batch is the newest progress that names a planned batch. A checkpoint out of reach (a run stopping
+        because its store is cut off) leaves nothing to wait for: its progress rows cannot be written either, and
+        the run must end with the store's failure, not a second one on its way out."""
+        try:
+            ran = next((p for p in reversed(query.recentProgress)
+                        if p.get("numInputRows") or _planned(checkpoint, p["batchId"])), None)
+        except Exception as err:  # noqa: BLE001 - s3fs raises botocore's connection errors as they are
+            log.warning("%s: could not read %s/offsets (%s): not waiting for its last progress event", self.job,
+                        checkpoint, first_line(err))
+            return
         if ran is None:
             return
         deadline = time.monotonic() + timeout

@@ -489,3 +489,29 @@ def test_a_batch_write_under_way_is_waited_for_and_a_later_batch_writes_nothing(
         writer(None, 1)
     assert written == [0] and writer.settle(0.1)
     held.release()
+
+
+def test_a_run_cut_off_from_its_store_does_not_fail_again_waiting_for_its_last_progress_event(layout, monkeypatch,
+                                                                                              caplog):
+    """A run stopping because its store is out of reach waits for no progress event whose batch it cannot look up:
+    the checkpoint's offsets could not be read (s3fs raises botocore's connection error as it is), and the run's
+    exit must be the store's failure, one line, not a traceback on its way out (a randomized fence trial cut off
+    from S3, its last trigger idle)."""
+    from stateops import progress
+    from stateops.jobs.runtime import listener
+
+    class CutOff:
+        def exists(self, path):
+            raise ConnectionError(f"Could not connect to the endpoint URL: {path}")
+
+    class IdleQuery:
+        recentProgress = [{"id": "q", "batchId": 3, "numInputRows": 0}]
+
+    monkeypatch.setattr(listener, "filesystem", lambda path: (CutOff(), path))
+    recorder = listener.ProgressRecorder(layout, JOB, "mine", {JOB}, progress.FlushSettings(flush_seconds=3600))
+    started = time.monotonic()
+    with caplog.at_level("WARNING"):
+        recorder.wait_for(IdleQuery(), "s3://bucket/home/checkpoints/j", timeout=30)
+    assert time.monotonic() - started < 5, "waited for an event it could not know was due"
+    assert any("could not read s3://bucket/home/checkpoints/j/offsets" in r.getMessage() for r in caplog.records)
+    recorder.close(write=False)
