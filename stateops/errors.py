@@ -30,3 +30,11 @@ def first_line(err: BaseException) -> str:
     has none: how every one-line report (CLI, journal, tick reason, Dagster failure) quotes an error."""
     lines = str(err).strip().splitlines()
     return lines[0] if lines else type(err).__name__
+
+
+def error_line(err: BaseException) -> str:
+    """How a journal and a report quote a failure: the first line of the message, after the error's class name
+    unless it is a StateOpsError (whose message is complete)."""
+    if isinstance(err, StateOpsError) or not str(err).strip():
+        return first_line(err)
+    return f"{type(err).__name__}: {first_line(err)}"

@@ -12,16 +12,75 @@ ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
 The home may be an object-store URL (s3://bucket/stateops: tables, ops tables, archives, retention). The
 control records (leases, locks: stateops.control) live in STATEOPS_CONTROL_HOME (default: the home itself):
 a local or POSIX path, or S3; retention's locks need a local or POSIX one.
+
+`FOLDERS` is the one table of these folders: the methods below build paths from it and `part_of` reads a path
+under the home back into its part and name (what the home move copies, leaves behind and reports).
 """
 from __future__ import annotations
 
 import os
 import posixpath
 from dataclasses import dataclass
+from enum import Enum
 
 from stateops.environment import Locations
 
 DEFAULT_HOME = "./.stateops"
+
+
+class Part(str, Enum):
+    """A part of the home (its value is how reports name it)."""
+
+    LANDING = "landing"
+    CHECKPOINT = "checkpoint"
+    DEADLETTER_CHECKPOINT = "dead-letter checkpoint"
+    TABLE = "table"
+    OPS_TABLE = "ops table"
+    ARCHIVES = "archives"
+    CONTROL = "control"
+    OPS = "ops"
+    MOVES = "moves"
+    RETENTION_LOCKS = "retention locks"
+    DAGSTER = "dagster"
+    MOVED_MARK = "moved mark"
+    OTHER = "other"
+
+
+# Each part's folder (or file) relative to the home, `{}` standing for its name (a job, a table, a source, a move
+# id), the most specific first: the order in which `part_of` tries them.
+FOLDERS: tuple[tuple[Part, str], ...] = (
+    (Part.DAGSTER, "dagster"),
+    (Part.MOVED_MARK, "MOVED.json"),
+    (Part.LANDING, "landing/{}"),
+    (Part.DEADLETTER_CHECKPOINT, "checkpoints/_deadletter/{}"),
+    (Part.CHECKPOINT, "checkpoints/{}"),
+    (Part.TABLE, "tables/{}"),
+    (Part.OPS_TABLE, "ops/tables/{}"),
+    (Part.RETENTION_LOCKS, "ops/_retention/locks"),
+    (Part.MOVES, "ops/_move/{}"),
+    (Part.CONTROL, "ops/{}/control"),
+    (Part.ARCHIVES, "ops/{}/archives"),
+    (Part.OPS, "ops/{}"),
+)
+_TEMPLATES = dict(FOLDERS)
+FILES = (Part.MOVED_MARK,)  # parts that are one file, not a folder
+
+
+def relative(part: Part, name: str = "") -> str:
+    """The folder (or file) of `part` named `name`, relative to the home."""
+    return _TEMPLATES[part].format(name)
+
+
+def part_of(rel: str) -> tuple[Part, str]:
+    """(part, name) of a path relative to the home: a file inside one of FOLDERS (or that file itself, for a
+    file part); (OTHER, its first folder) for anything else."""
+    segments = rel.strip("/").split("/")
+    for part, template in FOLDERS:
+        pattern = template.split("/")
+        inside = len(segments) == len(pattern) if part in FILES else len(segments) > len(pattern)
+        if inside and all(want in ("{}", got) for want, got in zip(pattern, segments)):
+            return part, next((got for want, got in zip(pattern, segments) if want == "{}"), "")
+    return Part.OTHER, segments[0]
 
 
 def _join(root: str, *parts: str) -> str:
@@ -52,23 +111,35 @@ class Layout:
     def control_home(self) -> str:
         return self.control or self.home
 
+    def folder(self, part: Part, name: str = "") -> str:
+        """The folder (or file) of `part` named `name` under the home."""
+        return _join(self.home, relative(part, name))
+
     def landing(self, source: str) -> str:
-        return _join(self.home, "landing", source)
+        return self.folder(Part.LANDING, source)
 
     def checkpoint(self, job: str) -> str:
-        return _join(self.home, "checkpoints", job)
+        return self.folder(Part.CHECKPOINT, job)
 
     def deadletter_checkpoint(self, job: str) -> str:
-        return _join(self.home, "checkpoints", "_deadletter", job)
+        return self.folder(Part.DEADLETTER_CHECKPOINT, job)
 
     def table(self, name: str) -> str:
-        return _join(self.home, "tables", name)
+        return self.folder(Part.TABLE, name)
 
     def deadletter_table(self, job: str) -> str:
         return self.table(f"{job}_deadletter")
 
     def ops_dir(self, job: str) -> str:
-        return _join(self.home, "ops", job)
+        return self.folder(Part.OPS, job)
+
+    def control_dir(self, job: str) -> str:
+        """The job's control records (lease, stop request, maintenance lock, overrides) on this home."""
+        return self.folder(Part.CONTROL, job)
+
+    def move_dir(self, move_id: str) -> str:
+        """A home move's own folder (journal, lock) in the home it moves to."""
+        return self.folder(Part.MOVES, move_id)
 
     def join_keys(self, job: str) -> str:
         """The key columns of the job's stream-stream joins as its last run planned them (Spark's join state
@@ -76,7 +147,7 @@ class Layout:
         return _join(self.ops_dir(job), "join_keys.json")
 
     def archives(self, job: str) -> str:
-        return _join(self.ops_dir(job), "archives")
+        return self.folder(Part.ARCHIVES, job)
 
     def run_log(self, job: str, run_id: str) -> str:
         return _join(self.ops_dir(job), "logs", f"{run_id}.log")
@@ -85,5 +156,5 @@ class Layout:
         return _join(self.ops_dir(job), "audits", audit_id)
 
     def ops_table(self, name: str) -> str:
-        return _join(self.home, "ops", "tables", name)
+        return self.folder(Part.OPS_TABLE, name)
 

@@ -13,7 +13,8 @@ import sys
 import click
 
 from stateops.control import current_lease, default_actor
-from stateops.relocation.executor import Move, move_dir
+from stateops.layout import Layout
+from stateops.relocation.executor import Move
 from stateops.relocation.marker import HomeMovedError, moved
 from stateops.relocation.plan import MoveRefused, make_plan
 
@@ -85,7 +86,7 @@ def home_move(obj: Environment, to: str, confirm: bool, stop: bool, as_json: boo
 
         # Spark's console output into the move's folder (a local copy of it for a new home on object storage), so
         # the terminal shows the move's lines
-        console_log = console_log_for(f"{move_dir(plan.new, plan.move_id)}/spark.log")
+        console_log = console_log_for(f"{Layout(plan.new).move_dir(plan.move_id)}/spark.log")
         return audits_agree(get_session(obj.spark, console_log=console_log), catalog, old, new)
 
     summary = Move(plan, sorted(catalog.jobs), settings=settings, actor=default_actor(), stop=stop,

@@ -16,8 +16,8 @@ import posixpath
 
 import click
 
-from stateops.recovery import MODES, RecoveryEvent, RecoveryRequest, RequestRefused, archive
-from stateops.recovery.journal import read_entries
+from stateops.recovery import MODES, RecoveryRequest, RequestRefused, archive
+from stateops.runbooks import read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields
 
@@ -79,7 +79,7 @@ def plan_command(obj: Environment, as_json: bool, **values) -> None:
     click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
 
 
-def _echo_event(event: RecoveryEvent) -> None:
+def _echo_event(event: StepEvent) -> None:
     shown = {k: v for k, v in event.details.items() if k not in ("plan", "audit", "audit_after", "verification")}
     click.echo(f"  {event.at[11:19]} {event.step:20} {event.phase:8} " + (json.dumps(shown, default=str)[:200]
                                                                              if shown else ""))

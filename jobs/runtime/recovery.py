@@ -18,7 +18,8 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from stateops.audit import deep_audit, record
-from stateops.recovery import JobTarget, RecoveryEvent, RecoveryReport, RecoveryRequest, Terminate
+from stateops.recovery import JobTarget, RecoveryReport, RecoveryRequest, Terminate
+from stateops.runbooks import StepEvent
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
@@ -122,7 +123,7 @@ def _require_fit(runtime: SparkRuntime, spec: JobSpec) -> None:
 
 
 def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = None,
-            on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None,
+            on_event: Callable[[StepEvent], None] | None = None, terminate: Terminate | None = None,
             launcher: Launcher | None = None) -> RecoveryReport:
     """Plan and (unless a dry run) run the runbook `request` asks for. `spark`: a session, or a callable making
     one, used only by steps that need it (default: the session factory's). The job's `${env:NAME}` references

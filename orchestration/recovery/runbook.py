@@ -27,7 +27,8 @@ from stateops.jobs.runtime.recovery import recover
 from stateops.control.lease import Lease
 from stateops.control.process import HOST, alive
 from stateops.errors import ConfigError
-from stateops.recovery import MODES, RecoveryEvent, RecoveryReport, RecoveryRequest
+from stateops.recovery import MODES, RecoveryReport, RecoveryRequest
+from stateops.runbooks import StepEvent
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.request import described, launchpad_words, request_fields
 from stateops.redaction import redact
@@ -116,7 +117,7 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def step_event(asset: AssetKey, event: RecoveryEvent) -> AssetObservation:
+def step_event(asset: AssetKey, event: StepEvent) -> AssetObservation:
     return AssetObservation(asset_key=asset, description=f"runbook {event.runbook_id}: {event.step} {event.phase}",
                             metadata=redacted({"runbook_id": event.runbook_id, "step": event.step,
                                                "phase": event.phase, "at": event.at,
@@ -180,7 +181,7 @@ def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
         context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
         asset = AssetKey(jobs[config.job].sink_table)
 
-        def on_event(event: RecoveryEvent) -> None:
+        def on_event(event: StepEvent) -> None:
             if event.phase == "started":
                 context.log.info(f"runbook {event.runbook_id}: {event.step} started")
             else:

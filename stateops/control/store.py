@@ -16,7 +16,6 @@ record after a takeover (docs/operations.md, One writer).
 from __future__ import annotations
 
 import os
-import posixpath
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -58,7 +57,7 @@ class ControlStore:
     def __init__(self, layout: Layout, job: str):
         self.job = job
         home = lockable_home(layout.control_home, control_variable(layout))
-        self.folder = posixpath.join(Layout(home).ops_dir(job), "control")
+        self.folder = Layout(home).control_dir(job)
         self.records = records_at(self.folder)
         self.lock = lock_at(f"{self.folder}/.lock", ttl=LOCK_TTL_SECONDS, name="control lock")
         self._held = False

@@ -9,12 +9,12 @@ implemented by the jobs layer).
 Modes: adjust (watermark delay), repartition (state partitions, offline), rebuild (fresh checkpoint,
 replaying the retained input), rewind (back to batch N), restore (an archive). See README, Recovery.
 """
-from stateops.recovery.model import MODES, RecoveryEvent, RecoveryPlan, RecoveryRefused, RecoveryReport
+from stateops.recovery.model import MODES, RecoveryPlan, RecoveryRefused, RecoveryReport
 from stateops.recovery.request import RecoveryRequest, RequestRefused
 from stateops.recovery.runbook import plan, run
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
 
-__all__ = ["JobTarget", "MODES", "RecoveryEvent", "RecoveryPlan", "RecoveryRefused", "RecoveryReport",
+__all__ = ["JobTarget", "MODES", "RecoveryPlan", "RecoveryRefused", "RecoveryReport",
            "RecoveryRequest", "RecoverySettings", "RequestRefused", "Runtime", "Terminate", "plan", "run"]

@@ -15,9 +15,9 @@ from stateops.control import Lease, current_lease
 from stateops.control.holder import HeldLease
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
+from stateops.runbooks import Journal
 
 from stateops.recovery import archive
-from stateops.recovery.journal import Journal
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings

@@ -17,9 +17,10 @@ later steps need, so an attempt that resumes after a crash reads them back inste
 While it changes files the runbook holds the job's lease (so a zombie holder is fenced off from the sink)
 and, from start to end, the maintenance lock (so no run starts but its own restart).
 
-This module is the order and the bookkeeping: the run loop, the journaled dispatch of each step, the lock and
-the report. What the steps do is in steps.py, the rollback's own steps in rollback.py, and how the restarted
-run is watched and judged in observation.py.
+This module is the order and the bookkeeping: the run loop, the dispatch of each step through the runbook
+engine (stateops.runbooks: journal, heartbeat lock, the lost-lock rule, resume), the maintenance lock and the
+report. What the steps do is in steps.py, the rollback's own steps in rollback.py, and how the restarted run is
+watched and judged in observation.py.
 """
 from __future__ import annotations
 
@@ -29,34 +30,34 @@ from typing import Any, Callable
 
 from stateops.control import maintenance
 from stateops.control.records import now_iso
-from stateops.faults import fault_point
 from stateops.control.settings import ControlSettings
+from stateops.errors import error_line
 from stateops.layout import Layout
+from stateops.runbooks import StepEvent, run_step
 
 from stateops.recovery import archive, rollback, steps
-from stateops.recovery.journal import Journal
-from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, STOP, VERIFY, RecoveryEvent, RecoveryPlan,
-                                     RecoveryRefused, RecoveryReport)
+from stateops.recovery.journal import recovery_journal
+from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, STOP, VERIFY, RecoveryPlan, RecoveryRefused,
+                                     RecoveryReport)
 from stateops.recovery.rollback import ROLLBACK
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.attempt import RUNBOOK, Attempt
-from stateops.recovery.steps import error_line
 from stateops.recovery.target import JobTarget
 
 
 class Executor:
     def __init__(self, layout: Layout, target: JobTarget, plan: RecoveryPlan, runtime: Runtime, *,
                  settings: RecoverySettings, control: ControlSettings,
-                 on_event: Callable[[RecoveryEvent], None] | None = None, terminate: Terminate | None = None):
+                 on_event: Callable[[StepEvent], None] | None = None, terminate: Terminate | None = None):
         self.layout, self.target, self.plan = layout, target, plan
         self.directory = plan.archive["path"]
-        self.journal = Journal(layout, target.job, plan.runbook_id, self.directory, plan.actor, on_event)
+        self.journal = recovery_journal(layout, target.job, plan.runbook_id, self.directory, plan.actor, on_event)
         self.attempt = Attempt(layout, target, plan, runtime, settings, control, self.journal, terminate)
         self.handlers = {**steps.handlers(self.attempt), **rollback.handlers(self.attempt)}
 
     def run(self) -> RecoveryReport:
-        with self.journal.held():
+        with self.journal.held({"actor": self.plan.actor}):
             started = self._intent()
             outcome, error, rolled_back = "succeeded", None, None
             try:
@@ -88,24 +89,14 @@ class Executor:
             self.journal.record(RUNBOOK, "started", {"plan": self.plan.to_dict()})
         maintenance.acquire(self.layout, self.target.job, runbook_id=self.plan.runbook_id, actor=self.plan.actor,
                             reason=f"runbook {self.plan.mode}: {self.plan.reason}")
-        return next(e["at"] for e in self.journal.entries if e["step"] == RUNBOOK)
+        return self.journal.started_at(RUNBOOK)
 
     def _step(self, name: str, idempotent: bool = True) -> dict[str, Any]:
-        phase = self.journal.phase(name)
-        if phase == "done":
-            self.journal.replayed(name)
-            return self.journal.details(name)
-        if phase == "started" and not idempotent and steps.completed(self.attempt, name):
-            details = self.journal.record(name, "done", {"detected": "completed before the interruption"})
-            return details.details
-        self.journal.record(name, "started", self._intent_details(name))
-        try:
-            details = self.handlers[name]()
-        except Exception as err:
-            self.journal.record(name, "failed", {"error": error_line(err), **getattr(err, "details", {})})
-            raise
-        fault_point("runbook.before_done", job=self.target.job, step=name)
-        return self.journal.record(name, "done", details).details
+        """One step through the engine: skipped when done, judged by steps.completed when interrupted and not
+        idempotent, with its intent journaled before it acts."""
+        return run_step(self.journal, name, self.handlers[name], idempotent=idempotent,
+                        completed=lambda: steps.completed(self.attempt, name),
+                        intent=lambda: self._intent_details(name))
 
     def _intent_details(self, name: str) -> dict[str, Any]:
         if name in (ALIGN_SINK, "rollback_sink"):
@@ -144,7 +135,7 @@ class Executor:
 
 def execute(layout: Layout, target: JobTarget, plan: RecoveryPlan, runtime: Runtime, *,
             settings: RecoverySettings, control: ControlSettings,
-            on_event: Callable[[RecoveryEvent], None] | None = None,
+            on_event: Callable[[StepEvent], None] | None = None,
             terminate: Terminate | None = None) -> RecoveryReport:
     """Apply a confirmed plan (or resume it): see the module doc."""
     return Executor(layout, target, plan, runtime, settings=settings, control=control, on_event=on_event,

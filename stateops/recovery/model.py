@@ -1,5 +1,6 @@
 """The runbook as data: what was asked (RecoveryRequest), what will be done (RecoveryPlan, printable and
-JSON), what happened step by step (RecoveryEvent) and how it ended (RecoveryReport).
+JSON), and how it ended (RecoveryReport); what happened step by step is the runbook engine's StepEvent
+(stateops.runbooks).
 
 Everything here is plain data with `to_dict()`/`from_dict()`, so a plan can be shown in a terminal or a
 Dagster UI, stored next to the archive, compared in tests, and read back to resume a runbook.
@@ -120,22 +121,6 @@ def _size(count: int | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{count} B"
-
-
-@dataclass(frozen=True)
-class RecoveryEvent:
-    """One journal entry, as the executor reports it to its `on_event` callback (e.g. a Dagster op's log and
-    metadata). phase: started | done | failed | skipped (already done by an earlier attempt)."""
-
-    runbook_id: str
-    job: str
-    step: str
-    phase: str
-    at: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

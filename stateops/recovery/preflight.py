@@ -21,8 +21,9 @@ from stateops import kafka_offsets, sinkstate
 from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
+from stateops.runbooks import running
 
-from stateops.recovery import archive, coverage, journal, surgery
+from stateops.recovery import archive, coverage, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
                                      RecoveryPlan, RecoveryRefused, Step)
@@ -84,7 +85,7 @@ def check_concurrency(layout: Layout, target: JobTarget, runbook_id: str) -> Non
     if lock is not None and lock.runbook_id != runbook_id:
         directory = archive.runbook_dir(target.archive_root, lock.runbook_id)
         unlock = f"stateops jobs unlock {target.job} --runbook-id {lock.runbook_id}"
-        if journal.running(directory):
+        if running(directory):
             how = "it is running now"
         elif exists(posixpath.join(directory, archive.REPORT)):
             how = (f"it failed and keeps the job locked (stateops archives show {lock.runbook_id}); after fixing "
@@ -280,4 +281,4 @@ def unfinished(layout: Layout, target: JobTarget, request: RecoveryRequest) -> R
         return None
     plan = RecoveryPlan.from_dict(stored)
     same = RecoveryRequest(**{k: v for k, v in plan.request.items()}).parameters() == request.parameters()
-    return plan if same and not journal.running(directory) else None
+    return plan if same and not running(directory) else None

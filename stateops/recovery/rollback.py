@@ -19,6 +19,7 @@ from typing import Any, Callable
 from stateops import sinkstate
 from stateops.storage import copies
 from stateops.control import overrides
+from stateops.errors import error_line
 
 from stateops.recovery import archive, observation, steps, verify
 from stateops.recovery.model import ARCHIVE, ROLLBACK_STEPS, STOP
@@ -53,8 +54,8 @@ def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[s
             step(name)
     except Exception as err:  # noqa: BLE001
         attempt.release_lease()
-        journal.record(ROLLBACK, "failed", {"error": steps.error_line(err)})
-        return "failed", {"reason": reason, "error": steps.error_line(err)}
+        journal.record(ROLLBACK, "failed", {"error": error_line(err)})
+        return "failed", {"reason": reason, "error": error_line(err)}
     journal.record(ROLLBACK, "done", {"reason": reason})
     return "rolled_back", {"reason": reason, "verification": journal.details("rollback_verify").get("verification")}
 

@@ -6,10 +6,11 @@ from typing import Callable
 
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
+from stateops.runbooks import StepEvent
 
 from stateops.recovery import preflight
 from stateops.recovery.executor import execute, planned_report
-from stateops.recovery.model import RecoveryEvent, RecoveryPlan, RecoveryReport
+from stateops.recovery.model import RecoveryPlan, RecoveryReport
 from stateops.recovery.request import RecoveryRequest
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings
@@ -29,7 +30,7 @@ def plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, setting
 
 
 def run(layout: Layout, target: JobTarget, request: RecoveryRequest, runtime: Runtime, *,
-        settings: RecoverySettings, control: ControlSettings, on_event: Callable[[RecoveryEvent], None] | None = None,
+        settings: RecoverySettings, control: ControlSettings, on_event: Callable[[StepEvent], None] | None = None,
         terminate: Terminate | None = None) -> RecoveryReport:
     """Plan, then (unless a dry run) execute: the report says how it ended (succeeded, rolled_back, failed)."""
     chosen = plan(layout, target, request, settings=settings, control=control)

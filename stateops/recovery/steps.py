@@ -20,7 +20,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
 from stateops.control.records import now_iso
-from stateops.errors import OperationFailed, StateOpsError, first_line
+from stateops.errors import OperationFailed, StateOpsError, error_line
 from stateops.storage import copies, exists
 
 from stateops.recovery import archive, coverage, observation, surgery, verify
@@ -36,14 +36,6 @@ class StepFailed(OperationFailed):
     def __init__(self, message: str, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.details = details or {}
-
-
-def error_line(err: BaseException) -> str:
-    """How the journal and the report quote a failure: the first line of the message, after the error's class
-    name unless it is a StateOpsError (whose message is complete)."""
-    if isinstance(err, StateOpsError) or not str(err).strip():
-        return first_line(err)
-    return f"{type(err).__name__}: {first_line(err)}"
 
 
 def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:

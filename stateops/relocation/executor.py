@@ -1,5 +1,7 @@
-"""A home move, acted: a runbook of its own, journaled in the new home and resumable (run it again: what is done is
-skipped, a file copied and verified is not copied again).
+"""A home move, acted: a runbook on the runbook engine (stateops.runbooks), journaled in the new home's
+`ops/_move/<id>/` and resumable (run it again: what is done is skipped, a file copied and verified is not copied
+again), one process at a time; a move whose lock is taken over stops before its next write (a journal entry, a
+copied file, a rewritten table), in one line. Its steps, a table of handlers:
 
   lock     every job's maintenance lock, in the old home and the new one (refused, before anything, when a job runs
            and `stop` was not asked; asked: the run is stopped first and its lease awaited)
@@ -21,34 +23,36 @@ working (its locks held: run the move again to finish it, or release them with `
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from deltalake import DeltaTable
 
 from stateops import actions
 from stateops.control import current_lease, maintenance, request_stop, wait_released
-from stateops.control.process import HOST
+from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.delta import open_table
 from stateops.errors import OperationFailed
 from stateops.faults import fault_point
 from stateops.layout import Layout
-from stateops.storage import LockBusy, entry_log_at, exists, filesystem, find_files, lock_at
+from stateops.recovery.archive import CHECKPOINT, MANIFEST
+from stateops.runbooks import Journal, Step, StepEvent, run_steps
+from stateops.storage import exists, filesystem, find_files
 from stateops.storage.aws import storage_options
 from stateops.storage.copies import copy_file, digest, remove_tree
 
 from stateops.relocation import marker
-from stateops.relocation.plan import MovePlan, MoveRefused
+from stateops.relocation.plan import MovePlan, MoveRefused, Rewrite, running_refusal
 from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG, json_column_update, logged_paths,
-                                         pairs, path_column_update, rewrite_source_log, rewrite_text, spark_form)
+                                         pairs, path_column_update, rewrite_source_log, rewrite_text, spark_form,
+                                         sql_text)
 
-STEPS = ("lock", "copy", "rewrite", "verify", "mark", "unlock")
-JOURNAL_LOCK_TTL = 60.0
+LOCK, COPY, REWRITE, VERIFY, MARK, UNLOCK = "lock", "copy", "rewrite", "verify", "mark", "unlock"
+PLAN = "plan"       # the journal's first entry: what the move was planned as
+HOME = "_home"      # how the move's journal and its row in `actions` name what it acts on: the whole home
 
 
 class MoveFailed(OperationFailed):
@@ -75,16 +79,8 @@ class Progress:
         return (self.bytes - self.done_bytes) / self.rate if self.rate else None
 
 
-def move_dir(home: str, move_id: str) -> str:
-    return posixpath.join(home.rstrip("/"), "ops", "_move", move_id)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 class Move:
-    """The move of `plan` for the jobs `jobs` (name -> checkpoint path, those the catalog knows)."""
+    """The move of `plan` for the jobs `jobs` (the names the catalog knows)."""
 
     def __init__(self, plan: MovePlan, jobs: list[str], *, settings: ControlSettings, actor: str, stop: bool,
                  report: Callable[[str, dict[str, Any]], None],
@@ -93,88 +89,65 @@ class Move:
         self.report, self.audit = report, audit
         self.old, self.new = Layout(plan.old), Layout(plan.new)
         self.mapping = pairs(plan.old, plan.new)
-        self.directory = move_dir(plan.new, plan.move_id)
-        self.journal = entry_log_at(self.directory, "journal")
+        self.directory = self.new.move_dir(plan.move_id)
         self.runbook_id = f"move-{plan.move_id}"
+        self.journal = Journal(self.directory, kind="move", runbook_id=self.runbook_id, job=HOME,
+                               title=f"the move {plan.move_id}", report=self._tell,
+                               fix=f"let that process end, then run the move again to resume it ({self.directory})")
+        self.steps = (Step(LOCK, self._lock, intent=self._lock_intent), Step(COPY, self._copy), Step(REWRITE, self._rewrite),
+                      Step(VERIFY, self._verify), Step(MARK, self._mark), Step(UNLOCK, self._unlock))
 
-    # --- the journal ---
-
-    def _entries(self) -> list[dict[str, Any]]:
-        return self.journal.read()
-
-    def _done(self, step: str) -> dict[str, Any] | None:
-        return next((e for e in self._entries() if e["step"] == step and e["phase"] == "done"), None)
-
-    def _note(self, step: str, phase: str, **details: Any) -> None:
-        entries = self._entries()
-        entry = {"step": step, "phase": phase, "at": _now(), **details}
-        if not self.journal.append(len(entries), json.dumps(entry, default=str)):
-            raise MoveFailed(f"{self.directory}: another process wrote this move's journal; nothing more was done. "
-                             "Fix: let that one finish, or run the move again once it ended")
-        self.report(step, {"phase": phase, **details})
-
-    # --- the run ---
+    def _tell(self, event: StepEvent) -> None:
+        self.report(event.step, {"phase": event.phase, **event.details})
 
     def run(self) -> dict[str, Any]:
         """Every step not done yet, in order; the move's summary."""
         done = marker.moved(self.plan.old)
         if done is not None and done.move_id != self.plan.move_id:
             raise MoveRefused(f"{self.plan.old} was moved to {done.to} already (move {done.move_id})")
-        lock = lock_at(posixpath.join(self.directory, ".move.lock"), ttl=JOURNAL_LOCK_TTL, heartbeat=True,
-                       name="home move lock")
-        try:
-            lock.acquire({"move_id": self.plan.move_id, "actor": self.actor, "host": HOST, "pid": os.getpid(),
-                          "since": _now()})
-        except Exception as err:  # noqa: BLE001 - LockBusy and the store's own errors alike: one line
-            free = (f"; if that process is gone, its lock is free once {err.ttl:.0f} s old (now {err.age:.0f} s): run "
-                    "the move again then") if isinstance(err, LockBusy) and err.age is not None else ""
-            raise MoveRefused(f"the move {self.plan.move_id} is being run by another process ({err}){free}") from None
-        try:
-            if not self._entries():
-                self._note("plan", "done", files=len(self.plan.files), bytes=self.plan.bytes,
-                           rewrites={k: len(v) for k, v in self.plan.rewrites.items()})
-            for step in STEPS:
-                if self._done(step):
-                    continue
-                self._note(step, "started")
-                details = getattr(self, f"_{step}")() or {}
-                self._note(step, "done", **details)
-                fault_point("move.after_step", step=step)
-        finally:
-            lock.release()
+        with self.journal.held({"actor": self.actor}):
+            if not self.journal.entries:
+                self.journal.record(PLAN, "done", {"files": len(self.plan.files), "bytes": self.plan.bytes,
+                                                   "rewrites": self.plan.rewrite_counts()})
+            run_steps(self.journal, self.steps)
         return {"move_id": self.plan.move_id, "from": self.plan.old, "to": self.plan.new,
                 "files": len(self.plan.files), "bytes": self.plan.bytes}
 
+    def _lock_intent(self) -> dict[str, Any]:
+        """The control folders the lock step makes in the old home (the unlock removes them: the old home as it
+        was), as the first attempt at the step found them missing."""
+        earlier = self.journal.details(LOCK, "started")
+        if "created_control" in earlier:
+            return earlier
+        return {"created_control": [self.old.control_dir(job) for job in self.jobs
+                                    if not exists(self.old.control_dir(job))]}
+
     def _lock(self) -> dict[str, Any]:
-        pre = self._done("lock")
-        created = pre["created_control"] if pre else []
+        """Every job's maintenance lock in both homes (a running job stopped first when asked)."""
         for job in self.jobs:
             holder = current_lease(self.old, job)
             if holder is not None and holder.stale_reason(self.settings) is None:
                 if not self.stop:
-                    raise MoveRefused(f"job {job} started running ({holder.describe()}): a home moves with its jobs "
-                                      "stopped. Fix: add --stop (the run stops after its batch in flight), or stop it: "
-                                      f"stateops jobs stop {job} --wait 120; then run the move again")
+                    raise MoveRefused(running_refusal([job]))
                 request_stop(self.old, job, actor=self.actor, reason=f"home move {self.plan.move_id}",
                              settings=self.settings)
                 if not wait_released(self.old, job, holder.lease_id, self.settings.stop_grace_seconds + 120,
                                      settings=self.settings):
                     raise MoveFailed(f"job {job} did not stop; nothing was copied. Fix: check the run "
                                      f"({holder.describe()}), then run the move again")
-            control = posixpath.join(self.old.ops_dir(job), "control")
-            if not exists(control) and control not in created:
-                created.append(control)
+            self.journal.ensure_held(LOCK)
             for layout in (self.old, self.new):
                 maintenance.acquire(layout, job, runbook_id=self.runbook_id, actor=self.actor,
                                     reason=f"home move {self.plan.old} -> {self.plan.new}", journal=False)
-        return {"jobs": self.jobs, "created_control": created}
+        return {"jobs": self.jobs, **self.journal.details(LOCK, "started")}
 
     def _copy(self) -> dict[str, Any]:
         progress = Progress(len(self.plan.files), self.plan.bytes)
-        rewritten = {rel for kind_ in ("file source logs", "JSON records") for rel in self.plan.rewrites.get(kind_, [])}
+        rewritten = self.plan.rewritten(Rewrite.SOURCE_LOGS, Rewrite.JSON_RECORDS)
         last = 0.0
         for rel, size in self.plan.files:
             source, dest = posixpath.join(self.plan.old, rel), posixpath.join(self.plan.new, rel)
+            self.journal.ensure_held(COPY)
             if rel in rewritten:
                 self._write_rewritten(rel, source, dest)
             else:
@@ -189,7 +162,7 @@ class Move:
             fault_point("move.copied", file=progress.done_files)
             if time.monotonic() - last > 0.5 or progress.done_files == progress.files:
                 last = time.monotonic()
-                self.report("copy", {"phase": "progress", "files": progress.done_files, "of_files": progress.files,
+                self.report(COPY, {"phase": "progress", "files": progress.done_files, "of_files": progress.files,
                                      "bytes": progress.done_bytes, "of_bytes": progress.bytes,
                                      "bytes_per_second": round(progress.rate),
                                      "seconds_left": None if progress.seconds_left is None else
@@ -220,7 +193,7 @@ class Move:
 
     def _rewrite(self) -> dict[str, Any]:
         updated = {}
-        for table in self.plan.rewrites.get("ops table columns", []):
+        for table in self.plan.rewrites.get(Rewrite.OPS_TABLE_COLUMNS, []):
             name = table.split("/")[-1]
             uri = posixpath.join(self.plan.new, table)
             found = open_table(uri)
@@ -235,7 +208,8 @@ class Move:
                 expression = json_column_update(column, self.mapping)
             if expression is None:
                 continue
-            olds = " OR ".join(f"strpos({column}, {_literal(old)}) > 0" for old, _new in self.mapping)
+            olds = " OR ".join(f"strpos({column}, {sql_text(old)}) > 0" for old, _new in self.mapping)
+            self.journal.ensure_held(REWRITE)
             result = DeltaTable(uri, storage_options=storage_options(uri)).update(updates={column: expression},
                                                                                    predicate=olds)
             updated[table] = result.get("num_updated_rows", 0)
@@ -245,11 +219,11 @@ class Move:
     def _archive_sums(self) -> int:
         """Archive manifests whose checkpoint copy holds a rewritten file source log: their sums updated."""
         changed = 0
-        logs = [rel for rel in self.plan.rewrites.get("file source logs", []) if "/archives/" in rel]
+        logs = [rel for rel in self.plan.rewrites.get(Rewrite.SOURCE_LOGS, []) if "/archives/" in rel]
         by_manifest: dict[str, list[str]] = {}
         for rel in logs:
-            head, _, inside = rel.partition("/checkpoint/")
-            by_manifest.setdefault(f"{head}/manifest.json", []).append(inside)
+            head, _, inside = rel.partition(f"/{CHECKPOINT}/")
+            by_manifest.setdefault(f"{head}/{MANIFEST}", []).append(inside)
         for manifest_rel, inside in by_manifest.items():
             path = posixpath.join(self.plan.new, manifest_rel)
             fs, p = filesystem(path)
@@ -260,9 +234,10 @@ class Move:
             entries = {entry["path"]: entry for entry in found.get("files", [])}
             for rel in inside:
                 if rel in entries:
-                    size, sha = digest(posixpath.join(self.plan.new, manifest_rel.rsplit("/", 1)[0], "checkpoint",
+                    size, sha = digest(posixpath.join(self.plan.new, manifest_rel.rsplit("/", 1)[0], CHECKPOINT,
                                                       rel))
                     entries[rel].update(size=size, sha256=sha)
+            self.journal.ensure_held(REWRITE)
             with fs.open(p, "w") as handle:
                 json.dump(found, handle, indent=1, sort_keys=True)
             changed += 1
@@ -300,7 +275,7 @@ class Move:
 
     def _table_problems(self) -> list[str]:
         problems = []
-        rewritten = set(self.plan.rewrites.get("ops table columns", []))
+        rewritten = set(self.plan.rewrites.get(Rewrite.OPS_TABLE_COLUMNS, []))
         for table in self.plan.tables:
             old, new = open_table(posixpath.join(self.plan.old, table)), open_table(posixpath.join(self.plan.new, table))
             if old is None or new is None:
@@ -315,14 +290,16 @@ class Move:
     def _mark(self) -> None:
         """The old home's marker, then the move in the new home's actions (after the verification, which compares
         the copied ops tables with the old home's: this record is the move's own)."""
-        marker.mark(self.plan.old, self.plan.new, self.plan.move_id, _now())
-        actions.record(self.new, "_home", "home_move", "done", actor=self.actor, runbook_id=self.runbook_id,
+        self.journal.ensure_held(MARK)
+        marker.mark(self.plan.old, self.plan.new, self.plan.move_id, now_iso())
+        actions.record(self.new, HOME, "home_move", "done", actor=self.actor, runbook_id=self.runbook_id,
                        details={"from": self.plan.old, "to": self.plan.new, "move_id": self.plan.move_id,
                                 "files": len(self.plan.files), "bytes": self.plan.bytes})
 
     def _unlock(self) -> dict[str, Any]:
-        created = (self._done("lock") or {}).get("created_control", [])
+        created = self.journal.details(LOCK).get("created_control", [])
         for job in self.jobs:
+            self.journal.ensure_held(UNLOCK)
             for layout in (self.old, self.new):
                 maintenance.release(layout, job, runbook_id=self.runbook_id, actor=self.actor, journal=False)
         for control in created:  # the old home as it was: no control folder where none was
@@ -354,6 +331,3 @@ def _source_logs(home: str) -> dict[str, set[str]]:
             recorded.setdefault(rel.split("/sources/")[0], set()).update(logged_paths(handle.read()))
     return recorded
 
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"

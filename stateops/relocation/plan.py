@@ -2,7 +2,7 @@
 names the old home, what is left behind and why, how long the copy takes at the rate measured now, and why the move
 would be refused. Making it reads the old home and lists the destination; it writes nothing anywhere.
 
-What a move copies: every file of the home but
+What a move copies: every file of the home but (LEFT_BEHIND, by stateops.layout's parts)
   dagster/                  the Dagster instance (SQLite on local disk: it cannot live in a bucket; keep DAGSTER_HOME)
   ops/<job>/control/        the control records (lease, stop request, maintenance lock: transient, per home)
   ops/_retention/locks/     retention's locks (transient)
@@ -20,10 +20,11 @@ import os
 import posixpath
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from stateops.errors import StateOpsError
-from stateops.layout import Layout
+from stateops.layout import Layout, Part, part_of
 from stateops.storage import LOCAL, S3, filesystem, find_files, kind
 
 from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG
@@ -35,8 +36,38 @@ class MoveRefused(StateOpsError):
     """The move cannot be made as asked: nothing was done (exit code 2)."""
 
 
+class Rewrite(str, Enum):
+    """What the move rewrites in the copy because it names the old home (the value: how the plan reports it)."""
+
+    SOURCE_LOGS = "file source logs"
+    JSON_RECORDS = "JSON records"
+    OPS_TABLE_COLUMNS = "ops table columns"
+
+
+# The parts of a home a move leaves behind, and why.
+LEFT_BEHIND = {
+    Part.DAGSTER: "the Dagster instance (dagster/): SQLite on local disk; keep DAGSTER_HOME where it is",
+    Part.CONTROL: "control records (lease, stop request, maintenance lock): per home, made by the next run",
+    Part.RETENTION_LOCKS: "locks and journals of this home's own operations",
+    Part.MOVES: "locks and journals of this home's own operations",
+    Part.MOVED_MARK: "the mark of an earlier move",
+}
+# Where a file source's log is rewritten: in checkpoints, and in the checkpoints archived by runbooks.
+SOURCE_LOG_PARTS = (Part.CHECKPOINT, Part.DEADLETTER_CHECKPOINT, Part.ARCHIVES)
+# Where JSON records are rewritten: the ops folders (archive manifests, runbook journals), not the ops tables.
+RECORD_PARTS = (Part.OPS, Part.ARCHIVES)
+
+
+def running_refusal(running: list[str]) -> str:
+    """Why a move does not start (or go on) while jobs run, and what to do."""
+    return (f"{', '.join(running)} {'is' if len(running) == 1 else 'are'} running: a home moves with its jobs "
+            "stopped. Fix: add --stop (each run stops after its batch in flight), or stop "
+            f"{'it' if len(running) == 1 else 'them'}: stateops jobs stop {running[0]} --wait 120; then run the move "
+            "again")
+
+
 @dataclass(frozen=True)
-class Part:
+class PartSize:
     """One root of the home as the plan reports it: e.g. ("checkpoint", "user_activity")."""
 
     root: str
@@ -51,13 +82,13 @@ class MovePlan:
     old: str
     new: str
     files: list[tuple[str, int]]                 # (path relative to the home, size): what is copied
-    rewrites: dict[str, list[str]]               # kind -> relative paths rewritten in the copy
+    rewrites: dict[Rewrite, list[str]]           # kind -> relative paths rewritten in the copy
     tables: list[str]                            # Delta tables (relative), whose versions and rows are compared
     skipped: list[tuple[str, int, str]]          # (relative path, size, why)
     running: list[str]                           # jobs holding a live lease now
     refusals: list[str]
     rate_bytes_per_second: float | None
-    parts: list[Part] = field(default_factory=list)
+    parts: list[PartSize] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -70,10 +101,17 @@ class MovePlan:
     def to_json(self) -> dict[str, Any]:
         return {"move_id": self.move_id, "from": self.old, "to": self.new, "files": len(self.files),
                 "bytes": self.bytes, "parts": [asdict(p) for p in self.parts],
-                "rewrites": {k: len(v) for k, v in self.rewrites.items()}, "tables": self.tables,
+                "rewrites": self.rewrite_counts(), "tables": self.tables,
                 "skipped": [{"path": p, "bytes": s, "why": w} for p, s, w in self.skipped],
                 "running": self.running, "refusals": self.refusals,
                 "rate_bytes_per_second": self.rate_bytes_per_second, "estimate_seconds": self.estimate_seconds}
+
+    def rewrite_counts(self) -> dict[str, int]:
+        return {kind_.value: len(paths) for kind_, paths in self.rewrites.items()}
+
+    def rewritten(self, *kinds: Rewrite) -> set[str]:
+        """The relative paths rewritten as one of `kinds` (every kind when none is named)."""
+        return {rel for kind_ in kinds or tuple(Rewrite) for rel in self.rewrites.get(kind_, [])}
 
     def render(self) -> str:
         """The plan for a terminal."""
@@ -84,7 +122,7 @@ class MovePlan:
         for part in self.parts:
             lines.append(f"    {part.root:22} {part.name:24} {part.files:7,} files {_mib(part.bytes):>12}")
         lines.append("  rewrite in the copy (they name the old home): " + (", ".join(
-            f"{len(v)} {k}" for k, v in self.rewrites.items() if v) or "nothing"))
+            f"{count} {what}" for what, count in self.rewrite_counts().items() if count) or "nothing"))
         left = {}
         for _path, size, why in self.skipped:
             files, total = left.get(why, (0, 0))
@@ -109,15 +147,10 @@ def move_id(old: str, new: str) -> str:
 
 def left_behind(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
     """Why the move leaves the file `rel` (relative to the home) behind, None when it copies it."""
+    why = LEFT_BEHIND.get(part_of(rel)[0])
+    if why:
+        return why
     parts = rel.split("/")
-    if parts[0] == "dagster":
-        return "the Dagster instance (dagster/): SQLite on local disk; keep DAGSTER_HOME where it is"
-    if parts[0] == "ops" and len(parts) > 2 and parts[2] == "control":
-        return "control records (lease, stop request, maintenance lock): per home, made by the next run"
-    if parts[:3] == ["ops", "_retention", "locks"] or parts[:2] == ["ops", "_move"]:
-        return "locks and journals of this home's own operations"
-    if rel == "MOVED.json":
-        return "the mark of an earlier move"
     name = parts[-1]
     if name.endswith(".crc") and name.startswith("."):
         if to_bucket:
@@ -130,29 +163,16 @@ def left_behind(rel: str, to_bucket: bool, rewritten: set[str]) -> str | None:
 
 def _root(rel: str) -> tuple[str, str]:
     """(root, name) a file belongs to, for the plan's report."""
-    parts = rel.split("/")
-    if parts[0] == "landing":
-        return "landing", parts[1] if len(parts) > 2 else "(files)"
-    if parts[0] == "checkpoints":
-        return ("dead-letter checkpoint", parts[2]) if parts[1] == "_deadletter" else ("checkpoint", parts[1])
-    if parts[0] == "tables":
-        return "table", parts[1]
-    if parts[:2] == ["ops", "tables"]:
-        return "ops table", parts[2]
-    if parts[0] == "ops" and len(parts) > 2 and parts[2] == "archives":
-        return "archives", parts[1]
-    if parts[0] == "ops":
-        return "ops", parts[1]
-    return "other", parts[0]
+    part, name = part_of(rel)
+    return part.value, name
 
 
-def _rewrite_kind(rel: str) -> str | None:
-    parts = rel.split("/")
-    if SOURCE_LOG.search(rel) and ("checkpoints" in parts[:1] or "archives" in parts):
-        return "file source logs"
-    if parts[0] == "ops" and parts[1] != "tables" and (rel.endswith(".json") or rel.endswith(".jsonl")) \
-            and "_delta_log" not in parts:
-        return "JSON records"
+def _rewrite_kind(rel: str) -> Rewrite | None:
+    part = part_of(rel)[0]
+    if SOURCE_LOG.search(rel) and part in SOURCE_LOG_PARTS:
+        return Rewrite.SOURCE_LOGS
+    if part in RECORD_PARTS and rel.endswith((".json", ".jsonl")) and "_delta_log" not in rel.split("/"):
+        return Rewrite.JSON_RECORDS
     return None
 
 
@@ -176,12 +196,13 @@ def _read_rate(fs, paths: list[tuple[str, int]]) -> float | None:
 
 
 def _destination_in_use(old: str, new: str) -> str | None:
-    """Why `new` cannot receive the home: it holds files, and none of them is this move's journal."""
+    """Why `new` cannot receive the home: it holds files, and none of them is this move's own (its journal, its
+    lock: a move stopped half-way is resumed)."""
     fs, base = filesystem(new)
     if not fs.exists(base):
         return None
     files = [path for path in find_files(fs, base) if not path.endswith("/")]
-    ours = posixpath.join(base.rstrip("/"), "ops", "_move", move_id(old, new), "journal")
+    ours = filesystem(Layout(new).move_dir(move_id(old, new)))[1].rstrip("/") + "/"
     if files and not any(path.startswith(ours) for path in files):
         return (f"{new} holds {len(files)} files already: a home moves into an empty folder or prefix. Fix: choose "
                 "another, or empty it")
@@ -202,9 +223,7 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     else:
         refusals += [why for why in (_destination_in_use(old, new),) if why]
     if running and not stop:
-        refusals.append(f"{', '.join(running)} {'is' if len(running) == 1 else 'are'} running: a home moves with its "
-                        "jobs stopped. Fix: add --stop (each run stops after its batch in flight), or stop them: "
-                        f"stateops jobs stop {running[0]} --wait 120")
+        refusals.append(running_refusal(running))
     refusals += [f"job {job}: its checkpoint or archives are configured outside the home; a home move takes "
                  "the home only. Fix: move them into the home first, or leave the job's setting pointing there"
                  for job in outside]
@@ -212,7 +231,7 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     listed = find_files(fs, base)
     everything = sorted((posixpath.relpath(path, base.rstrip("/")), int(info.get("size") or 0), path)
                         for path, info in listed.items() if not path.endswith("/"))
-    rewrites: dict[str, list[str]] = {"file source logs": [], "JSON records": []}
+    rewrites: dict[Rewrite, list[str]] = {Rewrite.SOURCE_LOGS: [], Rewrite.JSON_RECORDS: []}
     for rel, _size, _path in everything:
         found = _rewrite_kind(rel)
         if found:
@@ -232,9 +251,9 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     copied = {rel for rel, _ in files}
     rewrites = {kind_: [rel for rel in rels if rel in copied] for kind_, rels in rewrites.items()}
     tables = _tables([rel for rel, _ in files])
-    rewrites["ops table columns"] = [table for table in tables if table.split("/")[-1] in
-                                     {**PATH_COLUMNS, **JSON_COLUMNS} and table.startswith("ops/tables/")]
+    rewrites[Rewrite.OPS_TABLE_COLUMNS] = [table for table in tables if part_of(f"{table}/_delta_log") in
+                                           {(Part.OPS_TABLE, name) for name in {**PATH_COLUMNS, **JSON_COLUMNS}}]
     plan = MovePlan(move_id(old, new), old, new, files, rewrites, tables, skipped, running, refusals,
                     _read_rate(fs, [(path, size) for _rel, size, path in everything]),
-                    [Part(root, name, count, total) for (root, name), (count, total) in sorted(parts.items())])
+                    [PartSize(root, name, count, total) for (root, name), (count, total) in sorted(parts.items())])
     return plan

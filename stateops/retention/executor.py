@@ -194,9 +194,16 @@ class Executor:
 
     def apply(self) -> ApplyReport:
         report = ApplyReport(self.run_id, self.plan.plan_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        with lock.hold(self.scope.layout, self.scope.roots_to_lock(), run_id=self.run_id, actor=self.actor):
+        items = {item.item_id: item for item in self.plan.items}
+
+        def stopped(item_id: str, line: str) -> None:  # a root's lock lost: the run stops before this item
+            self._journal(items[item_id], "stopped", {"reason": line})
+
+        with lock.hold(self.scope.layout, self.scope.roots_to_lock(), run_id=self.run_id, actor=self.actor,
+                       on_lost=stopped) as held:
             admission = Admission(self.current or self.replan())
             for item in admission.order(self.plan.items):
+                held.ensure_held(item.item_id)
                 self._journal(item, "started", {"bytes": item.bytes, "files": item.files,
                                                 "paths": [rel for rel, _ in item.paths][:1000]})
                 try:

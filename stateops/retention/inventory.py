@@ -21,7 +21,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.storage import can_lock, filesystem
-from stateops.recovery.journal import running
+from stateops.runbooks import running
 from stateops.checkpoint_files import restart
 from stateops.checkpoint_files.listing import Tree, read_many
 from stateops.retention.scope import Scope

@@ -9,28 +9,22 @@ while another run holds one, and keeps them until it ends. The locks are the sto
 flock the kernel releases when the process dies, so a crashed run never leaves a lock behind; on S3 a lock object,
 which a run that died leaves behind until it is LOCK_TTL_SECONDS old by the server's clock and taken over (one
 taker wins), so a later run waits for that at most. On both, a run that stopped without dying (frozen, cut off from
-the store) loses its lock once it has not renewed it for LOCK_TTL_SECONDS. A run whose heartbeat failed for a whole
-TTL may have lost its lock to another run; that is logged when it ends (each item is still re-checked against
-the files just before it acts). Other object stores have no atomic create here: such a control home is refused
-in one line.
+the store) loses its lock once it has not renewed it for LOCK_TTL_SECONDS, and then follows the runbook engine's
+rule (stateops.runbooks.holding): it stops before its next item, says so in one line, and its journal (`actions`)
+records it. Other object stores have no atomic create here: such a control home is refused in one line.
 """
 from __future__ import annotations
 
 import hashlib
-import logging
-import os
 import posixpath
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Callable, Iterator
 
-from stateops.control.process import HOST
-from stateops.control.records import now_iso
 from stateops.control.store import control_variable, lockable_home
 from stateops.errors import StateOpsError
-from stateops.layout import Layout
-from stateops.storage import Lock, LockBusy, lock_at
-
-log = logging.getLogger(__name__)
+from stateops.layout import Layout, Part
+from stateops.runbooks import Holding
+from stateops.storage import LockBusy, lock_at
 
 LOCK_TTL_SECONDS = 60.0  # a lock not renewed for this long was left by a run that died or stopped
 
@@ -43,7 +37,7 @@ def lock_path(layout: Layout, root: str) -> str:
     """The root's lock in the control home: a local path, or an s3:// / s3a:// URL."""
     home = lockable_home(layout.control_home, control_variable(layout), user="retention's lock per root")
     name = hashlib.sha256(root.rstrip("/").encode()).hexdigest()[:24] + ".lock"
-    return posixpath.join(home, "ops", "_retention", "locks", name)
+    return posixpath.join(Layout(home).folder(Part.RETENTION_LOCKS), name)
 
 
 def _locked(root: str, busy: LockBusy) -> RetentionLockedError:
@@ -55,29 +49,17 @@ def _locked(root: str, busy: LockBusy) -> RetentionLockedError:
         f"a time); a run that died or stopped releases its lock by itself once {busy.ttl:g} s without renewal")
 
 
-def _release(lock: Lock, root: str, record: dict[str, Any]) -> None:
-    lost = lock.lost
-    lock.release()
-    if lost:
-        log.warning("retention run %s: %s while it ran; another run may have acted on %s meanwhile",
-                    record["run_id"], lost, root)
-
-
 @contextmanager
-def hold(layout: Layout, roots: tuple[str, ...], *, run_id: str, actor: str) -> Iterator[None]:
-    """Hold every root's lock for the block; RetentionLockedError (one line) when a root is held."""
-    held: list[tuple[Lock, str, dict[str, Any]]] = []
-    try:
+def hold(layout: Layout, roots: tuple[str, ...], *, run_id: str, actor: str,
+         on_lost: Callable[[str, str], None] | None = None) -> Iterator[Holding]:
+    """Hold every root's lock for the block; RetentionLockedError (one line) when a root is held. The block calls
+    `ensure_held(item)` before each item (RunbookStopped once a lock was lost; `on_lost(item, line)` told once)."""
+    holding = Holding(f"retention run {run_id}", on_lost=on_lost,
+                      fix="see which run holds the roots now (its actions: stateops retention plan shows the plan "
+                          "as it is now), then apply again")
+    with holding.held():
         for root in sorted(set(roots)):
             lock = lock_at(lock_path(layout, root), ttl=LOCK_TTL_SECONDS, heartbeat=True, name="retention lock")
-            record = {"root": root, "run_id": run_id, "pid": os.getpid(), "host": HOST, "actor": actor,
-                      "since": now_iso()}
-            try:
-                lock.acquire(record)
-            except LockBusy as busy:
-                raise _locked(root, busy) from None
-            held.append((lock, root, record))
-        yield
-    finally:
-        for lock, root, record in reversed(held):
-            _release(lock, root, record)
+            holding.take(lock, {"root": root, "run_id": run_id, "actor": actor},
+                         busy=lambda busy, root=root: _locked(root, busy))
+        yield holding

@@ -159,7 +159,7 @@ def _move_again(old: Layout, new: str, config: str, env: dict, kill: str | None 
     deadline = time.monotonic() + 120
     while True:
         done = _move(old, new, config, env, kill=kill)
-        if not (done.returncode == 2 and "is being run by another process" in done.stderr):
+        if not (done.returncode == 2 and "is being executed by another process" in done.stderr):
             return done
         assert "its lock is free once" in done.stderr and time.monotonic() < deadline, done.stderr
         time.sleep(5)

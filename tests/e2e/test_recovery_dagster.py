@@ -20,7 +20,7 @@ from stateops.control.lease import Lease
 from stateops.control.process import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.recovery import archive
-from stateops.recovery.journal import read_entries
+from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.trees import file_hashes

@@ -28,7 +28,7 @@ from stateops.control import maintenance, overrides
 from stateops.delta import read_table
 from stateops.faults import ENV
 from stateops.recovery import archive
-from stateops.recovery.journal import read_entries
+from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 

@@ -31,7 +31,7 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides
 from stateops.recovery import archive
-from stateops.recovery.journal import read_entries
+from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 

@@ -7,7 +7,6 @@ alive on S3."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -17,8 +16,9 @@ import time
 import pytest
 
 from stateops.layout import Layout
-from stateops.recovery.journal import Journal
+from stateops.recovery.journal import recovery_journal
 from stateops.retention import inventory, lock
+from stateops.runbooks import RunbookStopped
 
 pytestmark = pytest.mark.e2e
 
@@ -127,32 +127,39 @@ def test_a_killed_runs_lock_is_refused_while_fresh_and_taken_over_once_stale(s3_
     assert _locks(s3) == {}
 
 
-def test_a_release_never_deletes_a_lock_another_run_took_over(s3_bucket, monkeypatch, caplog):
+def test_a_release_never_deletes_a_lock_another_run_took_over(s3_bucket, monkeypatch):
     """The run is silent past the TTL (here: its lock replaced under it, as a taker of a stale lock does):
-    its heartbeat learns it lost the lock, its release leaves the new holder's object, and it says so."""
+    its heartbeat learns it lost the lock, it stops before its next item in one line (the runbook engine's rule,
+    told to its journal once), and its release leaves the new holder's object."""
     s3 = s3_bucket
     layout = Layout(f"s3://{s3.bucket}/stateops")
     monkeypatch.setattr(lock, "LOCK_TTL_SECONDS", 2.0)
     key = _key(layout, layout.home)
     taker = {"root": layout.home, "run_id": "run-taker", "pid": 1, "host": "elsewhere", "actor": "them",
              "since": "now", "token": "taker"}
-    with caplog.at_level(logging.WARNING, logger=lock.__name__):
-        with lock.hold(layout, (layout.home,), run_id="run-paused", actor="me"):
-            s3.put_object(Bucket=s3.bucket, Key=key, Body=json.dumps(taker).encode())
-            time.sleep(1.2)  # two heartbeats (every 0.5 s): the first finds its ETag gone
-        with lock.hold(layout, (f"s3://{s3.bucket}/elsewhere",), run_id="run-quick", actor="me"):
-            s3.put_object(Bucket=s3.bucket, Key=_key(layout, f"s3://{s3.bucket}/elsewhere"),
-                          Body=json.dumps({**taker, "run_id": "run-taker-2"}).encode())
-            # released at once, before any heartbeat: the conditional delete alone leaves the taker's lock
+    told = []
+    with lock.hold(layout, (layout.home,), run_id="run-paused", actor="me",
+                   on_lost=lambda item, line: told.append((item, line))) as held:
+        held.ensure_held("r0001")  # held: nothing to say
+        s3.put_object(Bucket=s3.bucket, Key=key, Body=json.dumps(taker).encode())
+        time.sleep(1.2)  # two heartbeats (every 0.5 s): the first finds its ETag gone
+        for _ in range(2):  # every write after the loss is refused, the journal told once
+            with pytest.raises(RunbookStopped) as caught:
+                held.ensure_held("r0002")
+    assert str(caught.value).startswith("retention run run-paused stopped before its next write (r0002): its lock "
+                                        f"s3://{s3.bucket}/stateops/ops/_retention/locks/")
+    assert "\n" not in str(caught.value) and [item for item, _line in told] == ["r0002"]
+    with lock.hold(layout, (f"s3://{s3.bucket}/elsewhere",), run_id="run-quick", actor="me"):
+        s3.put_object(Bucket=s3.bucket, Key=_key(layout, f"s3://{s3.bucket}/elsewhere"),
+                      Body=json.dumps({**taker, "run_id": "run-taker-2"}).encode())
+        # released at once, before any heartbeat: the conditional delete alone leaves the taker's lock
     assert {h["run_id"] for h in _locks(s3).values()} == {"run-taker", "run-taker-2"}
-    lost = [r.getMessage() for r in caplog.records if "taken over" in r.getMessage()]
-    assert len(lost) == 1 and lost[0].startswith("retention run run-paused: its lock s3://")
 
 
 def test_the_inventory_sees_a_runbook_alive_on_s3(s3_bucket, tmp_path):
     directory = f"s3://{s3_bucket.bucket}/stateops/ops/job/archives/rb"
     assert not inventory.runbook_running(directory)
-    journal = Journal(Layout(str(tmp_path / "local")), "job", "rb", directory, "me")
+    journal = recovery_journal(Layout(str(tmp_path / "local")), "job", "rb", directory, "me")
     with journal.held():
         assert inventory.runbook_running(directory)
         assert inventory.runbook_running(directory.replace("s3://", "s3a://", 1))

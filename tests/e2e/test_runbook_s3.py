@@ -17,8 +17,9 @@ from click.testing import CliRunner
 from stateops.storage import copies
 from stateops.storage import filesystem
 from stateops.layout import Layout
-from stateops.recovery import archive, journal
-from stateops.recovery.journal import Journal, RunbookActive, read_entries, running
+from stateops.recovery import archive
+from stateops.recovery.journal import recovery_journal
+from stateops.runbooks import RunbookBusy, journal as engine_journal, read_entries, running
 from stateops.cli.main import main
 from tests.support.fake_checkpoint import FakeCheckpoint
 
@@ -107,31 +108,31 @@ def test_the_journal_on_s3_is_one_object_per_entry_read_back_in_order(s3_homes_c
     s3, home = s3_homes_client, s3_home_url
     layout = Layout.of(str(tmp_path / "local"))  # the actions table: not under test here
     directory = f"{home}/ops/{JOB}/archives/rb"
-    first = Journal(layout, JOB, "rb", directory, "me")
+    first = recovery_journal(layout, JOB, "rb", directory, "me")
     with first.held():
         assert running(directory)
-        with pytest.raises(RunbookActive, match="being executed by another process"):
-            with Journal(layout, JOB, "rb", directory, "me").held():
+        with pytest.raises(RunbookBusy, match="being executed by another process"):
+            with recovery_journal(layout, JOB, "rb", directory, "me").held():
                 pass
-        late = Journal(layout, JOB, "rb", directory, "me")  # read the journal before the first wrote to it
+        late = recovery_journal(layout, JOB, "rb", directory, "me")  # read the journal before the first wrote to it
         for step, phase in (("runbook", "started"), ("stop", "started"), ("stop", "done")):
             first.record(step, phase, {"n": len(first.entries)})
-        with pytest.raises(RunbookActive, match="has journal entry 0 written by another process"):
+        with pytest.raises(RunbookBusy, match="has journal entry 0 written by another process"):
             late.record("runbook", "started")
     assert not running(directory)
     assert [(e["step"], e["phase"]) for e in read_entries(directory)] == [
         ("runbook", "started"), ("stop", "started"), ("stop", "done")]
     assert sorted(_keys_under(s3, directory)) == [
         f"{directory.removeprefix(f's3://{s3.bucket}/')}/journal/{n:08d}.json" for n in range(3)]
-    again = Journal(layout, JOB, "rb", directory, "me")
+    again = recovery_journal(layout, JOB, "rb", directory, "me")
     assert again.phase("stop") == "done" and again.details("stop") == {"n": 2}
 
 
 _KILLED = """
 import os, signal, sys
 from stateops.layout import Layout
-from stateops.recovery.journal import Journal
-journal = Journal(Layout.of(sys.argv[2]), "user_activity", sys.argv[3], sys.argv[1], "killed")
+from stateops.recovery.journal import recovery_journal
+journal = recovery_journal(Layout.of(sys.argv[2]), "user_activity", sys.argv[3], sys.argv[1], "killed")
 with journal.held():
     journal.record("runbook", "started", {"plan": {}})
     journal.record("stop", "started")
@@ -152,13 +153,13 @@ def test_a_killed_runbooks_journal_on_s3_is_read_and_resumed_and_the_cli_shows_i
                           cwd=os.getcwd(), capture_output=True, text=True, timeout=60)
     assert done.returncode == -9, done.stderr
     assert running(directory), "its lock is fresh: as far as anyone can tell it may still run"
-    monkeypatch.setattr(journal, "LOCK_TTL_SECONDS", 2.0)
+    monkeypatch.setattr(engine_journal, "LOCK_TTL_SECONDS", 2.0)
     deadline = time.monotonic() + 10
     while running(directory):
         assert time.monotonic() < deadline, "a dead runbook's lock never went stale"
         time.sleep(0.5)
 
-    resumed = Journal(layout, JOB, runbook, directory, "me")
+    resumed = recovery_journal(layout, JOB, runbook, directory, "me")
     assert resumed.phase("stop") == "started" and resumed.phase("runbook") == "started"
     with resumed.held():  # takes over the stale lock
         assert running(directory)

@@ -534,13 +534,13 @@ def test_an_archive_whose_runbook_is_running_is_kept(retention_home, tmp_path):
     """The aggressive policy deletes every old finished archive but the newest verified one; an archive whose
     runbook holds its lock (the recovery journal's own lock) is kept, and goes at the next run after."""
     home = retention_home
-    from stateops.recovery.journal import Journal
+    from stateops.recovery.journal import recovery_journal
 
     layout = Layout(str(home))
     config = write_config(tmp_path / "aggressive.toml", AGGRESSIVE)
     scope = retention_scope(Environment.from_env(layout=layout, config_path=config))
     folder = Path(layout.archives("user_activity")) / "a-old"
-    with Journal(layout, "user_activity", "a-old", str(folder), actor="test").held():
+    with recovery_journal(layout, "user_activity", "a-old", str(folder), actor="test").held():
         plan = retention.make_plan(scope)
         assert str(folder) not in [i.target for i in plan.items]
         assert {a["archive_id"]: a["runbook_running"] for a in retention.take_inventory(scope).to_dict()["archives"]

@@ -18,7 +18,8 @@ from stateops.delta import write_batch
 from stateops.errors import ConfigError
 from stateops.recovery import (JobTarget, RecoveryPlan, RecoveryRefused, RecoveryRequest, RecoverySettings, archive,
                                preflight, verify)
-from stateops.recovery.journal import Journal, RunbookActive, running
+from stateops.recovery.journal import recovery_journal
+from stateops.runbooks import RunbookBusy, running
 from stateops.recovery.model import Step
 from stateops.sinkstate import SinkState
 from stateops.roots import Roots
@@ -171,16 +172,16 @@ def test_archive_copy_verifies_and_any_change_is_named(tmp_path):
 
 def test_a_runbook_is_executed_by_one_process_at_a_time(layout, tmp_path):
     directory = str(tmp_path / "rb")
-    journal = Journal(layout, "j", "rb", directory, "me")
+    journal = recovery_journal(layout, "j", "rb", directory, "me")
     with journal.held():
         assert running(directory)
-        with pytest.raises(RunbookActive, match="being executed by another process"):
-            with Journal(layout, "j", "rb", directory, "me").held():
+        with pytest.raises(RunbookBusy, match="being executed by another process"):
+            with recovery_journal(layout, "j", "rb", directory, "me").held():
                 pass
         journal.record("stop", "started")
         journal.record("stop", "done", {"how": "nothing was running"})
     assert not running(directory)
-    again = Journal(layout, "j", "rb", directory, "me")
+    again = recovery_journal(layout, "j", "rb", directory, "me")
     assert again.phase("stop") == "done" and again.details("stop") == {"how": "nothing was running"}
 
 
@@ -192,7 +193,7 @@ def test_a_job_locked_by_another_runbook_is_refused_with_what_to_do(layout, tmp_
     maintenance.acquire(layout, "j", runbook_id="other", actor="someone", reason="test")
     preflight.check_concurrency(layout, target, "other")  # its own lock: a resume
     directory = archive.runbook_dir(target.archive_root, "other")
-    with Journal(layout, "j", "other", directory, "someone").held():
+    with recovery_journal(layout, "j", "other", directory, "someone").held():
         with pytest.raises(RecoveryRefused, match="another runbook holds the job: .*; it is running now$"):
             preflight.check_concurrency(layout, target, "mine")
     with pytest.raises(RecoveryRefused, match="it did not finish; run it again with the same settings to resume"):
