@@ -47,7 +47,7 @@ from stateops.jobs.runtime.runner import deadletter_query_name, run_job
 from stateops.jobs.runtime.start import start_query, stateful_frame
 from stateops.jobs.runtime.session import TRACK_ROWS, get_session
 from stateops.jobs.runtime.sources import raw_lines, valid_rows
-from stateops.jvm.fence import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CHECKPOINT_FILE_MANAGER
+from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CHECKPOINT_FILE_MANAGER
 from stateops.layout import Layout
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,
@@ -68,7 +68,8 @@ VARIANTS = {
     # the in-memory store keeps no column families: a join on it needs format 2
     "memory_join_v2": {PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
                        "spark.sql.streaming.join.stateFormatVersion": "2"},
-    # Spark's own checkpoint file manager instead of the fence's create-once one (stateops.jvm.fence): its cost
+    # Spark's own checkpoint file manager instead of the fence's create-once one (stateops.control.fence.session):
+    # its cost
     "stock_checkpoints": {CHECKPOINT_FILE_MANAGER_KEY: STOCK_CHECKPOINT_FILE_MANAGER},
 }
 DEFAULT_VARIANTS = ("uncounted",)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stateops import kafka_lag
-from stateops.control.lease import LeaseLostError
+from stateops.control.fence.lease import LeaseLostError
 from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers

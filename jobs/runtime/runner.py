@@ -36,6 +36,7 @@ from stateops import actions, control
 from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import HeldLease
+from stateops.control.fence.writes import fence_run
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
@@ -52,14 +53,10 @@ from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
 from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.start import (Fenced, admit_writes, deadletter_frame, ensure_landing, revoke_writes,
-                                        start_query, stateful_frame)
+from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, start_query, stateful_frame
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
-# How long a run that found its lease lost waits for a batch write under way (each query's) before it says it writes
-# nothing more: a batch write is seconds; one held longer (a store out of reach) is not waited for.
-SETTLE_SECONDS = 30.0
 
 
 def run_job(
@@ -121,15 +118,11 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                 rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
-    writers, folders = (Fenced(sink, lease), Fenced(dl_sink, lease)), [*checkpoints, sink.table_uri, dl_sink.table_uri]
-    admit_writes(spark, folders)  # this run holds the lease: an earlier run in this JVM may have revoked them
-    # the moment the loss is found, no write of the JVM's under the job's folders (revoked: a task or stream thread
-    # under way fails at its next write), a batch write under way ended, no progress row or idle report; then no
-    # batch (the queries stop)
-    lease.when_lost(lambda: revoke_writes(spark, folders), at_once=True)
-    lease.when_lost(lambda: [writer.settle(SETTLE_SECONDS) for writer in writers], at_once=True)
-    lease.when_lost(recorder.silence, at_once=True)
-    lease.when_lost(lambda: [query.stop() for query in list(queries) if query.isActive])
+    # the moment the loss is found, no write of the JVM's under the job's folders, a batch write under way ended, no
+    # progress row or idle report; then no batch (the queries stop): stateops.control.fence.writes
+    writers = fence_run(spark, lease, (sink, dl_sink), [*checkpoints, sink.table_uri, dl_sink.table_uri],
+                        silence=recorder.silence,
+                        stop=lambda: [query.stop() for query in list(queries) if query.isActive])
     started = time.monotonic()
     try:
         frame = stateful_frame(spark, spec, layout)

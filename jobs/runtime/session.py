@@ -10,8 +10,8 @@ Environment:
 The factory never downloads anything at session start: `spark.jars.packages` is refused, and so is a URL
 or Maven coordinate in `spark.jars`, `spark.files`, `spark.pyFiles` or `spark.archives`. The jars that
 `stateops jars fetch` fetched with Maven (Delta's Spark writer, the Kafka connector, S3A) and StateOps' own jar
-(stateops.jvm.fence: create-once commit points, shipped in the package, so always there) are passed as
-`spark.jars`, ahead of any the user lists.
+(the fence's create-once commit points, stateops.control.fence.session, shipped in the package, so always there) are
+passed as `spark.jars`, ahead of any the user lists.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Iterator
 
 from stateops.errors import ConfigError, StateOpsError
 from stateops.faults import fence_off
-from stateops.jvm.fence import FENCE_JAR, fence_conf
+from stateops.control.fence.session import FENCE_JAR, fence_conf
 from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
 from stateops.storage import s3a_conf
 
@@ -62,14 +62,15 @@ SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 JOIN_STATE_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
 JOIN_STATE_FORMAT_CONF = {JOIN_STATE_FORMAT: "4", "spark.sql.streaming.join.stateFormatV4.enabled": "true"}
 DELTA_SNAPSHOT_PARTITIONS = 50
-# A checkpoint's commit points (offsets/N, commits/N, metadata, schema files) and Delta's commits (_delta_log/N.json)
-# are create-once (stateops.jvm.fence): a hard link on a local disk, a conditional PUT on S3 through S3A. Spark's and
-# Delta's stock writers check that the name is free, then rename or PUT, so a stale writer (a driver that lost the
-# job's lease during a freeze and resumes) could replace what the live one committed; now its write fails and its
-# query stops. The manager extends Spark's FileSystem-based one, which writes the state store files as before,
-# renamed in-process: through Hadoop's FileContext (Spark's default) a rename on a local disk forks `readlink` (and
-# `chmod`) for every file, 40% of a micro-batch of the noop floor (BENCHMARKS.md, Delta sink). Delta's log store is
-# set for file:, s3a: and s3: (instead of LocalLogStore and the S3 single-driver store) when Delta's jars are there.
+# A checkpoint's commit points (offsets/N, commits/N, metadata, schema files) and Delta's commits
+# (_delta_log/N.json) are create-once (stateops.control.fence.session): a hard link on a local disk, a conditional
+# PUT on S3 through S3A. Spark's and Delta's stock writers check that the name is free, then rename or PUT, so a
+# stale writer (a driver that lost the job's lease during a freeze and resumes) could replace what the live one
+# committed; now its write fails and its query stops. The manager extends Spark's FileSystem-based one, which writes
+# the state store files as before, renamed in-process: through Hadoop's FileContext (Spark's default) a rename on a
+# local disk forks `readlink` (and `chmod`) for every file, 40% of a micro-batch of the noop floor (BENCHMARKS.md,
+# Delta sink). Delta's log store is set for file:, s3a: and s3: (instead of LocalLogStore and the S3 single-driver
+# store) when Delta's jars are there.
 
 
 def delta_jars_on_classpath(conf: dict) -> bool:

@@ -4,14 +4,12 @@ sink fenced by the run's lease, each in its fair-scheduler pool."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from functools import reduce
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from stateops.control import HeldLease
+from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
 from stateops.storage import filesystem
@@ -19,7 +17,6 @@ from stateops.storage import filesystem
 from stateops.jobs.definition import transformation
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime.session import STATEFUL_POOL
-from stateops.jobs.runtime.sink import DeltaSink
 from stateops.jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
@@ -43,48 +40,6 @@ def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFr
 def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
     frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
     return reduce(DataFrame.unionByName, frames)
-
-
-BatchWriter = Callable[[DataFrame, int], None]  # a foreachBatch target
-
-
-class Fenced:
-    """A query's foreachBatch target: each batch checks the lease before it writes (a run that lost its lease
-    writes nothing more), and a run that finds its lease lost can wait for a batch write already under way
-    (`settle`) before it says it writes nothing more: that write was allowed, and it ends (committed, or refused
-    at its Delta commit once the job's folders are revoked) instead of landing after the line."""
-
-    def __init__(self, sink: DeltaSink, lease: HeldLease):
-        self.sink, self.lease = sink, lease
-        self._writing = threading.RLock()  # re-entrant: the fence may find the loss on the writing thread itself
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        with self._writing:
-            self.lease.ensure_held()
-            self.sink(df, batch_id)
-
-    def settle(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for a batch write under way to end; False: it still runs (the store is out of
-        reach or that slow)."""
-        if not self._writing.acquire(timeout=timeout):
-            return False
-        self._writing.release()
-        return True
-
-
-def revoke_writes(spark: SparkSession, folders: list[str]) -> None:
-    """No write of this JVM's under `folders` from now on (a run that lost its lease): the fence jar's checkpoint
-    file manager and Delta log store refuse each one (io.stateops.fence.Revocations), so a task or a stream thread
-    already under way fails at its next write instead of issuing it."""
-    for folder in folders:
-        spark._jvm.io.stateops.fence.Revocations.revoke(folder)  # type: ignore[union-attr]
-
-
-def admit_writes(spark: SparkSession, folders: list[str]) -> None:
-    """Writes under `folders` allowed again in this JVM: a run that holds the job's lease now (an earlier run of the
-    job in this process may have lost its lease and revoked them)."""
-    for folder in folders:
-        spark._jvm.io.stateops.fence.Revocations.restore(folder)  # type: ignore[union-attr]
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"

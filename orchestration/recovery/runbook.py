@@ -24,7 +24,7 @@ from dagster import (AssetKey, AssetObservation, Config, DagsterInstance, Failur
 from pydantic import Field, create_model
 
 from stateops.jobs.runtime.recovery import recover
-from stateops.control.lease import Lease
+from stateops.control.fence.lease import Lease
 from stateops.control.process import HOST, alive
 from stateops.errors import ConfigError
 from stateops.recovery import MODES, RecoveryReport, RecoveryRequest

@@ -1,7 +1,8 @@
 """The control plane of a job: one writer at a time, and the levers a runbook pulls.
 
-    lease        who runs the job's queries (holder.acquire / HeldLease): taken atomically with the
-                 maintenance lock checked, heartbeated, fenced, released in `finally`; stale ones taken over
+    fence/       one writer per job: the lease (who runs the job's queries; fence.holder.acquire / HeldLease: taken
+                 atomically with the maintenance lock checked, heartbeated, fenced, released in `finally`; stale
+                 ones taken over), the JVM's revocations, the fenced writes and the commit points' settings
     stop         a request to the holder to stop gracefully (request_stop, wait_released)
     maintenance  a runbook's lock: no run starts unless it presents the runbook id
     overrides    watermark delay / shuffle partitions per job, with history (ops table `overrides`)
@@ -11,8 +12,8 @@ Records live in `ops/<job>/control/` of the control home, under one lock, both f
 (store.py: local or POSIX shared storage, or S3); the journal of what happened is the `actions` ops table
 (stateops.actions). No Spark, no Dagster here.
 """
-from stateops.control.holder import HeldLease, acquire, check_can_start, start_blocker, wait_released
-from stateops.control.lease import Lease, LeaseHeldError, LeaseLostError, current as current_lease
+from stateops.control.fence.holder import HeldLease, acquire, check_can_start, start_blocker, wait_released
+from stateops.control.fence.lease import Lease, LeaseHeldError, LeaseLostError, current as current_lease
 from stateops.control.maintenance import MaintenanceLock, MaintenanceLockedError
 from stateops.control.overrides import Override, WatermarkBounds
 from stateops.control.process import default_actor

@@ -9,7 +9,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from stateops.control import lease as leases
+from stateops.control.fence import lease as leases
 from stateops.control import maintenance, overrides, stop
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore

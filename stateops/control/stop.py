@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from stateops import actions
 from stateops.layout import Layout
 
-from stateops.control import lease as leases
+from stateops.control.fence import lease as leases
 from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore

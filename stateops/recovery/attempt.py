@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from stateops import control
 from stateops.control import Lease, current_lease
-from stateops.control.holder import HeldLease
+from stateops.control.fence.holder import HeldLease
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 from stateops.runbooks import Journal

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from stateops.control.lease import Lease
+from stateops.control.fence.lease import Lease
 
 # Called by the stop step when the running query has not released its lease within the timeout: end the
 # holder by force (e.g. terminate its Dagster run) and return True, or return False to refuse the runbook.

@@ -16,7 +16,7 @@ from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
-from stateops.control.lease import Lease
+from stateops.control.fence.lease import Lease
 from stateops.control.process import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.recovery import archive

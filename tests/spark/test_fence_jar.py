@@ -1,8 +1,9 @@
-"""The fence jar (stateops.jvm.fence, built from jvm/fence by scripts/build-fence-jar): the committed jar is what its
-sources build to; two writers racing for one commit point on a local disk, through the checkpoint manager or Delta's
-log store, leave exactly one winner, the loser with the exception Spark or Delta expects and nothing behind; and the
-test process's Spark session writes its checkpoints and Delta commits through it, so that a stale writer's attempt on
-an existing `offsets/0` or `_delta_log/0.json` fails and changes nothing.
+"""The fence jar (stateops/jvm/stateops-fence.jar, put in force by stateops.control.fence.session, built from
+jvm/fence by scripts/build-fence-jar): the committed jar is what its sources build to; two writers racing for one
+commit point on a local disk, through the checkpoint manager or Delta's log store, leave exactly one winner, the
+loser with the exception Spark or Delta expects and nothing behind; and the test process's Spark session writes its
+checkpoints and Delta commits through it, so that a stale writer's attempt on an existing `offsets/0` or
+`_delta_log/0.json` fails and changes nothing.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stateops.jvm.fence import FENCE_JAR
+from stateops.control.fence.session import FENCE_JAR
 from stateops.jvm.jars import JarsFolder
 from tests.support.delta_writers import MISSING_JARS, spark_writer_available
 
@@ -163,13 +164,13 @@ def test_the_session_commits_delta_through_the_fence_and_a_stale_commit_changes_
 
 
 def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(spark, tmp_path):
-    """What a run that lost its lease revokes (jobs.runtime.start.revoke_writes): a commit point and a state file
-    begun before the revocation are discarded at close, nothing new is created under the folder, Delta commits
-    there are refused; a folder whose name merely starts the same is written as before; a new run's admit_writes
-    lets the folder be written again."""
+    """What a run that lost its lease revokes (stateops.control.fence.revocations.revoke): a commit point and a state
+    file begun before the revocation are discarded at close, nothing new is created under the folder, Delta commits
+    there are refused; a folder whose name merely starts the same is written as before; a new run's restore lets the
+    folder be written again."""
     from py4j.protocol import Py4JJavaError
 
-    from stateops.jobs.runtime.start import admit_writes, revoke_writes
+    from stateops.control.fence import revocations
 
     revoked, neighbour = tmp_path / "jobs" / "a", tmp_path / "jobs" / "ab"
     jvm = spark._jvm
@@ -184,7 +185,7 @@ def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(
         return stream
 
     in_flight = [begin(revoked / "offsets" / "3", False), begin(revoked / "state" / "0" / "4.changelog", True)]
-    revoke_writes(spark, [(revoked).as_uri() + "/"])
+    revocations.revoke(spark, [(revoked).as_uri() + "/"])
     for stream in in_flight:
         with pytest.raises(Py4JJavaError) as err:
             stream.close()
@@ -197,10 +198,10 @@ def test_a_revoked_folder_gets_no_write_through_the_fence_and_its_neighbours_do(
         "nothing of the revoked folder's, not even a temp file"
     begin(neighbour / "offsets" / "3", False).close()
     assert (neighbour / "offsets" / "3").read_bytes() == b"v1\n{}\n"
-    admit_writes(spark, [str(revoked)])  # a new run holds the lease: written again (then revoked for Delta below)
+    revocations.restore(spark, [str(revoked)])  # a new run holds the lease: written again (revoked for Delta below)
     begin(revoked / "commits" / "3", False).close()
     assert (revoked / "commits" / "3").read_bytes() == b"v1\n{}\n"
-    revoke_writes(spark, [str(revoked)])
+    revocations.revoke(spark, [str(revoked)])
 
     if not spark_writer_available():
         return

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from stateops.cli.main import main
 from stateops.audit.deep import StateReadError
 from stateops.checkpoint import NotACheckpointError
-from stateops.control.lease import LeaseLostError
+from stateops.control.fence.lease import LeaseLostError
 from stateops.control.maintenance import MaintenanceLockedError
 from stateops.errors import ConfigError, StateOpsError
 from stateops.recovery.archive import ArchiveError

@@ -462,10 +462,10 @@ def test_a_silenced_buffer_waits_a_bounded_time_for_an_append_under_way(layout):
 
 
 def test_a_batch_write_under_way_is_waited_for_and_a_later_batch_writes_nothing(layout):
-    """The foreachBatch target a run's queries write through (stateops.jobs.runtime.start.Fenced): a run that found
+    """The foreachBatch target a run's queries write through (stateops.control.fence.writes.Fenced): a run that found
     its lease lost waits for a batch write under way before it says it writes nothing more, up to a bound, and a
     batch after the loss writes nothing (the sink here is a plain function)."""
-    from stateops.jobs.runtime.start import Fenced
+    from stateops.control.fence.writes import Fenced
 
     held = acquire(layout, JOB, run_id="mine", settings=FAST)
     writing, release, written = threading.Event(), threading.Event(), []

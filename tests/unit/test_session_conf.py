@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from stateops.jobs.definition.spark_settings import SparkSettings
-from stateops.jvm.fence import CHECKPOINT_FILE_MANAGER, FENCE_JAR, LOG_STORE
+from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER, FENCE_JAR, LOG_STORE
 from stateops.jvm.jars import JarsFolder
 from tests.support.fetched_jars import fetched_jars
 

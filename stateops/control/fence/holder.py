@@ -27,9 +27,9 @@ from stateops.errors import OperationFailed, StateOpsError
 from stateops.faults import fault_point, fence_off
 from stateops.layout import Layout
 
-from stateops.control import lease as leases
+from stateops.control.fence import lease as leases
 from stateops.control import maintenance, stop
-from stateops.control.lease import Lease, LeaseHeldError, LeaseLostError
+from stateops.control.fence.lease import Lease, LeaseHeldError, LeaseLostError
 from stateops.control.maintenance import MaintenanceLockedError
 from stateops.control.process import HOST, default_actor, start_ticks
 from stateops.control.records import now_iso

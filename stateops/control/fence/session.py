@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 
-FENCE_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stateops-fence.jar")
+from stateops import jvm
+
+FENCE_JAR = os.path.join(os.path.dirname(os.path.abspath(jvm.__file__)), "stateops-fence.jar")
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINT_FILE_MANAGER = "io.stateops.fence.CreateOnceCheckpointFileManager"
 LOG_STORE = "io.stateops.fence.CreateOnceLogStore"
