@@ -1,6 +1,6 @@
 """The fault harness's own primitives (tests/support/faults), tested before any fencing test trusts them: a
 harness that silently changes what the clients send, or whose faults do not do what they say, would make every
-verdict built on it meaningless (FENCING-NOTES.md section 6, "controls").
+verdict built on it meaningless: these are its controls, as the fence trials' negative control is theirs.
 
 The proxy runs against moto's real S3 server (its own process) with the three S3 clients a StateOps process
 uses: botocore (boto3, and s3fs/aiobotocore), Rust reqwest (delta-rs/object_store) and the AWS SDK v2 for Java
@@ -21,10 +21,13 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
+from stateops.faults import ENV, parse
+
 from tests.support.faults import history, processes
 from tests.support.faults.local_history import CreationWatcher
 from tests.support.faults.proxy import FaultProxy, render_logs
-from tests.support.faults.schedule import KINDS, Fault, Schedule
+from tests.support.faults.scenarios import scenarios
+from tests.support.faults.trial import FENCED, SCENARIOS
 from tests.support.servers.moto import fresh_bucket
 
 pytestmark = pytest.mark.e2e
@@ -414,14 +417,18 @@ def test_freeze_stops_the_group_or_the_python_process_only_and_crash_kills_the_g
     assert processes.state(child) in ("", "Z") and processes.state(stray) in ("", "Z")
 
 
-def test_a_schedule_is_a_function_of_its_seed_and_says_how_to_replay_it():
-    first = Schedule.from_seed(7, batches=20, ttl=6.0, faults=3, targets=("A", "B"))
-    assert first == Schedule.from_seed(7, batches=20, ttl=6.0, faults=3, targets=("A", "B"))
-    drawn = [Schedule.from_seed(seed, faults=1).faults[0] for seed in range(200)]
-    assert {f.kind for f in drawn} == set(KINDS)
-    assert all(1 <= f.at_batch <= 18 and f.duration >= 0 for f in drawn)
-    text = first.describe()
-    assert "seed=7" in text and "Schedule.from_seed(7, batches=20, ttl=6.0" in text
-    assert all(f"{f.target}: {f.kind} at batch {f.at_batch}" in text for f in first.faults), text
-    targeted = Schedule(None, (Fault("hold-delta-commit", "A", 4, 0.0, 12.0),), ttl=6.0)
-    assert "matches PUT /_delta_log/" in targeted.describe() and "2.00x TTL" in targeted.describe()
+def test_each_scenario_arms_its_fault_where_it_strikes_and_the_negative_control_runs_the_fenced_ones():
+    """The trials' scenarios (tests/support/faults/scenarios.py) as the fence tests use them: a fault point armed in
+    A's environment as stateops.faults parses it, a skewed clock in B's, the proxy's faults only on S3, and the
+    negative control on the scenarios whose invariants the fence keeps."""
+    found = scenarios(4.0)
+    assert set(found) == set(SCENARIOS) and len(found) == 11
+    assert sorted(FENCED) == sorted(name for name in found if name not in ("slow-store", "crash-restart"))
+    armed = found["freeze-in-batch"].a_env({}, "user_activity", 2)[ENV]
+    assert parse(armed) == (("sink.before_commit", (("job", "user_activity"), ("table", "user_activity"),
+                                                    ("batch", "2"), ("then", "freeze"))),)
+    assert parse(found["freeze-in-heartbeat"].a_env({ENV: "fence.off"}, "j", 1)[ENV])[0] == ("fence.off", ())
+    assert found["skewed-clock"].b_env({}, 4.0) == {ENV: "clock.skew:seconds=8.0"}
+    assert all(found[name].stores == ("s3",) for name in ("hold-offsets", "hold-commits", "hold-delta-commit",
+                                                          "partition", "slow-store"))
+    assert found["crash-restart"].kills and not found["slow-store"].takeover

@@ -1,6 +1,7 @@
-"""The Jepsen-style fault harness's primitives (docs: /work/shared/reviews/FENCING-NOTES.md, sections 4-6): two
-StateOps processes run one job, each talking to the S3 server through its own fault proxy, while the test pauses,
-delays, partitions and kills them, then judges the run from the write history.
+"""The Jepsen-style fault harness's primitives (docs/operations.md, "One writer under freezes, delays and partitions:
+the fence", says what it tests and how): two StateOps processes run one job, each talking to the S3 server through
+its own fault proxy, while the test pauses, delays, partitions and kills them, then judges the run from the write
+history.
 
 - proxy          FaultProxy: an HTTP reverse proxy per process (its `label`) to moto, with hold/release/drop of
                  one request, delay, partition/heal, and the log of every request (proxy_log: Entry, render;
@@ -9,5 +10,5 @@ delays, partitions and kills them, then judges the run from the write history.
 - local_history  the same for a home on local disk: every creation of a file name, from inotify.
 - processes      a StateOps process in its own process group: freeze/thaw (whole, or the Python driver only),
                  crash, its JVM's pid, its exit code and output.
-- schedule       a seeded random fault schedule, and its description for failure messages.
+- scenarios      the faults as objects (a nemesis each: arm, inject, end); trial.py runs one, invariants.py judges it.
 """

@@ -35,13 +35,6 @@ class Version(NamedTuple):
     etag: str
 
 
-class Deletion(NamedTuple):
-    """One delete marker of a key (Spark purges old `offsets/`/`commits/` files; S3A's rename deletes its source)."""
-
-    version_id: str
-    last_modified: object
-
-
 def enable_versioning(s3_client, bucket: str) -> None:
     """Turn versioning on (before the run: writes made earlier keep a single `null` version)."""
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
@@ -50,28 +43,16 @@ def enable_versioning(s3_client, bucket: str) -> None:
         raise RuntimeError(f"versioning of {bucket} is {status!r}, not Enabled: the write history would be lost")
 
 
-def _listing(s3_client, bucket: str, prefix: str) -> tuple[dict[str, list[Version]], dict[str, list[Deletion]]]:
-    versions: dict[str, list[Version]] = {}
-    deletions: dict[str, list[Deletion]] = {}
-    for page in s3_client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Versions", []):
-            versions.setdefault(item["Key"], []).append(
-                Version(item["VersionId"], item["LastModified"], item["Size"], item["ETag"].strip('"')))
-        for item in page.get("DeleteMarkers", []):
-            deletions.setdefault(item["Key"], []).append(Deletion(item["VersionId"], item["LastModified"]))
-    return ({key: found[::-1] for key, found in versions.items()},
-            {key: found[::-1] for key, found in deletions.items()})
-
-
 def versions(s3_client, bucket: str, prefix: str = "") -> dict[str, list[Version]]:
     """{key: [Version(version_id, last_modified, size, etag), ...] oldest first} of every key under `prefix`
-    (delete markers are not versions: see `deletions`)."""
-    return _listing(s3_client, bucket, prefix)[0]
-
-
-def deletions(s3_client, bucket: str, prefix: str = "") -> dict[str, list[Deletion]]:
-    """{key: [Deletion(version_id, last_modified), ...] oldest first}: the delete markers under `prefix`."""
-    return _listing(s3_client, bucket, prefix)[1]
+    (delete markers are not versions: Spark purges old `offsets/` and `commits/` files, S3A's rename deletes its
+    source)."""
+    found: dict[str, list[Version]] = {}
+    for page in s3_client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Versions", []):
+            found.setdefault(item["Key"], []).append(
+                Version(item["VersionId"], item["LastModified"], item["Size"], item["ETag"].strip('"')))
+    return {key: listed[::-1] for key, listed in found.items()}
 
 
 def commit_point_kind(key: str) -> str | None:
@@ -88,13 +69,3 @@ def rewritten_commit_points(history: dict[str, list[Version]], kinds=tuple(COMMI
     """The commit points written more than once: each is a violation of create-once (a lost or replaced commit
     when the versions differ, a duplicate write when they are equal: compare the etags)."""
     return {key: found for key, found in commit_points(history, kinds).items() if len(found) > 1}
-
-
-def render(history: dict[str, list[Version]]) -> str:
-    """One line per version, for failure messages."""
-    lines = []
-    for key in sorted(history):
-        for number, version in enumerate(history[key], 1):
-            lines.append(f"{key}  v{number}/{len(history[key])}  {version.version_id}  {version.last_modified}  "
-                         f"{version.size} B  etag {version.etag}")
-    return "\n".join(lines) or "(no versions)"

@@ -1,5 +1,5 @@
 """What must hold after every fence trial (tests/support/faults/trial.py), each check returning the violations it
-found, in words (an empty list: it holds):
+found, in words (an empty list: it holds); `violations` gives them by the invariant's name (INVARIANTS):
 
 - the Delta log: versions contiguous from 0, each batch committed once (one `txn` per (app id, version), versions
   of an app id rising with the log);
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections import Counter
 
 from stateops import actions
 from stateops.jobs.definition.environment import get_job
@@ -24,7 +23,7 @@ from stateops.layout import Layout
 from stateops.storage import filesystem
 
 from tests.support.faults.history import COMMIT_POINTS, commit_point_kind, rewritten_commit_points, versions
-from tests.support.faults.trial import CONFIG_FILE, JOB, TAKEOVER_BOUND, TTL, Store, Trial
+from tests.support.faults.trial import CONFIG_FILE, JOB, SCENARIOS, TAKEOVER_BOUND, TTL, Store, Trial
 from tests.support.outcomes import local_mirror, outcome
 
 
@@ -106,7 +105,7 @@ def stale_holder(trial: Trial) -> list[str]:
     `lost its lease at T0 ...; writes stopped at T1`: a write allowed before T0 may end in between): not to the
     job's checkpoints or tables, nor to the ops tables (progress rows, idle reports). What it does on its way out of
     the control plane (releasing its own control lock by a conditional delete) is no write of the job's."""
-    if trial.scenario == "crash-restart" or trial.takeover_at is None:
+    if SCENARIOS[trial.scenario].kills or trial.takeover_at is None:
         return []
     found = []
     error = [line for line in trial.a_output.splitlines() if line.startswith("Error: ")]
@@ -126,8 +125,7 @@ def liveness(trial: Trial) -> list[str]:
     """The takeover came within the lease timeout plus the bound (where the fault must cause one), and the run
     after the fault finished the input."""
     found = []
-    expected = trial.scenario not in ("slow-store",)
-    if expected and trial.takeover_at is None:
+    if SCENARIOS[trial.scenario].takeover and trial.takeover_at is None:
         found.append("no run took the lease over")
     elif trial.takeover_at is not None and trial.fault_at is not None:
         waited = trial.takeover_at - trial.fault_at
@@ -138,20 +136,35 @@ def liveness(trial: Trial) -> list[str]:
     return found
 
 
-def violations(store: Store, trial: Trial) -> list[str]:
+def _delta_logs(store: Store, trial: Trial) -> list[str]:
     layout: Layout = store.layout
-    found = delta_log(layout.table(JOB)) + delta_log(layout.deadletter_table(JOB))
-    found += commit_points(store, trial)
-    found += leases(store)
-    found += stale_holder(trial)
-    found += liveness(trial)
-    found += against_oracle(store)
-    return found
+    return delta_log(layout.table(JOB)) + delta_log(layout.deadletter_table(JOB))
 
 
-def report(store: Store, trial: Trial, found: list[str]) -> str:
-    """What a failing assertion prints: the trial, the violations, the outputs and the proxy logs."""
-    counts = Counter(p.split(":")[0] for p in found)
+# Every invariant by name: (store, trial) -> its violations.
+INVARIANTS = {
+    "delta log": _delta_logs,
+    "commit points": commit_points,
+    "leases": lambda store, trial: leases(store),
+    "stale holder": lambda store, trial: stale_holder(trial),
+    "liveness": lambda store, trial: liveness(trial),
+    "table": lambda store, trial: against_oracle(store),
+}
+
+
+def violations(store: Store, trial: Trial) -> dict[str, list[str]]:
+    """The violations of each invariant that does not hold, by its name ({}: every one holds)."""
+    found = {name: check(store, trial) for name, check in INVARIANTS.items()}
+    return {name: problems for name, problems in found.items() if problems}
+
+
+def count(found: dict[str, list[str]]) -> int:
+    return sum(len(problems) for problems in found.values())
+
+
+def report(store: Store, trial: Trial, found: dict[str, list[str]]) -> str:
+    """What a failing assertion prints: the trial, the violations by invariant, the outputs and the proxy logs."""
     outputs = "\n".join(f"--- {name} ---\n{text}" for name, text in trial.outputs.items())
-    return (f"{trial.describe()}\nviolations ({dict(counts)}):\n  " + "\n  ".join(found or ["none"])
+    lines = [f"{name} ({len(problems)}):\n    " + "\n    ".join(problems) for name, problems in found.items()]
+    return (f"{trial.describe()}\nviolations:\n  " + ("\n  ".join(lines) or "none")
             + f"\n{outputs}\n{trial.proxy_log}")

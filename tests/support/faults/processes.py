@@ -7,8 +7,8 @@ Why each piece:
   test's own process.
 - Two freeze scopes: "group" pauses the whole process (a GC pause, a laptop lid, a swapped-out VM); "python" stops
   only the Python driver while its JVM keeps running: the lease heartbeat (Python) lapses while the JVM can keep
-  committing, a distinct and nastier fault (FENCING-NOTES.md section 5). "group" also stops descendants that left
-  the group (pyspark's Python worker daemon calls setpgid for itself).
+  committing, a distinct and nastier fault (a driver paused by its host while the executors it started work on).
+  "group" also stops descendants that left the group (pyspark's Python worker daemon calls setpgid for itself).
 - Output to a file rather than a pipe: a stopped test never blocks a chatty child on a full pipe, and the file is
   there to print when an assertion fails.
 """

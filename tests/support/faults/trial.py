@@ -3,12 +3,12 @@
 The job is `user_activity` in continuous mode, one landing file per micro-batch, a 4 s lease (heartbeat 1 s). A run:
 
 1. process A starts and commits a few batches;
-2. the fault hits A at an exact moment (a fault point, or its proxy catching a request, or the harness once a batch
-   committed): frozen whole or its Python alone, a commit held at its proxy and then frozen, cut off from the store,
-   slowed, a process B with a skewed lease clock, or killed;
+2. the fault (a scenario of scenarios.py: a nemesis with `inject()` and `end()`) hits A at an exact moment: frozen
+   whole or its Python alone, a commit held at its proxy and then frozen, cut off from the store, slowed, a process B
+   with a skewed lease clock, or killed;
 3. more files land, and B (bounded) is started again and again until it takes the lease over (each refused start
    exits 2 at once) and processes everything;
-4. the fault ends (thaw, release, heal); A must stop by itself: exit 1, "lost its lease";
+4. the fault ends; A must stop by itself: exit 1, "lost its lease";
 5. the last files land and a run C processes them;
 6. the invariants (invariants.py) are checked on the home: the Delta log, every commit point written once (S3:
    one object version, and from one process's proxy; local disk: created once), the table against the batch
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator
 
-from stateops.control.lease import current
+from stateops.control.fence.lease import current
 from stateops.control.store import LOCK_TTL_SECONDS
 from stateops.faults import ENV
 from stateops.jobs.demo.generator import GeneratorConfig, generate
@@ -44,12 +44,11 @@ from tests.support.faults import processes
 from tests.support.faults.history import COMMIT_POINTS
 from tests.support.faults.local_history import CreationWatcher
 from tests.support.faults.proxy import FaultProxy, render_logs
-from tests.support.faults.schedule import HOLD_TARGETS
+from tests.support.faults.scenarios import Scenario, Target, scenarios
 
 JOB = "user_activity"
 STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
 TTL, HEARTBEAT = 4.0, 1.0
-HEARTBEAT_FAULT = 25  # the heartbeat whose critical section freezes (about 25 s into A's run: batches committed)
 FILES_FIRST, FILES_DURING, FILES_LAST = 3, 2, 2
 EVENTS_PER_FILE = 150
 # A takeover must come within the lease timeout plus this: the control lock's TTL (a holder frozen inside a
@@ -67,25 +66,10 @@ S3A_FAST_FAIL = {"spark.hadoop.fs.s3a.retry.limit": "1", "spark.hadoop.fs.s3a.at
                  "5000"}
 
 COMMIT_POINT_PATHS = "|".join(f"(?:{pattern.pattern})" for pattern in COMMIT_POINTS.values())
-# Where a fault is injected. `point`: a fault point in A's own code fires it (stateops/faults.py), at its batch
-# `at_batch`; `batch`: the harness acts once A committed batch `at_batch`; `hold`: A's proxy catches the next
-# matching request once A committed batch `at_batch`, then the harness freezes A.
-SCENARIOS: dict[str, dict[str, Any]] = {
-    "freeze-in-batch": {"stores": ("local", "s3"), "how": "point", "fault": "sink.before_commit", "then": "freeze"},
-    "freeze-between-batches": {"stores": ("local", "s3"), "how": "batch", "freeze": "group"},
-    "freeze-in-heartbeat": {"stores": ("local", "s3"), "how": "point", "fault": "lease.heartbeat", "then": "freeze"},
-    "freeze-python": {"stores": ("local", "s3"), "how": "batch", "freeze": "python"},
-    "hold-delta-commit": {"stores": ("s3",), "how": "hold"},
-    "hold-offsets": {"stores": ("s3",), "how": "hold"},
-    "hold-commits": {"stores": ("s3",), "how": "hold"},
-    "partition": {"stores": ("s3",), "how": "batch", "partition": True},
-    "slow-store": {"stores": ("s3",), "how": "batch", "slow": 0.6 * TTL},
-    "skewed-clock": {"stores": ("local", "s3"), "how": "skew"},
-    "crash-restart": {"stores": ("local", "s3"), "how": "batch", "crash": True},
-}
+SCENARIOS: dict[str, Scenario] = scenarios(TTL)
 # Scenarios the negative control targets: where the fence is what keeps the invariants (a slow store that never
 # lets a lease lapse, and a crash, hold without it).
-FENCED = tuple(name for name in SCENARIOS if name not in ("slow-store", "crash-restart"))
+FENCED = tuple(name for name, scenario in SCENARIOS.items() if scenario.fenced)
 
 
 @dataclass
@@ -191,10 +175,6 @@ def base_env(store: Store, writer: str, fence: bool, config: str) -> dict[str, s
     return env
 
 
-def _with_fault(env: dict[str, str], fault: str) -> dict[str, str]:
-    return {**env, ENV: ";".join(filter(None, (env.get(ENV), fault)))}
-
-
 @contextlib.contextmanager
 def _watch_leases(store: Store, trial: Trial) -> Iterator[None]:
     """Record every change of the job's lease record (polled), with the wall time it was seen."""
@@ -260,12 +240,12 @@ def _takeover(trial: Trial, a_lease: str | None) -> float | None:
     return next((at for at, lease, _run in trial.lease_history if lease is not None and lease != a_lease), None)
 
 
-def run_trial(store: Store, scenario: str, writer: str, *, fence: bool = True, seed: int | None = None,
+def run_trial(store: Store, name: str, writer: str, *, fence: bool = True, seed: int | None = None,
               at_batch: int = 1, start_delay: float = 0.0) -> Trial:
-    """One trial of `scenario` (SCENARIOS) on `store` with Delta `writer`, the fault at batch `at_batch` (the
+    """One trial of scenario `name` (SCENARIOS) on `store` with Delta `writer`, the fault at batch `at_batch` (the
     harness's faults `start_delay` seconds after that batch committed); see the module doc."""
-    spec = SCENARIOS[scenario]
-    trial = Trial(scenario, store.kind, writer, fence, seed)
+    scenario = scenarios(TTL)[name]  # its own object: a scenario keeps what it injected until it ends it
+    trial = Trial(name, store.kind, writer, fence, seed)
     config = os.path.join(store.work, CONFIG_FILE)
     with open(config, "w") as handle:
         handle.write(CONFIG)
@@ -280,46 +260,23 @@ def run_trial(store: Store, scenario: str, writer: str, *, fence: bool = True, s
             watcher = stack.enter_context(CreationWatcher(store.home))
         stack.enter_context(_watch_leases(store, trial))
         a = _party("A", env, store, stack)
-        b = _party("B", env, store, stack)
+        b = _party("B", scenario.b_env(env, TTL), store, stack)
         c = _party("C", env, store, stack)
         store.land(first)
-        a_env = a.env
-        if spec["how"] == "point":  # at batch `at_batch`'s Delta commit, or a heartbeat well into the run
-            where = (f"table={JOB},batch={at_batch}" if spec["fault"] == "sink.before_commit" else
-                     f"beat={HEARTBEAT_FAULT}")
-            a_env = _with_fault(a.env, f"{spec['fault']}:job={JOB},{where},then={spec['then']}")
-        if spec["how"] == "skew":  # B's lease clock runs ahead by twice the lease timeout: A looks stale to it
-            b.env = _with_fault(b.env, f"clock.skew:seconds={2 * TTL}")
-        _start(a, ["jobs", "run", JOB, "--mode", "continuous", "--max-seconds", "400"], store.work, stack, a_env)
+        _start(a, ["jobs", "run", JOB, "--mode", "continuous", "--max-seconds", "400"], store.work, stack,
+               scenario.a_env(a.env, JOB, at_batch))
         a_lease = None
 
         def a_running() -> bool:
             nonlocal a_lease
             lease = current(store.layout, JOB)
             a_lease = lease.lease_id if lease else a_lease
-            return a_lease is not None and (spec["how"] == "point" or store.committed() >= at_batch - 1)
+            return a_lease is not None and (not scenario.needs_batch or store.committed() >= at_batch - 1)
 
         _wait(a_running, 300, f"A to take its lease and commit batch {at_batch - 1}", a)
-        hold = None
-        if spec["how"] == "point":
-            _wait(lambda: processes.state(a.process.pid) == "T", 300, "A to freeze at its fault point", a)
-        elif spec["how"] == "hold":
-            time.sleep(start_delay)
-            method, regex = HOLD_TARGETS[scenario]
-            hold = a.proxy.hold(method, regex)
-            hold.wait_held(120)
-            processes.freeze(a.process, "group")
-        elif spec["how"] == "batch":
-            _wait(lambda: store.committed() >= at_batch, 120, f"A to commit batch {at_batch}", a)
-            time.sleep(start_delay)
-            if spec.get("freeze"):
-                processes.freeze(a.process, spec["freeze"])
-            elif spec.get("partition"):
-                a.proxy.partition()
-            elif spec.get("slow"):
-                a.proxy.delay(spec["slow"])
-            elif spec.get("crash"):
-                processes.crash(a.process)
+        target = Target(a.process, a.proxy, store.committed, lambda condition, timeout, what: _wait(
+            condition, timeout, what, a))
+        scenario.inject(target, at_batch, start_delay)
         trial.fault_at = time.time()
         store.land(during)
 
@@ -332,8 +289,8 @@ def run_trial(store: Store, scenario: str, writer: str, *, fence: bool = True, s
             if code == 0:
                 break
             if code == 2 and "is already running" in output and time.monotonic() < deadline:
-                if spec.get("slow") and trial.b_attempts >= 10:  # a slow store: A keeps its lease; so be it
-                    trial.notes.append("B refused while A kept its lease (slow store): no takeover")
+                if not scenario.takeover and trial.b_attempts >= 10:  # A keeps its lease (a slow store): so be it
+                    trial.notes.append(f"B refused while A kept its lease ({name}): no takeover")
                     break
                 time.sleep(1.0)
                 continue
@@ -342,19 +299,12 @@ def run_trial(store: Store, scenario: str, writer: str, *, fence: bool = True, s
         trial.takeover_at = _takeover(trial, a_lease)
 
         # The fault ends; A must stop by itself (unless it kept its lease: then it is asked to stop).
-        if spec["how"] in ("point", "hold") or spec.get("freeze"):
-            if hold is not None:
-                hold.release()
-            processes.thaw(a.process, "group")
-        elif spec.get("partition"):
-            a.proxy.heal()
-        elif spec.get("slow"):
-            a.proxy.clear_delays()
+        scenario.end(target)
         trial.fault_ended_at = time.time()
-        if trial.takeover_at is None and not spec.get("crash"):
+        if trial.takeover_at is None and not scenario.kills:
             _start(c, ["jobs", "stop", JOB, "--wait", "120"], store.work, stack)
             processes.wait_exit(c.process, 180)
-        if spec.get("crash"):
+        if scenario.kills:
             trial.a_exit, trial.a_output = processes.wait_exit(a.process, 30)
         else:
             try:
