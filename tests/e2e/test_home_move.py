@@ -1,10 +1,11 @@
 """Moving a home with every job's state (issue 44): `stateops home move --to URL`, as a user runs it.
 
-Default run: a local home where user_activity ran (tests/support/scenarios.py) moved to another folder: the plan
-changes nothing, a running job without --stop is refused, the move reports each step in --json, the old home is
-unchanged byte for byte but its MOVED.json and refuses every command naming the new one, the next run at the new home
-reads only the files landed after the move and its table equals the batch recomputation of all input, and a copy of
-the home made by hand (`cp -a`) is refused before it runs, naming the move command.
+Default run, one stage a test (the stages that act run once, in the module's fixture): a local home where
+user_activity ran (tests/support/scenarios.py) moved to another folder: the plan changes nothing, a running job
+without --stop is refused, the move reports each step in --json, the old home is unchanged byte for byte but its
+MOVED.json and refuses every command naming the new one, the next run at the new home reads only the files landed
+after the move and its table equals the batch recomputation of all input, and a copy of the home made by hand
+(`cp -a`) is refused before it runs, naming the move command.
 
 Long tier: the four jobs and a Kafka job, after several runs, moved local -> S3 -> another bucket -> local, each
 time with new input after the move (tables against their oracles, deep audits equal before and after), and moves
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -38,43 +40,75 @@ def _stateops(*args: str, home: str) -> subprocess.CompletedProcess:
     return subprocess.run([STATEOPS, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
-def test_a_local_home_moves_with_its_state_and_the_old_one_refuses(scenario, spark, tmp_path):
-    old = scenario("user_activity_small")
-    new = Layout(str(tmp_path / "moved" / "home"))
+@dataclass
+class Journey:
+    """One move of a local home where user_activity ran, as a user makes it: each stage's outcome, for the test of
+    that stage (the stages that act run once, here; each test checks one)."""
+
+    old: Layout
+    new: Layout
+    before: dict[str, str]             # the old home's files and their sums before anything
+    plan: subprocess.CompletedProcess  # without --confirm
+    after_plan: dict[str, str]
+    refused: subprocess.CompletedProcess  # --confirm while the job runs
+    moved: subprocess.CompletedProcess    # --confirm --json
+    after: dict[str, str]              # the old home once moved
+    landed: set[str]                   # the new home's landing files right after the move
+
+
+@pytest.fixture(scope="module")
+def journey(scenario_store, spark, tmp_path_factory) -> Journey:
+    old = scenario_store.copy("user_activity_small", lambda: spark)
+    new = Layout(str(tmp_path_factory.mktemp("moved") / "home"))
     before = file_hashes(old.home)
-
     plan = _stateops("home", "move", "--to", new.home, home=old.home)
-    assert plan.returncode == 0, plan.stderr
-    assert "rewrite in the copy (they name the old home): " in plan.stdout and "file source logs" in plan.stdout
-    assert file_hashes(old.home) == before and not os.path.exists(new.home), "the plan changes nothing"
-
+    after_plan = file_hashes(old.home) if not os.path.exists(new.home) else {}
     running = acquire(old, "user_activity", run_id="a-run", settings=read_settings().control)
     try:
         refused = _stateops("home", "move", "--to", new.home, "--confirm", home=old.home)
     finally:
         running.release()
+    moved = _stateops("home", "move", "--to", new.home, "--confirm", "--json", home=old.home)
+    landed = set(os.listdir(new.landing("events"))) if moved.returncode == 0 else set()
+    return Journey(old, new, before, plan, after_plan, refused, moved, file_hashes(old.home), landed)
+
+
+def test_the_plan_says_what_it_would_rewrite_and_changes_nothing(journey):
+    assert journey.plan.returncode == 0, journey.plan.stderr
+    assert "rewrite in the copy (they name the old home): " in journey.plan.stdout
+    assert "file source logs" in journey.plan.stdout
+    assert journey.after_plan == journey.before, "the plan changes nothing, and makes no new home"
+
+
+def test_a_running_job_is_refused_in_one_line_naming_stop(journey):
+    refused = journey.refused
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "user_activity is running" in refused.stderr and "add --stop" in refused.stderr
-    assert not os.path.exists(new.home)
 
-    moved = _stateops("home", "move", "--to", new.home, "--confirm", "--json", home=old.home)
+
+def test_the_move_reports_each_step_and_its_progress(journey):
+    moved = journey.moved
     assert moved.returncode == 0, moved.stdout[-3000:] + moved.stderr[-3000:]
     events = [json.loads(line) for line in moved.stdout.splitlines()]
     steps = [(e["step"], e.get("phase")) for e in events if e.get("phase") in ("started", "done")]
     for step in ("lock", "copy", "rewrite", "verify", "mark", "unlock"):
         assert (step, "done") in steps, steps
     assert any(e.get("phase") == "progress" and e["files"] == e["of_files"] for e in events)
-    assert events[-1]["step"] == "moved" and events[-1]["to"] == new.home
+    assert events[-1]["step"] == "moved" and events[-1]["to"] == journey.new.home
 
-    after = file_hashes(old.home)
+
+def test_the_old_home_is_unchanged_but_its_mark_and_refuses_every_command_naming_the_new_one(journey):
+    before, after = journey.before, journey.after
     assert set(after) - set(before) == {"MOVED.json"}
     assert {rel: after[rel] for rel in before} == before, "the old home is unchanged but its mark"
-    status = _stateops("jobs", "status", home=old.home)
-    assert status.returncode == 2 and f"was moved to {new.home}" in status.stderr, status.stderr
+    status = _stateops("jobs", "status", home=journey.old.home)
+    assert status.returncode == 2 and f"was moved to {journey.new.home}" in status.stderr, status.stderr
 
-    landed = set(os.listdir(new.landing("events")))
+
+def test_the_next_run_at_the_new_home_reads_only_new_files_and_equals_the_oracle(journey, spark):
+    new = journey.new
     more_input(new, hour=3, seed=7)  # two files landed after the move
-    lines = sum(1 for name in set(os.listdir(new.landing("events"))) - landed
+    lines = sum(1 for name in set(os.listdir(new.landing("events"))) - journey.landed
                 for line in open(os.path.join(new.landing("events"), name)) if line.strip())
     from stateops.jobs.runtime.runner import run_job
 
@@ -83,8 +117,10 @@ def test_a_local_home_moves_with_its_state_and_the_old_one_refuses(scenario, spa
     assert result.input_rows == lines, "the next run read only the files landed after the move"
     assert_equals_oracle(new, spec)
 
+
+def test_a_copy_of_the_home_made_by_hand_is_refused_before_it_runs(journey, tmp_path):
     by_hand = tmp_path / "copied"
-    shutil.copytree(new.home, by_hand)
+    shutil.copytree(journey.new.home, by_hand)
     more_input(Layout(str(by_hand)), hour=5, seed=8)
     untouched = file_hashes(str(by_hand / "checkpoints"))
     run = _stateops("jobs", "run", "user_activity", home=str(by_hand))
