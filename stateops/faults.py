@@ -16,12 +16,13 @@ reached, so the run that restarts after it must not set it. Unset, a point costs
 `then=freeze` instead stops the point's whole process group with SIGSTOP (the Python driver and its JVM: a
 long GC pause, a stopped container), `then=freeze-python` this process alone (its JVM runs on); whoever sent
 the fault sends SIGCONT, and the process goes on from the point as if nothing happened (the fence tests,
-tests/e2e/test_fence_*.py).
+tests/e2e/test_fence.py).
 
 Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py: job, table, batch);
-`runbook.after_step` (a step journaled done) and `runbook.before_done` (a step acted, not yet journaled)
-(stateops/recovery: job, step); `lease.heartbeat` (inside the heartbeat's critical section, holding the job's
-control lock: job, beat).
+`<kind>.after_step` (a step journaled done) and `<kind>.before_done` (a step acted, not yet journaled) of every
+runbook on the engine (stateops.runbooks: job, step), kind `runbook` for recovery and `move` for the home move
+(whose job is `_home`); `move.copied` (the home move, after each file copied: file, its number); `lease.heartbeat`
+(inside the heartbeat's critical section, holding the job's control lock: job, beat).
 
 Two settings that are not points, for the fence tests only: `clock.skew:seconds=S` adds S seconds (may be
 negative) to this process's lease clock (the instants it writes into control records and ages them by);
