@@ -22,7 +22,8 @@ Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py: job, ta
 `<kind>.after_step` (a step journaled done) and `<kind>.before_done` (a step acted, not yet journaled) of every
 runbook on the engine (stateops.runbooks: job, step), kind `runbook` for recovery and `move` for the home move
 (whose job is `_home`); `move.copied` (the home move, after each file copied: file, its number); `lease.heartbeat`
-(inside the heartbeat's critical section, holding the job's control lock: job, beat).
+(inside the heartbeat's critical section, holding the job's control lock, after its renewal and before the lease
+record's write: job, beat).
 
 Two settings that are not points, for the fence tests only: `clock.skew:seconds=S` adds S seconds (may be
 negative) to this process's lease clock (the instants it writes into control records and ages them by);

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from stateops.control.process import HOST
 from stateops.control.records import now_iso
@@ -89,6 +89,19 @@ class ControlStore:
         """Replace the record whole: readers see the old or the new one, never a mix."""
         self._renew()
         self.records.write(name, record)
+
+    def write_if(self, name: str, record: dict[str, Any], version: str | None,
+                 between: Callable[[], None] | None = None) -> bool:
+        """Replace the record whole only while it is at `version` (the storage layer's conditional write).
+        `between` runs after the control lock's renewal and before the write: the window the module doc names
+        (the fault point of a heartbeat frozen there)."""
+        self._renew()
+        if between is not None:
+            between()
+        return self.records.write_if(name, record, version)
+
+    def read_versioned(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        return self.records.read_versioned(name)
 
     def remove(self, name: str) -> None:
         """Remove the record (gone already: nothing to do)."""

@@ -176,6 +176,15 @@ class LocalRecords(Records):
     def write(self, name: str, record: dict[str, Any]) -> None:
         os.replace(self._temp(name, record), self.where(name))
 
+    def write_if(self, name: str, record: dict[str, Any], version: str | None) -> bool:
+        """The version checked just before the rename (records.py: what this proves on local disk)."""
+        tmp = self._temp(name, record)
+        if self.read_versioned(name)[1] != version:
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, self.where(name))
+        return True
+
     def create(self, name: str, record: dict[str, Any]) -> bool:
         tmp = self._temp(name, record)
         try:

@@ -3,8 +3,12 @@ append-only log of entries (a runbook's journal).
 
 Records are replaced whole, so a reader without any lock sees the old record or the new one, never a mix;
 `create` writes only while no record of that name exists (of racing creators exactly one wins);
-`read_versioned` gives the record with a version that changes at every write. A corrupt record is refused
-naming where it is, the same on every backend.
+`read_versioned` gives the record with a version that changes at every write; `write_if` replaces it only while it
+is still at the version read (None: still absent). On S3 that condition is the server's (If-Match on the ETag,
+If-None-Match), so a writer that read, paused and resumed after another's write is refused whatever the timing; on
+local disk it is checked just before the rename, which refuses a write made after another's but not one racing it
+(a writer frozen between the check and the rename): what relies on it there also orders its records itself (the
+lease's epochs). A corrupt record is refused naming where it is, the same on every backend.
 """
 from __future__ import annotations
 
@@ -46,6 +50,11 @@ class Records(ABC):
     @abstractmethod
     def write(self, name: str, record: dict[str, Any]) -> None:
         """Replace the record whole."""
+
+    @abstractmethod
+    def write_if(self, name: str, record: dict[str, Any], version: str | None) -> bool:
+        """Replace the record only while it is at `version` (None: only while there is none); False, writing
+        nothing, when it changed since (see the module doc for what each backend proves)."""
 
     @abstractmethod
     def create(self, name: str, record: dict[str, Any]) -> bool:

@@ -236,6 +236,11 @@ class ObjectRecords(Records):
         _Object(self.where(name)).call("put_object", Body=render_record(record).encode(),
                                        ContentType="application/json")
 
+    def write_if(self, name: str, record: dict[str, Any], version: str | None) -> bool:
+        condition = {"IfMatch": version} if version is not None else {"IfNoneMatch": "*"}
+        return self._object(name).call("put_object", Body=render_record(record).encode(),
+                                       ContentType="application/json", **condition) is not None
+
     def create(self, name: str, record: dict[str, Any]) -> bool:
         return self._object(name).call("put_object", Body=render_record(record).encode(),
                                        ContentType="application/json", IfNoneMatch="*") is not None

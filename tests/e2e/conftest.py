@@ -313,3 +313,13 @@ def fence_bucket(request, monkeypatch):
         return fresh_bucket(env, monkeypatch, "fence", versioned=True), env
 
     return make
+
+
+@pytest.fixture(scope="module")
+def journey(scenario_store, spark, tmp_path_factory):
+    """One move of a local home where user_activity ran (tests/support/home_moves.py), its stages that act run once
+    for the module's tests (tests/e2e/test_home_move.py: one stage a test)."""
+    from tests.support.home_moves import make_journey
+
+    old = scenario_store.copy("user_activity_small", lambda: spark)
+    return make_journey(old, Layout(str(tmp_path_factory.mktemp("moved") / "home")))

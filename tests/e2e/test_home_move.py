@@ -16,61 +16,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
 
 import pytest
 
-from stateops.control import acquire
 from stateops.jobs.definition.environment import read_settings
 from stateops.layout import Layout
+from tests.support.home_moves import stateops
 from tests.support.outcomes import assert_equals_oracle
 from tests.support.scenarios import builtin, more_input
 from tests.support.trees import file_hashes
 
 pytestmark = pytest.mark.e2e
-
-STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
-
-
-def _stateops(*args: str, home: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STATEOPS_HOME": home}
-    env.pop("STATEOPS_CONFIG", None)
-    return subprocess.run([STATEOPS, *args], capture_output=True, text=True, timeout=600, env=env)
-
-
-@dataclass
-class Journey:
-    """One move of a local home where user_activity ran, as a user makes it: each stage's outcome, for the test of
-    that stage (the stages that act run once, here; each test checks one)."""
-
-    old: Layout
-    new: Layout
-    before: dict[str, str]             # the old home's files and their sums before anything
-    plan: subprocess.CompletedProcess  # without --confirm
-    after_plan: dict[str, str]
-    refused: subprocess.CompletedProcess  # --confirm while the job runs
-    moved: subprocess.CompletedProcess    # --confirm --json
-    after: dict[str, str]              # the old home once moved
-    landed: set[str]                   # the new home's landing files right after the move
-
-
-@pytest.fixture(scope="module")
-def journey(scenario_store, spark, tmp_path_factory) -> Journey:
-    old = scenario_store.copy("user_activity_small", lambda: spark)
-    new = Layout(str(tmp_path_factory.mktemp("moved") / "home"))
-    before = file_hashes(old.home)
-    plan = _stateops("home", "move", "--to", new.home, home=old.home)
-    after_plan = file_hashes(old.home) if not os.path.exists(new.home) else {}
-    running = acquire(old, "user_activity", run_id="a-run", settings=read_settings().control)
-    try:
-        refused = _stateops("home", "move", "--to", new.home, "--confirm", home=old.home)
-    finally:
-        running.release()
-    moved = _stateops("home", "move", "--to", new.home, "--confirm", "--json", home=old.home)
-    landed = set(os.listdir(new.landing("events"))) if moved.returncode == 0 else set()
-    return Journey(old, new, before, plan, after_plan, refused, moved, file_hashes(old.home), landed)
 
 
 def test_the_plan_says_what_it_would_rewrite_and_changes_nothing(journey):
@@ -98,10 +54,10 @@ def test_the_move_reports_each_step_and_its_progress(journey):
 
 
 def test_the_old_home_is_unchanged_but_its_mark_and_refuses_every_command_naming_the_new_one(journey):
-    before, after = journey.before, journey.after
+    before, after = journey.before_move, journey.after
     assert set(after) - set(before) == {"MOVED.json"}
     assert {rel: after[rel] for rel in before} == before, "the old home is unchanged but its mark"
-    status = _stateops("jobs", "status", home=journey.old.home)
+    status = stateops("jobs", "status", home=journey.old.home)
     assert status.returncode == 2 and f"was moved to {journey.new.home}" in status.stderr, status.stderr
 
 
@@ -123,7 +79,7 @@ def test_a_copy_of_the_home_made_by_hand_is_refused_before_it_runs(journey, tmp_
     shutil.copytree(journey.new.home, by_hand)
     more_input(Layout(str(by_hand)), hour=5, seed=8)
     untouched = file_hashes(str(by_hand / "checkpoints"))
-    run = _stateops("jobs", "run", "user_activity", home=str(by_hand))
+    run = stateops("jobs", "run", "user_activity", home=str(by_hand))
     assert run.returncode == 2, run.stdout + run.stderr
     assert "stateops home move --to URL" in run.stderr and "nothing was run" in run.stderr
     assert file_hashes(str(by_hand / "checkpoints")) == untouched

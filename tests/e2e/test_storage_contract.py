@@ -8,7 +8,10 @@ server (moto, its own process; no S3 call mocked). A new backend passes this sui
   over once the lock is `ttl` old, and when it thaws its renewal is refused (it writes nothing more); a holder
   whose lock was taken over leaves the new holder's lock in place; a heartbeat keeps a live holder's lock;
 - records: create-if-absent under racing processes has exactly one winner; a write replaces the whole record
-  and changes its version; the entry log refuses an entry another writer wrote first;
+  and changes its version; a conditional write lands only on the version it read; the entry log refuses an entry
+  another writer wrote first;
+- a stale lease holder's record write (its heartbeat's, resumed after a takeover) is refused, and one forced past
+  the condition is ignored by the live holder (an older epoch), which keeps its lease;
 - a copy of a tree is verified by its checksums: a changed byte is found, and a move removes the source only
   once its copy verifies.
 """
@@ -216,6 +219,51 @@ def test_records_are_replaced_whole_with_a_new_version_and_entries_are_never_ove
     assert log.append(0, json.dumps({"step": "stop"})) and log.append(1, json.dumps({"step": "archive"}))
     assert not log.append(1, json.dumps({"step": "other writer"})), "entry 1 exists: refused"
     assert [e["step"] for e in log.read()] == ["stop", "archive"]
+
+
+def test_a_conditional_write_lands_only_on_the_version_it_read(storage_root):
+    records = records_at(f"{storage_root}/conditional")
+    assert records.write_if("r", {"n": 1}, None), "absent, as read: created"
+    assert not records.write_if("r", {"n": 0}, None), "no longer absent: refused"
+    _, read = records.read_versioned("r")
+    records.write("r", {"n": 2})  # another writer, after this one read
+    assert not records.write_if("r", {"n": 3}, read) and records.read("r") == {"n": 2}, "refused, nothing written"
+    _, now = records.read_versioned("r")
+    assert records.write_if("r", {"n": 3}, now) and records.read("r") == {"n": 3}
+
+
+def test_a_stale_holders_record_write_is_refused_or_ignored_and_the_live_holder_keeps_its_lease(storage_root):
+    """A holder frozen in its heartbeat between reading its record and writing it, thawed after another run took
+    the lease over: its conditional write is refused (the version it read is gone), and where a write lands anyway
+    (forced here: on local disk the race between the check and the rename), the taker ignores a record of an older
+    epoch, writes its own over it and keeps the lease; the stale holder finds it lost."""
+    from dataclasses import replace
+
+    from stateops.control import LeaseLostError, acquire
+    from stateops.control.fence import lease as leases
+    from stateops.control.settings import ControlSettings
+    from stateops.control.store import ControlStore
+    from stateops.layout import Layout
+
+    layout, job = Layout.of(storage_root), "job"
+    settings = ControlSettings(heartbeat_seconds=3600, lease_timeout_seconds=10800)  # beats only when asked to
+    store = ControlStore(layout, job)
+    stale = acquire(layout, job, run_id="stale", settings=settings)
+    record, version = leases.read_versioned(store)  # what its heartbeat read before it froze
+    with store.critical():  # frozen long enough: its lease looks stale to the next run
+        store.write(leases.RECORD, replace(record, heartbeat="2000-01-01T00:00:00+00:00").to_dict())
+    live = acquire(layout, job, run_id="live", settings=settings)
+    assert live.lease.epoch == stale.lease.epoch + 1
+    assert not store.write_if(leases.RECORD, replace(record, heartbeat=record.heartbeat).to_dict(), version), \
+        "the stale holder's write over the version it read is refused"
+    store.write(leases.RECORD, record.to_dict())  # a late write that landed anyway
+    live.ensure_held()  # an older epoch than its own: still its lease
+    assert live.heartbeat() and leases.read(store).lease_id == live.lease.lease_id, "written over"
+    with pytest.raises(LeaseLostError, match="lost its lease"):
+        stale.ensure_held()
+    live.release()
+    stale.release()
+    assert leases.read(store) is None and leases.newest_epoch(store) == live.lease.epoch, "the epoch stays"
 
 
 def test_a_copy_is_verified_by_its_checksums_and_a_move_removes_the_source_only_after(storage_root):

@@ -41,13 +41,18 @@ def _python(code: str, **kwargs) -> subprocess.Popen:
 
 
 def _write_lease(layout: Layout, **fields) -> None:
-    """A lease record as another holder would have left it."""
+    """A lease record as another holder would have left it: one that took the lease (the next epoch, written as a
+    taker writes it) unless `epoch` is given."""
     now = datetime.now(timezone.utc).isoformat()
-    record = {"lease_id": "previous", "job": JOB, "run_id": "old-run", "dagster_run_id": None, "runbook_id": None,
-              "pid": os.getpid(), "pid_started": start_ticks(os.getpid()), "host": HOST, "started": now,
-              "heartbeat": now, **fields}
     store = ControlStore(layout, JOB)
     with store.critical():
+        taken = "epoch" not in fields
+        epoch = fields.pop("epoch", None) or (store.read("epoch") or {"epoch": 0})["epoch"] + 1
+        record = {"lease_id": "previous", "job": JOB, "run_id": "old-run", "dagster_run_id": None, "runbook_id": None,
+                  "pid": os.getpid(), "pid_started": start_ticks(os.getpid()), "host": HOST, "started": now,
+                  "heartbeat": now, "epoch": epoch, **fields}
+        if taken:
+            store.write("epoch", {"epoch": epoch, "lease_id": record["lease_id"], "at": now})
         store.write("lease", record)
 
 

@@ -8,9 +8,15 @@ wait for).
 
 Taking it: under the job's control lock, refuse while a runbook other than the caller's holds the
 maintenance lock, refuse while a live lease exists, take over a stale one (journaled as
-`lease_takeover` in `actions`, with the previous holder and why it was stale). A holder that finds on a
-heartbeat or a fence check that the record names another lease has lost the right to write: `lost` is
-set and `ensure_held()` raises LeaseLostError; the runner then stops its queries.
+`lease_takeover` in `actions`, with the previous holder and why it was stale), with the next epoch (lease.py).
+
+Held or lost, judged by the epochs (`judge`) at each heartbeat and fence check: a newer epoch than the holder's own
+taken since, or a record naming another lease of an epoch not older than its own, and the holder has lost the right
+to write: `lost` is set and `ensure_held()` raises LeaseLostError; the runner then stops its queries. A record
+naming another lease of an older epoch is a stale holder's late write: the live holder keeps its lease and its next
+heartbeat writes its own record over it, so a holder that thaws after a takeover never evicts the taker. Every
+write of the record is conditional on the version read with it (the storage layer's `write_if`: refused by the
+server on S3, so a frozen holder's late write does not land there at all).
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from stateops.layout import Layout
 
 from stateops.control.fence import lease as leases
 from stateops.control import maintenance, stop
-from stateops.control.fence.lease import Lease, LeaseHeldError, LeaseLostError
+from stateops.control.fence.lease import EPOCH, Lease, LeaseHeldError, LeaseLostError
 from stateops.control.maintenance import MaintenanceLockedError
 from stateops.control.process import HOST, default_actor, start_ticks
 from stateops.control.records import now_iso
@@ -37,6 +43,18 @@ from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
 
 log = logging.getLogger(__name__)
+
+HELD, STALE_WRITE, LOST = "held", "a stale holder's late write", "lost"
+
+
+def judge(mine: Lease, record: Lease | None, newest: int) -> str:
+    """HELD, STALE_WRITE (the record is an older holder's, written late: still held) or LOST, for `mine` given the
+    lease record and the newest epoch taken."""
+    if newest > mine.epoch or record is None:
+        return LOST
+    if record.lease_id == mine.lease_id:
+        return HELD
+    return STALE_WRITE if record.epoch < mine.epoch else LOST
 
 
 def _blocker(store: ControlStore, runbook_id: str | None,
@@ -129,27 +147,44 @@ class HeldLease:
         and raising it would chain each raiser's traceback onto it."""
         return LeaseLostError(self.lost.mine, self.lost.now_held_by, taken_by=self.lost.taken_by)
 
+    def _judge(self) -> tuple[str, Lease | None, str | None]:
+        """(judge's verdict, the lease record, its version) as the store has them now."""
+        record, version = leases.read_versioned(self.store)
+        return judge(self.lease, record, leases.newest_epoch(self.store)), record, version
+
     def heartbeat(self) -> bool:
-        """Rewrite the heartbeat; False (and `lost` set) when the record names another lease."""
+        """Rewrite the heartbeat (over a stale holder's late record too); False (and `lost` set) when the lease
+        was taken over."""
         with self.store.critical():
             self._beats += 1
-            fault_point("lease.heartbeat", job=self.lease.job, beat=self._beats)
-            holder = leases.read(self.store)
-            if holder is not None and holder.lease_id == self.lease.lease_id:
-                self.store.write(leases.RECORD, replace(holder, heartbeat=now_iso()).to_dict())
-                return True
+            beat = self._beats
+            verdict, holder, version = self._judge()
+            if verdict != LOST:
+                if verdict == STALE_WRITE:
+                    log.warning("%s: the lease record names %s (epoch %s), an older holder that wrote it late; run %s "
+                                "(epoch %s) keeps the lease and writes its own", self.lease.job, holder.describe(),
+                                holder.epoch, self.lease.run_id, self.lease.epoch)
+                # the fault point sits between the control lock's renewal and the record's write: a holder frozen
+                # there past the lease timeout resumes after a takeover with its record to write (the fence trials'
+                # freeze-in-heartbeat); the write is conditional on the version read, and epochs order the rest
+                if self.store.write_if(leases.RECORD, replace(self.lease, heartbeat=now_iso()).to_dict(), version,
+                                       between=lambda: fault_point("lease.heartbeat", job=self.lease.job, beat=beat)):
+                    return True
+                verdict, holder, _ = self._judge()  # written meanwhile: by whom decides
+                if verdict != LOST:
+                    return True  # the next beat writes it again
             if fence_off():
                 return True
         self._found_lost(holder)
         return False
 
     def ensure_held(self) -> None:
-        """The fence before a write: raises LeaseLostError once the record names another lease."""
+        """The fence before a write: raises LeaseLostError once the lease was taken over (judge)."""
         if fence_off():
             return
         if self.lost is None:
-            holder = leases.read(self.store)
-            if holder is None or holder.lease_id != self.lease.lease_id:
+            verdict, holder, _ = self._judge()
+            if verdict == LOST:
                 self._found_lost(holder)
         if self.lost is not None:
             raise self._lost_error()
@@ -212,10 +247,14 @@ def acquire(layout: Layout, job: str, *, run_id: str, dagster_run_id: str | None
             raise blocker
         stale_reason = previous.stale_reason(settings) if previous is not None else None
         stamp = now_iso()
+        record, version = leases.read_versioned(store)
+        epoch = max(leases.newest_epoch(store), record.epoch if record else 0) + 1
         mine = Lease(lease_id=uuid.uuid4().hex, job=job, run_id=run_id, dagster_run_id=dagster_run_id,
                      runbook_id=runbook_id, pid=os.getpid(), pid_started=start_ticks(os.getpid()), host=HOST,
-                     started=stamp, heartbeat=stamp, mode=mode)
-        store.write(leases.RECORD, mine.to_dict())
+                     started=stamp, heartbeat=stamp, mode=mode, epoch=epoch)
+        store.write(EPOCH, {"epoch": epoch, "lease_id": mine.lease_id, "at": stamp})
+        if not store.write_if(leases.RECORD, mine.to_dict(), version):  # a writer that read it before us wrote it
+            raise LeaseHeldError(leases.read(store) or mine)
         if stop.read(store) is not None:  # aimed at an earlier lease: void now
             store.remove(stop.RECORD)
     held = HeldLease(layout, store, mine, settings)

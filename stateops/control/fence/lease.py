@@ -1,8 +1,14 @@
-"""The lease record: who runs a job's queries now (run ids, pid, host, started, heartbeat).
+"""The lease record: who runs a job's queries now (run ids, pid, host, started, heartbeat, epoch).
 
 A lease is live while its holder heartbeats; it is stale when no heartbeat came for the timeout, or when
 its pid no longer runs on this host (a kill -9; the pid's start time guards against pid reuse). Only a
 stale lease may be taken over (holder.acquire). The record lives in `ops/<job>/control/lease.json`.
+
+Each lease carries an epoch, a fencing token: every lease taken gets one more than any before it, kept in its own
+record (`epoch.json`, written only when a lease is taken, never by a heartbeat, and left when a lease is released).
+The epochs order the holders' records: a record with an older epoch than a holder's own is a stale holder's late
+write (one frozen between its heartbeat's check and its write, resumed after the takeover), which the live holder
+ignores and writes over; a newer epoch than a holder's own means it was taken over (holder.py).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
 
 RECORD = "lease"
+EPOCH = "epoch"
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class Lease:
     started: str
     heartbeat: str
     mode: str | None = None  # bounded | continuous: how the holder runs the job (a runbook restarts it alike)
+    epoch: int = 0           # the fencing token: one more than every lease taken before (0: a record without one)
 
     def heartbeat_age(self, now: datetime | None = None) -> float:
         return age_seconds(self.heartbeat, now)
@@ -80,8 +88,19 @@ class LeaseLostError(OperationFailed):
 
 
 def read(store: ControlStore) -> Lease | None:
-    record = store.read(RECORD)
-    return Lease(**record) if record else None
+    return read_versioned(store)[0]
+
+
+def read_versioned(store: ControlStore) -> tuple[Lease | None, str | None]:
+    """The lease record and its version (for a conditional write over it)."""
+    record, version = store.read_versioned(RECORD)
+    return (Lease(**record) if record else None), version
+
+
+def newest_epoch(store: ControlStore) -> int:
+    """The epoch of the last lease taken (0 when none was, or only before epochs)."""
+    record = store.read(EPOCH)
+    return int(record["epoch"]) if record else 0
 
 
 def current(layout: Layout, job: str) -> Lease | None:

@@ -10,6 +10,8 @@ found, in words (an empty list: it holds); `violations` gives them by the invari
   line a dead letter);
 - no live lease taken over (the `lease_takeover` actions name the stale reason), the old holder stopped by itself
   once another took over (exit 1, "lost its lease"), and on S3 nothing it wrote landed after it learned so;
+- the taker never evicted: the run that took the lease over ended 0, and a continuous taker still ran and committed
+  the files landed after the old holder thawed and stopped (a stale holder's late record write never makes it stop);
 - liveness: the takeover came within the lease timeout plus the stated bound, and a last run finished the input.
 """
 from __future__ import annotations
@@ -121,6 +123,19 @@ def stale_holder(trial: Trial) -> list[str]:
     return found
 
 
+def taker(trial: Trial) -> list[str]:
+    """The run that took the lease over kept it: it ended 0 (asked to stop, when continuous), and a continuous one
+    was still running and committed the files landed after A thawed and stopped."""
+    if trial.takeover_at is None:
+        return []
+    found = []
+    if SCENARIOS[trial.scenario].taker == "continuous" and trial.taker_after_thaw != "running and writing":
+        found.append(f"after A thawed: {trial.taker_after_thaw or 'B no longer ran'}")
+    if trial.b_exit != 0:
+        found.append(f"B, which took the lease over, ended {trial.b_exit}")
+    return found
+
+
 def liveness(trial: Trial) -> list[str]:
     """The takeover came within the lease timeout plus the bound (where the fault must cause one), and the run
     after the fault finished the input."""
@@ -147,6 +162,7 @@ INVARIANTS = {
     "commit points": commit_points,
     "leases": lambda store, trial: leases(store),
     "stale holder": lambda store, trial: stale_holder(trial),
+    "taker": lambda store, trial: taker(trial),
     "liveness": lambda store, trial: liveness(trial),
     "table": lambda store, trial: against_oracle(store),
 }

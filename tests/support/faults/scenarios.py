@@ -47,7 +47,8 @@ class Scenario:
     fenced = True
     takeover = True
     kills = False       # A is killed: it ends at once, with no line of its own
-    needs_batch = True  # A must have committed batches before it strikes (a fault point needs only A's lease)
+    needs_batch = True
+    taker = "bounded"   # how B runs: to the end of its input, or continuous (still running when the fault ends)  # A must have committed batches before it strikes (a fault point needs only A's lease)
 
     def a_env(self, env: dict[str, str], job: str, at_batch: int) -> dict[str, str]:
         """A's environment (a fault point armed)."""
@@ -69,12 +70,13 @@ class Scenario:
 
 class FreezeAtPoint(Scenario):
     """A's whole process group frozen by one of its own fault points (inside a batch's Delta commit, or inside its
-    heartbeat's critical section), thawed at the end."""
+    heartbeat's critical section, between reading its lease record and writing it), thawed at the end. Frozen in
+    the heartbeat, A thaws with its record to write while B runs on (continuous): B must keep the lease."""
 
     needs_batch = False
 
-    def __init__(self, name: str, point: str):
-        self.name, self.point = name, point
+    def __init__(self, name: str, point: str, taker: str = "bounded"):
+        self.name, self.point, self.taker = name, point, taker
 
     def a_env(self, env, job, at_batch):
         where = f"table={job},batch={at_batch}" if self.point == "sink.before_commit" else f"beat={HEARTBEAT_FAULT}"
@@ -183,7 +185,7 @@ def scenarios(ttl: float) -> dict[str, Scenario]:
     found = [
         FreezeAtPoint("freeze-in-batch", "sink.before_commit"),
         Freeze("freeze-between-batches", "group"),
-        FreezeAtPoint("freeze-in-heartbeat", "lease.heartbeat"),
+        FreezeAtPoint("freeze-in-heartbeat", "lease.heartbeat", taker="continuous"),
         Freeze("freeze-python", "python"),
         Hold("hold-delta-commit", "PUT", r"/_delta_log/\d{20}\.json$"),
         Hold("hold-offsets", "PUT", r"/offsets/\d+$"),

@@ -139,6 +139,8 @@ class Trial:
     a_found_at: float | None = None          # wall time A found it lost its lease
     a_learned_at: float | None = None        # wall time A had stopped writing after that, and said so
     b_attempts: int = 0
+    b_exit: int | None = None               # B's last run (a continuous taker: after it was asked to stop)
+    taker_after_thaw: str | None = None     # a continuous taker once A stopped: "running and writing", or what not
     c_exit: int | None = None
     outputs: dict[str, str] = field(default_factory=dict)
     proxy_log: str = ""
@@ -236,6 +238,34 @@ def _loss_times(output: str) -> tuple[float | None, float | None]:
     return None, None
 
 
+def _taken_or_ended(store: Store, b: Party, a_lease: str | None, deadline: float) -> tuple[int | None, str]:
+    """A continuous B: (None, "") once the lease is another's than A's while B runs (B took it), or B's exit."""
+    while True:
+        code = b.process.popen.poll()
+        if code is not None:
+            return processes.wait_exit(b.process, 10)
+        lease = current(store.layout, JOB)
+        if lease is not None and lease.lease_id != a_lease:
+            return None, ""
+        if time.monotonic() > deadline:
+            return None, "B neither took the lease nor ended"
+        time.sleep(0.2)
+
+
+def _writes_on(store: Store, b: Party, files: list[str]) -> str:
+    """Land `files` for a continuous B (one batch each) and say whether it committed them all while running."""
+    before = store.committed()
+    store.land(files)
+    deadline = time.monotonic() + 180
+    while store.committed() < before + len(files):
+        if b.process.popen.poll() is not None:
+            return f"B ended ({b.process.popen.returncode}) before it committed the files landed after the thaw"
+        if time.monotonic() > deadline:
+            return f"B committed {store.committed() - before} of {len(files)} files landed after the thaw in 180 s"
+        time.sleep(0.2)
+    return "running and writing"
+
+
 def _takeover(trial: Trial, a_lease: str | None) -> float | None:
     return next((at for at, lease, _run in trial.lease_history if lease is not None and lease != a_lease), None)
 
@@ -280,13 +310,19 @@ def run_trial(store: Store, name: str, writer: str, *, fence: bool = True, seed:
         trial.fault_at = time.time()
         store.land(during)
 
-        # B: again and again until it takes the lease over (a refused start exits 2 at once), then to the end.
+        # B: again and again until it takes the lease over (a refused start exits 2 at once), then to the end, or
+        # (a continuous taker) on and on.
         deadline = time.monotonic() + TTL + TAKEOVER_BOUND + 120
+        continuous = scenario.taker == "continuous"
+        b_args = ["jobs", "run", JOB] + (["--mode", "continuous", "--max-seconds", "600"] if continuous else [])
         while True:
             trial.b_attempts += 1
-            _start(b, ["jobs", "run", JOB], store.work, stack)
-            code, output = processes.wait_exit(b.process, 600)
-            if code == 0:
+            _start(b, b_args, store.work, stack)
+            if continuous:
+                code, output = _taken_or_ended(store, b, a_lease, deadline)
+            else:
+                code, output = processes.wait_exit(b.process, 600)
+            if code in (0, None):
                 break
             if code == 2 and "is already running" in output and time.monotonic() < deadline:
                 if not scenario.takeover and trial.b_attempts >= 10:  # A keeps its lease (a slow store): so be it
@@ -296,6 +332,8 @@ def run_trial(store: Store, name: str, writer: str, *, fence: bool = True, seed:
                 continue
             trial.notes.append(f"B attempt {trial.b_attempts} ended {code}")
             break
+        if continuous and code is None and not output:  # B took it: the lease watcher's record of when (it polls)
+            _wait(lambda: _takeover(trial, a_lease) is not None, 10, "the lease watcher to see B's takeover")
         trial.takeover_at = _takeover(trial, a_lease)
 
         # The fault ends; A must stop by itself (unless it kept its lease: then it is asked to stop).
@@ -314,9 +352,18 @@ def run_trial(store: Store, name: str, writer: str, *, fence: bool = True, seed:
                 processes.crash(a.process)
                 trial.a_exit, trial.a_output = processes.wait_exit(a.process, 30)
         trial.a_found_at, trial.a_learned_at = _loss_times(trial.a_output)
+        if continuous and b.process.popen.poll() is None:
+            trial.taker_after_thaw = _writes_on(store, b, last)  # the last files land for the taker
+            _start(c, ["jobs", "stop", JOB, "--wait", "120"], store.work, stack)
+            processes.wait_exit(c.process, 180)
+        if continuous:
+            trial.b_exit, _ = processes.wait_exit(b.process, 180)
+        else:
+            trial.b_exit = code
 
         # C finishes what is left, after the last files landed.
-        store.land(last)
+        if not continuous:
+            store.land(last)
         _start(c, ["jobs", "run", JOB], store.work, stack)
         trial.c_exit, _ = processes.wait_exit(c.process, 600)
         for party in (a, b, c):
