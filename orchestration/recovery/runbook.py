@@ -25,7 +25,7 @@ from pydantic import Field, create_model
 
 from stateops.jobs.runtime.recovery import recover
 from stateops.control.fence.lease import Lease
-from stateops.control.process import HOST, alive
+from stateops.storage.holders import HOST, alive
 from stateops.errors import ConfigError
 from stateops.recovery import MODES, RecoveryReport, RecoveryRequest
 from stateops.runbooks import StepEvent

@@ -15,12 +15,11 @@ record after a takeover (docs/operations.md, One writer).
 """
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from stateops.control.process import HOST
+from stateops.storage.holders import identity
 from stateops.control.records import now_iso
 from stateops.errors import OperationFailed, StateOpsError
 from stateops.layout import Layout
@@ -65,7 +64,7 @@ class ControlStore:
     @contextmanager
     def critical(self) -> Iterator[None]:
         """Hold the job's control lock (exclusive across processes and threads) for a read-check-write."""
-        record = {"host": HOST, "pid": os.getpid(), "thread": threading.current_thread().name, "since": now_iso()}
+        record = {**identity(), "thread": threading.current_thread().name, "since": now_iso()}
         try:
             self.lock.acquire(record, wait=LOCK_WAIT_SECONDS)
         except LockBusy as busy:

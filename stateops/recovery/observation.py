@@ -15,7 +15,7 @@ from stateops import kafka_offsets, sinkstate
 from stateops import progress as progress_table
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
-from stateops.control.process import alive
+from stateops.storage.holders import alive
 from stateops.delta import read_table
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError

@@ -10,11 +10,10 @@ RunbookBusy (exit 2, nothing done), naming the holder and when its lock frees it
 """
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from stateops.control.process import HOST
+from stateops.storage.holders import identity
 from stateops.control.records import now_iso
 from stateops.errors import OperationFailed, StateOpsError
 from stateops.storage import Lock, LockBusy, describe
@@ -43,7 +42,7 @@ class Holding:
         """Acquire `lock` without waiting, its record naming this process; `busy` (default: RunbookBusy) is what a
         lock held elsewhere raises."""
         try:
-            lock.acquire({"host": HOST, "pid": os.getpid(), "since": now_iso(), **record})
+            lock.acquire({**identity(), "since": now_iso(), **record})
         except LockBusy as err:
             raise (busy or self.busy)(err) from None
         self.locks.append(lock)

@@ -14,9 +14,11 @@ every implementation promises:
   holder(), live()       the current holder's record; whether some process holds it now.
 The one TTL rule, on every backend: a lock not renewed for `ttl` seconds may be taken over, so no holder keeps it
 past that bound, however it stopped (dead, frozen by SIGSTOP or a stopped VM, cut off from the store); a holder
-taken over learns it at its next renewal (LockLost) and writes nothing more. A dead holder's lock on local disk
-(LocalLock: flock) is free at once, the kernel releases it with the process; an object store (ObjectLock:
-conditional writes) judges age by the server's clock. A long-lived holder asks for a heartbeat (renewal every
+taken over learns it at its next renewal (LockLost) and writes nothing more. A dead holder's lock is free at once on
+its own host, on every backend alike: on local disk (LocalLock: flock) the kernel releases it with the process; an
+object store's lock (ObjectLock: conditional writes) whose record names a process of this host that runs no more
+(stateops.storage.holders: host, pid and its start time) is taken over at once. A holder on another host is judged
+by the lock's age alone (an object store's: by the server's clock). A long-lived holder asks for a heartbeat (renewal every
 ttl / 4, from a thread); a short critical section renews before each write instead.
 """
 from __future__ import annotations

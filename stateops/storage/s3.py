@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from fsspec.asyn import sync
 
 from stateops.errors import OperationFailed, first_line
+from stateops.storage.holders import gone
 from stateops.storage.locks import Lock, LockBusy, LockLost, UnsupportedStorageError, describe
 from stateops.storage.paths import filesystem
 from stateops.storage.records import EntryLog, Records, parse_record, render_record
@@ -162,11 +163,13 @@ class ObjectLock(Lock):
             if found is not None:
                 if found.holder.get("token") == token:  # created, but the answer was lost and the SDK's retry refused
                     return self._hold(found.etag, body)
-                if found.age >= self.ttl:  # stale: the one rule, live() is its negation
+                if found.age >= self.ttl or gone(found.holder):  # free: the one rule, live() is its negation
                     taken = self.object.call("put_object", Body=body, IfMatch=found.etag)
                     if taken is not None:
-                        log.warning("took over the %s %s of %s, %.0f s old by the server's clock (its holder is "
-                                    "presumed dead)", self.name, self.url, describe(found.holder), found.age)
+                        why = ("its process on this host is gone" if found.age < self.ttl else
+                               "its holder is presumed dead")
+                        log.warning("took over the %s %s of %s, %.0f s old by the server's clock (%s)", self.name,
+                                    self.url, describe(found.holder), found.age, why)
                         return self._hold(taken["ETag"], body)
                 elif time.monotonic() >= deadline:
                     raise LockBusy(self.url, found.holder, found.age, self.ttl)
@@ -207,8 +210,8 @@ class ObjectLock(Lock):
         return LockBusy(self.url, found.holder if found else {}, found.age if found else 0.0, self.ttl)
 
     def live(self) -> bool:
-        answer = self.object.call("head_object")
-        return answer is not None and server_age(answer) < self.ttl
+        found = self._found()
+        return found is not None and found.age < self.ttl and not gone(found.holder)
 
 
 class ObjectRecords(Records):

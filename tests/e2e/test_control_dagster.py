@@ -14,7 +14,7 @@ from dagster import (DagsterRunStatus, RunRequest, SkipReason, build_schedule_co
                      materialize)
 
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
-from stateops.control.process import HOST
+from stateops.storage.holders import HOST
 
 from stateops.dagster.streaming_jobs.assets import pool_name
 from tests.support.code_location import SPECS, job_assets

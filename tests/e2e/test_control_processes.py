@@ -24,7 +24,7 @@ from stateops.jobs.runtime.runner import run_job
 from stateops import actions
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
-from stateops.control.process import HOST
+from stateops.storage.holders import HOST
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 

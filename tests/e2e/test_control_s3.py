@@ -17,7 +17,7 @@ import pytest
 from stateops.control import (ControlSettings, LeaseHeldError, MaintenanceLockedError, WatermarkBounds, acquire,
                               current_lease, job_status, maintenance, overrides, request_stop)
 from stateops.control import store as control_store
-from stateops.control.process import HOST
+from stateops.storage.holders import HOST
 from stateops.control.store import ControlStorageError, ControlStore
 from stateops.storage import s3 as s3_backend
 from stateops.errors import StateOpsError

@@ -17,7 +17,7 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
 from stateops.control.fence.lease import Lease
-from stateops.control.process import HOST, start_ticks
+from stateops.storage.holders import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.recovery import archive
 from stateops.runbooks import read_entries

@@ -94,17 +94,38 @@ _HOLDER = """
 import os, signal, sys
 from stateops.layout import Layout
 from stateops.retention import lock
+from stateops.storage import holders
+holders.HOST = sys.argv[2]  # where the killed run ran
 with lock.hold(Layout(sys.argv[1]), (sys.argv[1],), run_id="run-killed", actor="killed"):
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_a_killed_runs_lock_is_refused_while_fresh_and_taken_over_once_stale(s3_bucket, monkeypatch):
-    s3 = s3_bucket
-    layout = Layout(f"s3://{s3.bucket}/stateops")
-    done = subprocess.run([sys.executable, "-c", _HOLDER, layout.home], cwd=ROOT_DIR, capture_output=True,
+def _killed_run(layout: Layout, host: str) -> None:
+    done = subprocess.run([sys.executable, "-c", _HOLDER, layout.home, host], cwd=ROOT_DIR, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == -9, done.stderr
+
+
+def test_a_killed_run_on_this_host_frees_its_lock_at_once(s3_bucket):
+    """Retention applied again at once after a kill on the same host goes on (its record names a process of this
+    host that is gone), as a flock would on local disk."""
+    from stateops.storage.holders import HOST
+
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
+    _killed_run(layout, HOST)
+    assert [h["run_id"] for h in _locks(s3).values()] == ["run-killed"], "a dead run leaves its lock object"
+    with lock.hold(layout, (layout.home,), run_id="run-again", actor="me"):
+        assert [h["run_id"] for h in _locks(s3).values()] == ["run-again"]
+    assert _locks(s3) == {}
+
+
+def test_a_killed_runs_lock_from_another_host_is_refused_while_fresh_and_taken_over_once_stale(s3_bucket,
+                                                                                               monkeypatch):
+    s3 = s3_bucket
+    layout = Layout(f"s3://{s3.bucket}/stateops")
+    _killed_run(layout, "another-host")
     assert [h["run_id"] for h in _locks(s3).values()] == ["run-killed"], "a dead run leaves its lock object"
     with pytest.raises(lock.RetentionLockedError, match="holds .*: run run-killed .* by killed"):
         with lock.hold(layout, (layout.home,), run_id="run-early", actor="me"):

@@ -2,7 +2,9 @@
 server (moto, its own process; no S3 call mocked). A new backend passes this suite as it is.
 
 - a lock is exclusive under racing processes (every round exactly one holder, none lost);
-- a dead holder's lock is freed: at once on local disk (the kernel drops the flock), once `ttl` old by the
+- a dead holder's lock is freed: at once on its own host on both backends (the kernel drops a flock; an S3 lock whose
+  record names a process of this host that is gone is taken over: a contract changed on purpose, so that a killed
+  move, runbook or retention run goes on when run again at once); from another host, once `ttl` old by the
   server's clock on S3 (taken over), never before;
 - no holder keeps a lock past its ttl without renewing it: a process frozen (SIGSTOP) while holding it is taken
   over once the lock is `ttl` old, and when it thaws its renewal is refused (it writes nothing more); a holder
@@ -74,6 +76,43 @@ def test_a_lock_is_exclusive_under_racing_processes(storage_root, tmp_path):
     assert [racer.returncode for racer in racers] == [0] * RACERS, [racer.stderr.read() for racer in racers]
     assert outcomes == [(ROUNDS, 0)] * RACERS, "every round: one holder at a time, and every racer got its turns"
     assert not lock_at(f"{storage_root}/race.lock", ttl=30).live(), "released"
+
+
+def test_a_killed_holder_on_this_host_frees_its_lock_at_once(storage_root, tmp_path):
+    """Run again on the same host, a killed move, runbook or retention run goes on at once, not after the lock's
+    ttl; a pid reused by another process does not hold it either (the record has the pid's start time)."""
+    from stateops.storage.holders import identity
+
+    url = f"{storage_root}/killed.lock"
+    held = tmp_path / "held"
+    holder = _python(f"""
+        import sys, time
+        from stateops.storage import lock_at
+        from stateops.storage.holders import identity
+        lock_at(sys.argv[1], ttl=600).acquire(identity())
+        open({str(held)!r}, "w").close()
+        time.sleep(600)
+        """, url)
+    _wait_for(str(held))
+    lock = lock_at(url, ttl=600)
+    with pytest.raises(LockBusy):
+        lock.acquire(identity())
+    assert lock.live()
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert not lock.live(), "its process is gone from this host"
+    lock.acquire(identity())
+    try:
+        assert lock.holder()["pid"] == os.getpid() and lock.live()
+    finally:
+        lock.release()
+    if storage_root.startswith("s3://"):  # on local disk the flock is the kernel's: no record is read
+        reused = lock_at(f"{storage_root}/reused.lock", ttl=600)
+        reused.acquire({**identity(), "pid_started": -1})  # this pid, but a process that started at another time
+        try:
+            assert not lock_at(f"{storage_root}/reused.lock", ttl=600).live(), "a reused pid is not the holder"
+        finally:
+            reused.release()
 
 
 def test_a_dead_holders_lock_is_freed_once_stale_and_never_before(storage_root, tmp_path):

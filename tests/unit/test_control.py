@@ -20,7 +20,7 @@ from stateops import actions
 from stateops.control import (ControlSettings, LeaseHeldError, LeaseLostError, MaintenanceLockedError,
                               UnsupportedStorageError, WatermarkBounds, acquire, current_lease, job_status,
                               maintenance, overrides, request_stop, start_blocker, wait_released)
-from stateops.control.process import HOST, start_ticks
+from stateops.storage.holders import HOST, start_ticks
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError, StateOpsError
 from stateops.retention import lock as retention_lock

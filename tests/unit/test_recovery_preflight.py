@@ -16,7 +16,7 @@ import pytest
 
 from stateops.control import ControlSettings, overrides
 from stateops.control.overrides import WatermarkBounds
-from stateops.control.process import HOST, start_ticks
+from stateops.storage.holders import HOST, start_ticks
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError
 from stateops.layout import Layout

@@ -37,7 +37,8 @@ from stateops.control.fence import lease as leases
 from stateops.control import maintenance, stop
 from stateops.control.fence.lease import EPOCH, Lease, LeaseHeldError, LeaseLostError
 from stateops.control.maintenance import MaintenanceLockedError
-from stateops.control.process import HOST, default_actor, start_ticks
+from stateops.control.process import default_actor
+from stateops.storage.holders import HOST, start_ticks
 from stateops.control.records import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore

@@ -18,7 +18,7 @@ from datetime import datetime
 from stateops.errors import OperationFailed, StateOpsError
 from stateops.layout import Layout
 
-from stateops.control.process import HOST, alive
+from stateops.storage.holders import HOST, alive
 from stateops.control.records import age_seconds
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
