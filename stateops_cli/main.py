@@ -15,6 +15,7 @@ from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.extras import require
 from stateops.redaction import RedactingStream
+from stateops.storage.failures import library_failure
 
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.demo.generator import DEMO_INPUT, GeneratorConfig, generate
@@ -38,7 +39,8 @@ _COMMAND = "stateops.command"
 
 class StateOpsGroup(click.Group):
     """Turns a StateOpsError into a one-line message and its exit code (2 usage, configuration or refusal; 1 an
-    operation that failed), a failed query into one line and exit code 1 (no traceback either way). Everything
+    operation that failed), a failed query, and a store failing under a library's own client (delta-rs), into one
+    line and exit code 1 (no traceback either way). Everything
     the command writes to stdout and stderr from Python passes through stateops.redaction (Spark's console
     output through stateops.jobs.runtime.session)."""
 
@@ -56,6 +58,12 @@ class StateOpsGroup(click.Group):
             ctx.exit(err.exit_code)
         except QueryFailed as err:
             click.echo(f"Error: {err}", err=True)
+            ctx.exit(1)
+        except Exception as err:  # a store failing under a library's own client (delta-rs): one line, exit 1
+            line = library_failure(err)
+            if line is None:
+                raise
+            click.echo(f"Error: {line}", err=True)
             ctx.exit(1)
 
 

@@ -17,7 +17,7 @@ import posixpath
 import click
 
 from stateops.recovery import MODES, RecoveryRequest, RequestRefused, archive
-from stateops.runbooks import read_entries
+from stateops.runbooks import StepEvent, read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields
 

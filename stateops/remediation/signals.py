@@ -81,7 +81,7 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
     try:
         fs, _root = filesystem(uri)
         files = [fs._strip_protocol(f) for f in table.file_uris()]
-        return ds.dataset(files, schema=expected, format="parquet", filesystem=fs).to_table(
+        return ds.dataset(files, schema=expected, format="parquet", filesystem=getattr(fs, "raw", fs)).to_table(
             columns=list(columns), filter=rows)
     except Exception as err:  # noqa: BLE001 - a corrupt data file, likewise
         raise OpsTableError(f"{where} cannot be read: {first_line(err)}. {_FIX}") from None

@@ -5,6 +5,8 @@
 - locks.py   one lock interface (acquire with or without waiting, renew, release, holder, lost)
 - records.py one record interface (replace whole, create if absent, read with version) and an entry log
 - copies.py  copies of a tree checksummed as they are read, verified against the sums, moved safely
+- failures.py  one storage failure, one line: an object store's every call (Guarded) fails as StorageFailure
+- holders.py   who holds a lock (host, pid, its start time): a dead holder on this host holds nothing
 - local.py, s3.py  the two backends: flock and files on local or POSIX shared storage; conditional writes on S3
 - backends.py      which backend serves a URL
 
@@ -13,12 +15,13 @@ Adding a backend is one module implementing Lock, Records and EntryLog, its bran
 """
 from stateops.storage.aws import s3a_conf, storage_options
 from stateops.storage.backends import can_lock, entry_log_at, lock_at, records_at
+from stateops.storage.failures import StorageFailure
 from stateops.storage.locks import SUPPORTED, Lock, LockBusy, LockLost, UnsupportedStorageError, describe
 from stateops.storage.paths import (LOCAL, OTHER, S3, exists, filesystem, find_files, is_dir, kind, local_path, names,
                                    one_store, read_text)
 from stateops.storage.records import EntryLog, Records, parse_record, render_record
 
-__all__ = ["EntryLog", "LOCAL", "Lock", "LockBusy", "LockLost", "OTHER", "Records", "S3", "SUPPORTED",
+__all__ = ["EntryLog", "LOCAL", "Lock", "LockBusy", "LockLost", "OTHER", "Records", "S3", "SUPPORTED", "StorageFailure",
            "UnsupportedStorageError", "can_lock", "describe", "entry_log_at", "exists", "filesystem", "find_files",
            "is_dir", "kind", "local_path", "lock_at", "names", "one_store", "parse_record", "read_text", "records_at",
            "render_record", "s3a_conf", "storage_options"]

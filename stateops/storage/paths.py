@@ -16,6 +16,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from stateops.extras import MissingExtra
+from stateops.storage.failures import Guarded
 
 Kind = Literal["local", "s3", "other"]
 LOCAL, S3, OTHER = "local", "s3", "other"
@@ -48,21 +49,23 @@ def one_store(a: str, b: str) -> bool:
     from one to the other itself, with no byte through this process."""
     if kind(a) != S3 or kind(b) != S3:
         return False
-    return filesystem(a)[0] is filesystem(b)[0]
+    return filesystem(a)[0].raw is filesystem(b)[0].raw
 
 
 def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem that serves `path` and the path as that filesystem names it. A plain local path takes
+    """The filesystem that serves `path` and the path as that filesystem names it (an object store's Guarded: its
+    failures one line, stateops.storage.failures). A plain local path takes
     the answer url_to_fs would give without parsing it as a URL chain (a sensor tick resolves tens of paths
     per job: at 1,000 jobs the parsing was a third of a tick)."""
     if _plain_local(path):
         return _LOCAL, _LOCAL._strip_protocol(path)
     try:
-        return url_to_fs(path)
+        fs, inner = url_to_fs(path)
     except ImportError:  # fsspec names the missing implementation (s3fs); StateOps names its extra
         if kind(path) == S3:
             raise MissingExtra("s3", f"{path} is on S3") from None
         raise
+    return (fs if isinstance(fs, LocalFileSystem) else Guarded(fs, path)), inner
 
 
 def _plain_local(path: str) -> bool:

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from fsspec.asyn import sync
 
-from stateops.errors import OperationFailed, first_line
+from stateops.storage.failures import StorageFailure, failure, is_failure
 from stateops.storage.holders import gone
 from stateops.storage.locks import Lock, LockBusy, LockLost, UnsupportedStorageError, describe
 from stateops.storage.paths import filesystem
@@ -48,11 +48,6 @@ RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 0.01, 0.25  # the pause before trying a
 _REFUSED = ("PreconditionFailed", "ConditionalRequestConflict")  # a conditional write the server did not apply
 _HONOURING: set[tuple[str | None, str]] = set()  # (endpoint, bucket) seen to honour conditional writes
 _HONOURING_GUARD = threading.Lock()
-SETTINGS = "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION"
-
-
-class StorageFailure(OperationFailed):
-    """A call to the object store failed (not a refused condition, not a missing object)."""
 
 
 def refused(err: BaseException) -> bool:
@@ -78,13 +73,12 @@ class _Object:
     the server did nothing: a refused condition, or no such object."""
 
     def __init__(self, url: str):
-        self.fs, path = filesystem(url)
+        guarded, path = filesystem(url)
+        self.fs = guarded.raw  # its calls are this class's: failures turned to one line here, refusals to None
         self.bucket, self.key, _ = self.fs.split_path(path)
         self.url = f"s3://{self.bucket}/{self.key}"
 
     def call(self, operation: str, **kwargs: Any) -> dict[str, Any] | None:
-        from botocore.exceptions import BotoCoreError  # the s3 extra's (s3fs -> aiobotocore): the plain install has none
-
         async def run() -> dict[str, Any]:
             answer = await self.fs._call_s3(operation, Bucket=self.bucket, Key=self.key, **kwargs)
             if "Body" in answer and hasattr(answer["Body"], "read"):
@@ -95,11 +89,12 @@ class _Object:
             return sync(self.fs.loop, run)
         except FileNotFoundError:
             return None
-        except (OSError, BotoCoreError) as err:  # s3fs keeps botocore's connection errors as they are
+        except Exception as err:  # s3fs keeps botocore's connection errors as they are
             if refused(err):
                 return None
-            raise StorageFailure(f"{self.url}: {operation} failed ({first_line(err)}). Fix: check the bucket "
-                                 f"exists, the endpoint is reachable and the S3 settings ({SETTINGS})") from None
+            if is_failure(err):
+                raise failure(self.url, operation, err) from None
+            raise
 
     def honours_conditions(self) -> None:
         """Refuse a server that ignores If-None-Match or If-Match, once per process, endpoint and bucket: a probe

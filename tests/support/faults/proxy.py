@@ -166,6 +166,7 @@ class FaultProxy:
         self._holds: list[Hold] = []
         self._delays: list[Delay] = []
         self._partitioned = False
+        self._cut_at: int | None = None  # partition from this request on (its number in the log)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -239,9 +240,15 @@ class FaultProxy:
         with self._lock:
             self._partitioned = True
 
+    def partition_from(self, request: int) -> None:
+        """Partition (as `partition`) from the `request`-th request on (0: the next one), counted from now: the
+        store cut off at an exact moment of a client's work."""
+        with self._lock:
+            self._cut_at = len(self._entries) + request
+
     def heal(self) -> None:
         with self._lock:
-            self._partitioned = False
+            self._partitioned, self._cut_at = False, None
 
     @property
     def partitioned(self) -> bool:
@@ -251,7 +258,7 @@ class FaultProxy:
     def clear(self) -> None:
         """No fault any more: heal, clear the delays, cancel armed holds and release held requests."""
         with self._lock:
-            self._partitioned = False
+            self._partitioned, self._cut_at = False, None
             self._delays.clear()
         for hold in self._disarm():
             hold.release()
@@ -325,6 +332,8 @@ class FaultProxy:
         with self._changed:
             entry.seq = len(self._entries)
             self._entries.append(entry)
+            if self._cut_at is not None and entry.seq >= self._cut_at:
+                self._partitioned = True
             partitioned = self._partitioned
             hold = None if partitioned else next(
                 (h for h in self._holds if h.state == Hold.ARMED and h.matcher.matches(entry)), None)
