@@ -139,11 +139,15 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                    None if dry_run else writers[1], mode, "append", spec, checkpoints[1],
                                    pool=DEADLETTER_POOL))
         compatibility.remember_join_keys(layout, spec.name, str(queries[0].id), fit)
+        def deciding() -> None:  # no batch planned after the decision to stop writes (Fenced.stop_after)
+            for writer, path in zip(writers, checkpoints):
+                writer.stop_after(_planned(path))
+
         stopped = poll(queries, lease, recorder, on_progress, mode=mode, started=started, max_seconds=max_seconds,
-                       poll_seconds=poll_seconds, grace_seconds=grace_seconds)
+                       poll_seconds=poll_seconds, grace_seconds=grace_seconds, deciding=deciding)
         lease.ensure_held()
-        for query, query_checkpoint in zip(queries, checkpoints):
-            if query.exception() is not None:
+        for query, query_checkpoint, writer in zip(queries, checkpoints, writers):
+            if query.exception() is not None and writer.refused is None:  # refused: the stop's own doing
                 lease.ensure_not_taken_over()  # a commit point refused by a run that took the lease over: say that
                 raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
                                    checkpoint=query_checkpoint, run_id=run_id) from query.exception()
@@ -174,6 +178,14 @@ def _require_fit(spark: SparkSession, spec: JobSpec, layout: Layout, frame, run_
                    details={"error_class": fit.error_class, "operator": fit.operator, "change": fit.change,
                             "fix": compatibility.rebuild_command(spec.name), "rebuild": fit.rebuild})
     raise compatibility.StateIncompatible(fit)
+
+
+def _planned(checkpoint: str) -> int:
+    """The newest batch the query has planned (its offset log), -1 before the first."""
+    try:
+        return (Checkpoint(checkpoint).offset_batches() or [-1])[-1]
+    except FileNotFoundError:
+        return -1
 
 
 def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tuple[str, ...]) -> int:

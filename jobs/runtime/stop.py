@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -30,11 +30,13 @@ class Stopped:
 
 def poll(queries: list[StreamingQuery], lease: HeldLease, recorder: ProgressRecorder,
          on_progress: ProgressCallback | None, *, mode: str, started: float, max_seconds: float | None,
-         poll_seconds: float, grace_seconds: float) -> Stopped:
+         poll_seconds: float, grace_seconds: float, deciding: Callable[[], None]) -> Stopped:
     """Wait for the queries with a short awaitTermination (an interrupt, a Dagster run's termination, stops them
     within seconds), handing progress to the callback, checking the lease (lost: stop at once, raised) and the
     stop request between polls; returns when the queries ended or failed, or after a graceful stop. `started`:
-    when the run started (time.monotonic), from which a continuous run's `max_seconds` count."""
+    when the run started (time.monotonic), from which a continuous run's `max_seconds` count. `deciding()` is
+    called the moment the run decides to stop, before the graceful stop (the runner's writers then refuse the
+    batches planned after it: writes.Fenced.stop_after)."""
     while any(q.isActive for q in queries) and not any(q.exception() for q in queries if not q.isActive):
         for query in queries:
             if query.isActive:
@@ -44,8 +46,10 @@ def poll(queries: list[StreamingQuery], lease: HeldLease, recorder: ProgressReco
         lease.ensure_held()  # lost: stop at once (the runner's finally); this run may no longer write
         request = lease.stop_request()
         if request is not None:
+            deciding()
             return Stopped("stop_request", request, stop_gracefully(queries, request.grace_seconds))
         if mode == "continuous" and max_seconds is not None and time.monotonic() - started > max_seconds:
+            deciding()
             return Stopped("max_seconds", None, stop_gracefully(queries, grace_seconds))
     return Stopped()
 

@@ -496,6 +496,24 @@ def test_a_batch_write_under_way_is_waited_for_and_a_later_batch_writes_nothing(
     held.release()
 
 
+def test_a_run_that_decided_to_stop_writes_the_batches_planned_until_then_and_no_later_one(layout):
+    """The stop request's race at its cause (Fenced.stop_after): the batch planned when the run decided to stop (a
+    stop request, its time limit) still writes; one the trigger started after that writes nothing and says so (its
+    query ends; the batch stays planned for the next run), whatever the timing of the query's stop."""
+    from stateops.control.fence.writes import Fenced, RunStopping
+
+    held = acquire(layout, JOB, run_id="mine", settings=FAST)
+    written = []
+    writer = Fenced(lambda df, batch_id: written.append(batch_id), held)
+    writer(None, 3)
+    writer.stop_after(4)  # batch 4 planned (offsets/4) when the run decided to stop
+    writer(None, 4)
+    with pytest.raises(RunStopping, match="batch 5 was planned after the run decided to stop"):
+        writer(None, 5)
+    assert written == [3, 4] and writer.refused == 5
+    held.release()
+
+
 def test_a_run_cut_off_from_its_store_does_not_fail_again_waiting_for_its_last_progress_event(layout, monkeypatch,
                                                                                               caplog):
     """A run stopping because its store is out of reach waits for no progress event whose batch it cannot look up:

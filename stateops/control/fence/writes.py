@@ -16,18 +16,37 @@ BatchWriter = Callable[[Any, int], None]  # a foreachBatch target: (DataFrame, b
 SETTLE_SECONDS = 30.0
 
 
+class RunStopping(Exception):
+    """A batch planned after its run decided to stop: not written (the next run runs it)."""
+
+
 class Fenced:
     """A query's foreachBatch target: each batch checks the lease before it writes (a run that lost its lease
     writes nothing more), and a run that finds its lease lost can wait for a batch write already under way
     (`settle`) before it says it writes nothing more: that write was allowed, and it ends (committed, or refused
-    at its Delta commit once the job's folders are revoked) instead of landing after the line."""
+    at its Delta commit once the job's folders are revoked) instead of landing after the line.
+
+    A run that decides to stop (a stop request, its time limit) lets the batches planned until then complete and
+    no later one: `stop_after(N)` refuses batch N+1 on, before it writes anything (RunStopping: its query ends, the
+    batch stays planned without a commit, and the next run runs it). Without it, a batch the trigger started between
+    the decision and the query's stop could commit its output. `refused` is the batch refused, if any."""
 
     def __init__(self, sink: BatchWriter, lease: HeldLease):
         self.sink, self.lease = sink, lease
+        self.refused: int | None = None
+        self._last: int | None = None
         self._writing = threading.RLock()  # re-entrant: the fence may find the loss on the writing thread itself
+
+    def stop_after(self, batch_id: int) -> None:
+        """Write no batch after `batch_id` (-1: none at all)."""
+        self._last = batch_id
 
     def __call__(self, df: Any, batch_id: int) -> None:
         with self._writing:
+            if self._last is not None and batch_id > self._last:
+                self.refused = batch_id
+                raise RunStopping(f"batch {batch_id} was planned after the run decided to stop (after batch "
+                                  f"{self._last}): not written; the next run runs it")
             self.lease.ensure_held()
             self.sink(df, batch_id)
 
