@@ -13,6 +13,7 @@ from typing import Mapping
 from stateops.environment import text
 from stateops.errors import ConfigError
 from stateops.storage.paths import S3, kind
+from stateops.storage.timeouts import delta_rs_options
 
 VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
 
@@ -43,11 +44,11 @@ def extra_storage_options() -> dict[str, str]:
 
 
 def storage_options(uri: str) -> dict[str, str] | None:
-    """delta-rs storage options for `uri`: on S3 the AWS variables (plus AWS_ALLOW_HTTP for an http:// endpoint,
-    e.g. a test server on loopback), then STATEOPS_STORAGE_OPTIONS."""
+    """delta-rs storage options for `uri`: on S3 the call bound (timeouts.py) and the AWS variables (plus
+    AWS_ALLOW_HTTP for an http:// endpoint, e.g. a test server on loopback), then STATEOPS_STORAGE_OPTIONS."""
     options: dict[str, str] = {}
     if kind(uri) == S3:
-        options = aws_settings()
+        options = {**delta_rs_options(), **aws_settings()}
         if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
     options.update(extra_storage_options())

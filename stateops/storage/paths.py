@@ -17,6 +17,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from stateops.extras import MissingExtra
 from stateops.storage.failures import Guarded
+from stateops.storage.timeouts import bounded, s3fs_options
 
 Kind = Literal["local", "s3", "other"]
 LOCAL, S3, OTHER = "local", "s3", "other"
@@ -60,7 +61,9 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     if _plain_local(path):
         return _LOCAL, _LOCAL._strip_protocol(path)
     try:
-        fs, inner = url_to_fs(path)
+        fs, inner = url_to_fs(path, **(s3fs_options() if kind(path) == S3 else {}))
+        if kind(path) == S3:
+            bounded(fs)
     except ImportError:  # fsspec names the missing implementation (s3fs); StateOps names its extra
         if kind(path) == S3:
             raise MissingExtra("s3", f"{path} is on S3") from None

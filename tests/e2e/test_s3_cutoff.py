@@ -4,7 +4,8 @@ with its requests through a fault proxy (tests/support/faults/proxy.py) that ref
 requests. Each run ends by itself in one line, exit 1 (or 0 when the cut came after its last request), and never
 with a traceback. The embedded server is moto's (its own process); the home is user_activity run over S3_INPUT.
 
-Long tier: 5 commands, each cut at up to 6 moments, a CLI process each. The unit guard of the same rule, on a fake
+Long tier: 5 commands, each cut at up to 6 moments, a CLI process each; and two against a store that never
+answers, ended within the bound STATEOPS_STORAGE_TIMEOUT_SECONDS names. The unit guard of the same rule, on a fake
 file system that fails each call once: tests/unit/test_storage_failures.py.
 """
 from __future__ import annotations
@@ -55,3 +56,27 @@ def test_a_command_cut_off_from_its_store_ends_by_itself_in_one_line(name, s3_sc
             if done.returncode == 1:
                 errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
                 assert len(errors) == 1, said
+
+
+@pytest.mark.parametrize("name", ["audit --fast", "jobs status"])
+def test_a_command_against_a_store_that_never_answers_ends_within_the_bound_the_settings_name(name, s3_scenario,
+                                                                                             s3_homes):
+    """Every request held at the proxy (a hung server): with STATEOPS_STORAGE_TIMEOUT_SECONDS=2 each call fails after
+    3 attempts of 2 s (stateops/storage/timeouts.py), and the command ends in one line, exit 1, well within a
+    minute (the clients' own defaults wait minutes)."""
+    import time
+
+    layout, _batches = s3_scenario("user_activity")
+    env = {**os.environ, **s3_homes.env, "STATEOPS_HOME": layout.home, "STATEOPS_STORAGE_TIMEOUT_SECONDS": "2"}
+    env.pop("STATEOPS_CONFIG", None)
+    with FaultProxy(s3_homes.env["AWS_ENDPOINT_URL"], "cli") as proxy:
+        proxy.delay(600)
+        started = time.monotonic()
+        done = _run(COMMANDS[name], proxy.env(env))
+        took = time.monotonic() - started
+        proxy.clear_delays()
+    said = f"{name} against a store that never answers: exit {done.returncode} after {took:.0f} s\n{done.stderr[-3000:]}"
+    assert done.returncode == 1 and "Traceback" not in done.stderr, said
+    assert len([line for line in done.stderr.splitlines() if line.startswith("Error: ")]) == 1, said
+    assert took < 60, said
+    print(f"{name}: ended after {took:.1f} s against a store that never answers (timeout 2 s, 3 attempts)")
