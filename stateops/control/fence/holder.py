@@ -168,7 +168,9 @@ class HeldLease:
                 # the fault point sits between the control lock's renewal and the record's write: a holder frozen
                 # there past the lease timeout resumes after a takeover with its record to write (the fence trials'
                 # freeze-in-heartbeat); the write is conditional on the version read, and epochs order the rest
-                if self.store.write_if(leases.RECORD, replace(self.lease, heartbeat=now_iso()).to_dict(), version,
+                # our own record keeps whatever else was written into it; over a stale holder's, ours again
+                mine = holder if verdict == HELD else self.lease
+                if self.store.write_if(leases.RECORD, replace(mine, heartbeat=now_iso()).to_dict(), version,
                                        between=lambda: fault_point("lease.heartbeat", job=self.lease.job, beat=beat)):
                     return True
                 verdict, holder, _ = self._judge()  # written meanwhile: by whom decides
