@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
@@ -120,7 +121,18 @@ def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> 
     table = open_table(uri)
     if table is None:
         return None
-    return table.to_pyarrow_table(columns=list(columns) if columns else None, filters=filters)
+    selected = list(columns) if columns else None
+    try:
+        return table.to_pyarrow_table(columns=selected, filters=filters)
+    except pa.ArrowNotImplementedError:
+        if not filters:
+            raise
+    # Files that delta-rs's own UPDATE rewrote (the home move's path rewrite) keep their text as `string_view`, and
+    # pyarrow cannot compare a filter's plain string with it in the scan: read the rows, then filter them (the scan
+    # casts every file to the table's schema).
+    found = table.to_pyarrow_table()
+    found = found.filter(pq.filters_to_expression(filters))
+    return found.select(selected) if selected else found
 
 
 def table_columns(table: DeltaTable) -> list[tuple[str, str, bool]]:
