@@ -21,7 +21,7 @@ from stateops.layout import Layout
 
 from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment
-from stateops.jobs.definition.settings import CLI_NAMES, settings_report, watermark_bounds
+from stateops.jobs.definition.settings import CLI_NAMES, settings_report, state_store_report, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
@@ -63,6 +63,7 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
                       "options": redact_tree(dict(spec.kafka_options))}} if spec.source == "kafka" else {}),
         **({"join_state_format": join_state_format_in_force(spark, spec.checkpoint_path(layout))}
            if spec.join is not None else {}),
+        "state_store": state_store_report(spec, layout, spark.extra_conf),
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},
@@ -102,8 +103,15 @@ def jobs_describe(obj: Environment, name: str, as_json: bool) -> None:
         click.echo(json.dumps(info, indent=2))
         return
     settings = info.pop("settings")
+    store = info.pop("state_store")
     for key, value in info.items():
         click.echo(f"{key:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    click.echo("state store:")
+    for name, entry in store.items():
+        if name != "notes":
+            click.echo(f"  {name:22} {entry['value']} ({entry['source']})")
+    for note in store["notes"]:
+        click.echo(f"  note: {note}")
     click.echo("effective settings:")
     for name, entry in settings.items():
         click.echo(f"  {_setting_line(name, entry)}")

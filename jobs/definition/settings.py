@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
+from stateops import state_store
 from stateops.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.control.overrides import SHUFFLE_PARTITIONS, WATERMARK_DELAY, WatermarkBounds
@@ -80,3 +81,20 @@ def settings_report(spec: JobSpec, catalog: Catalog) -> dict[str, dict[str, Any]
         report[setting] = entry
     report[SHUFFLE_PARTITIONS].update(note=SHUFFLE_NOTE, in_checkpoint=_in_checkpoint(spec, layout))
     return report
+
+
+def kept_formats(layout: Layout, job: str) -> tuple[state_store.Formats | None, str]:
+    """The store and formats a rebuild kept for the job's next new checkpoint (its `state_formats` override), and
+    where they come from."""
+    kept = overrides.in_force(layout, job).get(overrides.STATE_FORMATS)
+    if kept is None:
+        return None, ""
+    return state_store.Formats.from_json(kept.value), f"kept by runbook {kept.runbook_id} from the checkpoint it replaced"
+
+
+def state_store_report(spec: JobSpec, layout: Layout, session_conf: Mapping[str, str]) -> dict[str, Any]:
+    """`jobs describe`'s and the asset's state store block: store, changelog checkpointing, join format and
+    checkpoint format in force, each with its source (stateops.state_store.in_force). `session_conf`: what
+    STATEOPS_SPARK_CONF sets."""
+    kept, source = kept_formats(layout, spec.name)
+    return state_store.in_force(spec.checkpoint_path(layout), spec.state_store, kept, session_conf, source)

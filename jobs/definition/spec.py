@@ -24,6 +24,7 @@ from stateops.extras import require
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 from stateops.references import holds_reference, resolve
+from stateops.state_store import STORES
 
 SOURCE_KINDS = ("json", "kafka")
 KAFKA_OWNED_OPTIONS = ("subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "startingoffsets",
@@ -107,6 +108,10 @@ class JobSpec:
     trigger_interval: StrictStr = "10 seconds"
     max_files_per_trigger: StrictInt = 1
     checkpoint: StrictStr | None = None
+    # The state store of a new checkpoint: "rocksdb" or "memory" (Spark's HDFS-backed store, in executor heap).
+    # Unset: the store of the checkpoint a rebuild replaced, else the session's (RocksDB). An existing checkpoint
+    # keeps its own: Spark pins it (stateops.state_store).
+    state_store: StrictStr | None = None
     kafka_bootstrap_servers: StrictStr | None = None
     # Passed to Spark's Kafka source as they are: consumer settings (`kafka.security.protocol`, ...) and source
     # options (`maxOffsetsPerTrigger`, ...); the topics, brokers and starting offsets are StateOps' own.
@@ -302,6 +307,10 @@ def check_values(spec: JobSpec) -> None:
         raise ConfigError(f"{where}.kafka_options.{owned[0]}", "is set by StateOps",
                           "remove it: each input reads the topic of its name from kafka_bootstrap_servers, from "
                           "the earliest offset on a new checkpoint")
+    if spec.state_store is not None and spec.state_store not in STORES:
+        raise ConfigError(f"{where}.state_store", f"unknown state store {spec.state_store!r}",
+                          f"use one of {sorted(STORES)}: rocksdb for state that may outgrow executor memory, memory "
+                          "(Spark's default store) for state that fits")
     if not spec.inputs:
         raise ConfigError(f"{where}.inputs", "no input stream", "declare at least one input")
     for inp in spec.inputs:

@@ -9,8 +9,9 @@ state the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
-from stateops import progress
+from stateops import progress, state_store
 from stateops.audit import Thresholds
 from stateops.audit.history import normalize
 from stateops.audit.inventory import operator_meta
@@ -127,8 +128,9 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
                          late_margin_seconds=keys.late_margin_seconds, progress_table=layout.ops_table(progress.TABLE))
 
 
-def recovery_target(spec: JobSpec, layout: Layout, roots: Roots) -> JobTarget:
-    """What the runbook needs to know about `spec` under `layout`, with the settings in force now."""
+def recovery_target(spec: JobSpec, layout: Layout, roots: Roots, spark_conf: Mapping[str, str] | None = None) -> JobTarget:
+    """What the runbook needs to know about `spec` under `layout`, with the settings in force now; `spark_conf`:
+    what STATEOPS_SPARK_CONF sets (a rebuild's new checkpoint takes its state store settings)."""
     effective = effective_spec(spec, layout)
     return JobTarget(
         job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
@@ -137,7 +139,8 @@ def recovery_target(spec: JobSpec, layout: Layout, roots: Roots) -> JobTarget:
         shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
         landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
         inputs=len(spec.inputs), roots=roots,
-        kafka=kafka_source(spec))
+        kafka=kafka_source(spec), state_store=spec.state_store,
+        state_conf={key: value for key, value in (spark_conf or {}).items() if key in state_store.DEFAULTS})
 
 
 def replay_target(spec: JobSpec, layout: Layout) -> JobTarget:

@@ -27,14 +27,15 @@ from stateops.sparkstate import ensure_state_coordinator
 
 from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment
+from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.targets import recovery_target
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
 
-def job_target(spec: JobSpec, catalog: Catalog) -> JobTarget:
-    return recovery_target(spec, catalog.layout, catalog.roots())
+def job_target(spec: JobSpec, catalog: Catalog, spark: SparkSettings | None = None) -> JobTarget:
+    return recovery_target(spec, catalog.layout, catalog.roots(), spark.extra_conf if spark else None)
 
 
 def process_launcher(catalog: Catalog, job: str) -> Launcher:
@@ -103,7 +104,7 @@ def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
     `${env:NAME}` references are resolved: the plan asks a Kafka job's brokers what they still hold."""
     catalog = environment.catalog.resolved()
     settings = environment.settings
-    return plan_runbook(environment.layout, job_target(catalog.job(request.job), catalog), request,
+    return plan_runbook(environment.layout, job_target(catalog.job(request.job), catalog, environment.spark), request,
                         settings=settings.recovery, control=settings.control)
 
 
@@ -134,5 +135,5 @@ def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = 
     settings = environment.settings
     if request.mode in SAME_CHECKPOINT and not request.dry_run:
         _require_fit(runtime, spec)
-    return run_runbook(environment.layout, job_target(spec, catalog), request, runtime, settings=settings.recovery,
-                       control=settings.control, on_event=on_event, terminate=terminate)
+    return run_runbook(environment.layout, job_target(spec, catalog, environment.spark), request, runtime,
+                       settings=settings.recovery, control=settings.control, on_event=on_event, terminate=terminate)

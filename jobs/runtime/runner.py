@@ -53,7 +53,7 @@ from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
 from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, start_query, stateful_frame
+from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, start_query, state_conf, stateful_frame
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                      spec.name, ", ".join(plan.processing_time))
         queries.append(start_query(frame, spec.name, None if dry_run else writers[0], mode,
                                    spec.output_mode, spec, checkpoints[0],
-                                   no_data_batches=not (mode == "bounded" and plan.processing_time)))
+                                   no_data_batches=not (mode == "bounded" and plan.processing_time),
+                                   state_conf=state_conf(spark, spec, layout)))
         queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
                                    None if dry_run else writers[1], mode, "append", spec, checkpoints[1],
                                    pool=DEADLETTER_POOL))

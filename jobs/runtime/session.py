@@ -29,6 +29,7 @@ from stateops.errors import ConfigError, StateOpsError
 from stateops.faults import fence_off
 from stateops.control.fence.session import FENCE_JAR, fence_conf
 from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
+from stateops.state_store import CHANGELOG, PROVIDER, ROCKSDB_PROVIDER
 from stateops.storage import s3a_conf
 
 from stateops.jobs.definition.spark_settings import SparkSettings
@@ -36,8 +37,6 @@ from stateops.jobs.definition.spark_settings import SparkSettings
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
 WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 # Off, RocksDB skips a read before each state write (docs/design.md: user_activity about 19% faster) and
 # every operator's numRowsTotal reads 0: StateOps then records the state's row counts as unknown
 # (stateops.jobs.runtime.listener), never as an empty state.
@@ -89,8 +88,8 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.master": settings.master,
         "spark.app.name": settings.app_name,
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        PROVIDER: ROCKSDB_PROVIDER,  # a new checkpoint's, unless the job or a rebuild says otherwise (state_store)
+        CHANGELOG: "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -155,8 +154,8 @@ def join_state_format_in_force(settings: SparkSettings, checkpoint: str) -> dict
         batches = found.offset_batches()
         if batches:
             return {"value": join_state_format(found.batch_metadata(batches[-1]).get("conf", {})),
-                    "source": f"the checkpoint's offset log (batch {batches[-1]}); a rebuild moves it to the "
-                              "session's format"}
+                    "source": f"the checkpoint's offset log (batch {batches[-1]}); a rebuild keeps it unless "
+                              "STATEOPS_SPARK_CONF sets another"}
     except (StateOpsError, OSError, ValueError):
         pass
     value = settings.extra_conf.get(JOIN_STATE_FORMAT, JOIN_STATE_FORMAT_CONF[JOIN_STATE_FORMAT])

@@ -5,19 +5,31 @@ from __future__ import annotations
 
 import contextlib
 from functools import reduce
+from typing import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from stateops import state_store
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
 from stateops.storage import filesystem
 
 from stateops.jobs.definition import transformation
+from stateops.jobs.definition.settings import kept_formats
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime.session import STATEFUL_POOL
 from stateops.jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
+
+
+def state_conf(spark: SparkSession, spec: JobSpec, layout: Layout) -> dict[str, str]:
+    """The state store settings the job's stateful query starts with (stateops.state_store.run_conf): the job's
+    state_store, the formats a rebuild kept (its `state_formats` override), the session's values."""
+    session = {key: value for key in state_store.DEFAULTS if (value := spark.conf.get(key, None)) is not None}
+    return state_store.run_conf(spec.checkpoint_path(layout), spec.state_store, kept_formats(layout, spec.name)[0],
+                                session)
+
 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
     if spec.source == "json":
@@ -61,24 +73,32 @@ def in_pool(spark: SparkSession, pool: str):
 
 
 def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str, output_mode: str, spec: JobSpec,
-                checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL) -> StreamingQuery:
-    """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`."""
+                checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL,
+                state_conf: Mapping[str, str] | None = None) -> StreamingQuery:
+    """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`, with its
+    state store and formats (`state_conf`: stateops.state_store.run_conf)."""
     conf = frame.sparkSession.conf
-    # Read by Spark only when the checkpoint is new (afterwards the checkpoint's own value wins), and only as the
-    # query starts (it runs on its own copy of the session): the caller's session gets its own value back, or a
-    # job's count would leak into the next job, audit or query of that session.
-    caller_partitions = conf.get(SHUFFLE_PARTITIONS)
-    conf.set(SHUFFLE_PARTITIONS, str(spec.shuffle_partitions))
+    # Read by Spark only as the query starts (it runs on its own copy of the session), the partitions and the
+    # store's settings only when the checkpoint is new (afterwards the checkpoint's own values win, but for the two
+    # the state store module keeps): the caller's session gets its own values back, or a job's would leak into the
+    # next job, audit or query of that session.
+    wanted = {SHUFFLE_PARTITIONS: str(spec.shuffle_partitions), NO_DATA_BATCHES: str(no_data_batches).lower(),
+              **(state_conf or {})}
+    caller = {key: conf.get(key, None) for key in wanted}
     writer = frame.writeStream.queryName(name).outputMode(output_mode).option("checkpointLocation", checkpoint)
     writer = writer.foreachBatch(sink) if sink is not None else writer.format("noop")
     if mode == "bounded":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=spec.trigger_interval)
-    conf.set(NO_DATA_BATCHES, str(no_data_batches).lower())  # read once, when the query starts
+    for key, value in wanted.items():
+        conf.set(key, value)
     try:
         with in_pool(frame.sparkSession, pool):
             return writer.start()
     finally:
-        conf.unset(NO_DATA_BATCHES)
-        conf.set(SHUFFLE_PARTITIONS, caller_partitions)
+        for key, value in caller.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)

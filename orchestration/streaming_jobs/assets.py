@@ -21,6 +21,7 @@ from dagster import (AssetExecutionContext, AssetObservation, AssetsDefinition, 
                      MaterializeResult, MetadataValue, TableColumn, TableColumnConstraints, TableSchema, asset)
 from pydantic import Field
 
+from stateops.jobs.definition.settings import state_store_report
 from stateops.jobs.definition.spec import JobSpec, resolved
 from stateops.jobs.runtime.runner import RunResult, run_job
 
@@ -114,6 +115,12 @@ def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
     }
 
 
+def state_store_metadata(report: dict) -> dict:
+    """The store and formats the job's checkpoint runs with, each with its source (`jobs describe`'s block)."""
+    return {f"state_store/{name}": MetadataValue.text(f"{entry['value']} ({entry['source']})")
+            for name, entry in report.items() if name != "notes"}
+
+
 def build_job_asset(spec: JobSpec) -> AssetsDefinition:
     """The asset of one job: key = its sink table; materializing it runs the job once."""
 
@@ -141,7 +148,9 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
             result = run_job(spark.spark_session, in_force, layout, settings=settings, mode=config.mode,
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
-        return MaterializeResult(metadata=redacted(run_metadata(result, layout.table(spec.sink_table))))
+            store = state_store_report(in_force, layout, paths.environment().spark.extra_conf)
+        return MaterializeResult(metadata=redacted({**run_metadata(result, layout.table(spec.sink_table)),
+                                                    **state_store_metadata(store)}))
 
     return _materialize
 

@@ -29,7 +29,9 @@ SHUFFLE_PARTITIONS = "shuffle_partitions"
 SETTINGS = (WATERMARK_DELAY, SHUFFLE_PARTITIONS)
 SINK_EPOCH = "sink_epoch"    # part of the sink's Delta transaction app id; every runbook restart takes a new one
 SINK_REPLAY = "sink_replay"  # JSON: a rebuild's write floor and insert-if-absent horizon, for one epoch
-RUNBOOK_SETTINGS = (SINK_EPOCH, SINK_REPLAY)  # written by runbooks only, never by `stateops jobs override`
+# JSON: the state store and formats of the checkpoint a rebuild replaced, for the new one (stateops.state_store)
+STATE_FORMATS = "state_formats"
+RUNBOOK_SETTINGS = (SINK_EPOCH, SINK_REPLAY, STATE_FORMATS)  # written by runbooks only, never by `jobs override`
 
 SCHEMA = pa.schema([
     ("change_id", pa.string()),
@@ -96,7 +98,7 @@ def validate(job: str, setting: str, value: Any, bounds: WatermarkBounds) -> str
         if not str(value).isdigit():
             raise ConfigError(setting, f"{value!r} is not a non-negative integer", "runbooks count epochs 0, 1, 2, ...")
         return str(int(value))
-    if setting == SINK_REPLAY:
+    if setting in (SINK_REPLAY, STATE_FORMATS):
         return str(value)
     raise ConfigError("setting", f"{setting!r} cannot be overridden", f"use one of {SETTINGS}")
 

@@ -17,7 +17,7 @@ from stateops.storage import copies
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
-from stateops import kafka_offsets, sinkstate
+from stateops import kafka_offsets, sinkstate, state_store
 from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
@@ -130,7 +130,13 @@ def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, 
     offsets = checkpoint.offset_batches()
     return {"watermark_delay": target.watermark_delay,
             "shuffle_partitions": checkpoint.shuffle_partitions(offsets[-1] if offsets else latest),
-            "sink_epoch": sinkstate.sink_state(layout, target.job).epoch}
+            "sink_epoch": sinkstate.sink_state(layout, target.job).epoch,
+            "state_store": _store_text(checkpoint)}
+
+
+def _store_text(checkpoint: Checkpoint) -> str | None:
+    found = state_store.of_checkpoint(checkpoint.path)
+    return found[0].text() if found else None
 
 
 def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest, before: dict,
@@ -143,9 +149,11 @@ def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest,
         after["shuffle_partitions"] = int(request.shuffle_partitions)
     if request.mode == "rebuild":
         after["shuffle_partitions"] = int(request.shuffle_partitions or target.shuffle_partitions)
+        after["state_store"] = state_store.after_rebuild(target.checkpoint, target.state_store, target.state_conf)[0].text()
     if source is not None:
         after["watermark_delay"] = source["settings"]["watermark_delay"]
         after["shuffle_partitions"] = source["settings"]["shuffle_partitions"]
+        after["state_store"] = source["settings"].get("state_store", after.get("state_store"))
     return after
 
 
@@ -199,6 +207,8 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
                      "restored to the version before their writes")
     if mode == "rebuild" and cover is not None:
         notes.append(cover.describe())
+    if mode == "rebuild":
+        notes.extend(state_store.after_rebuild(target.checkpoint, target.state_store, target.state_conf)[1])
     if mode == "restore":
         notes.append("the archived settings come back and the input that arrived after the archive is processed "
                      "again")

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any, Callable
 
-from stateops import control, sinkstate
+from stateops import control, sinkstate, state_store
 from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
@@ -212,6 +212,9 @@ def _adjust(attempt: Attempt) -> dict[str, Any]:
                 wanted[setting] = str(after[setting])
     wanted[overrides.SINK_EPOCH] = str(epoch)
     wanted[overrides.SINK_REPLAY] = _replay(attempt, epoch) if plan.mode == "rebuild" else None
+    if plan.mode == "rebuild":  # the new checkpoint's store and formats (the runner reads them at its start)
+        wanted[overrides.STATE_FORMATS] = state_store.after_rebuild(
+            attempt.archived, attempt.target.state_store, attempt.target.state_conf)[0].to_json()
     changes = [c for c in (set_override(attempt, s, v) for s, v in wanted.items()) if c]
     return {"changes": changes, "sink_epoch": epoch}
 

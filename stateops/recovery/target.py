@@ -2,7 +2,8 @@
 core never imports the job catalog)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from stateops.control.overrides import WatermarkBounds
 from stateops.kafka_offsets import KafkaSource
@@ -25,3 +26,6 @@ class JobTarget:
     inputs: int                      # input streams (each with its own watermark)
     roots: Roots
     kafka: KafkaSource | None = None  # Kafka jobs: the brokers a replay's records must still be on
+    state_store: str | None = None    # the job's state_store: a rebuild's new checkpoint takes it (else the old one's)
+    # the state store settings STATEOPS_SPARK_CONF sets (stateops.state_store): a rebuild's new checkpoint takes them
+    state_conf: Mapping[str, str] = field(default_factory=dict)

@@ -60,6 +60,8 @@ def _lock_body(s3, store) -> dict:
     return json.loads(s3.get_object(Bucket=s3.bucket, Key=_lock_key(store))["Body"].read())
 
 
+@pytest.mark.long  # the default run: create-once under racing processes on S3 (test_storage_contract), the
+# lease race between processes on local disk (test_control)
 def test_two_processes_racing_for_one_lease_exactly_one_wins_each_round(s3_versioned_bucket, monkeypatch, tmp_path):
     """The acceptance race: two processes, started once, race for the lease of one job 50 times; each round
     both try at the same instant, exactly one wins and the other is refused (LeaseHeldError) while the winner

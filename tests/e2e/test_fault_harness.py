@@ -316,6 +316,7 @@ def test_delta_rs_writes_a_table_through_the_proxy(s3_env, monkeypatch, tmp_path
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3, 4] and table.version() == 1
 
 
+@pytest.mark.long  # the default run: the proxy under boto3 and delta-rs (this module); the JVM: the fence trials
 @pytest.mark.spark
 def test_the_jvm_writes_through_the_proxy(s3_env, monkeypatch, request):
     """S3A (AWS SDK v2 for Java) in the test process's Spark JVM, pointed at the proxy: its PutObjects come with

@@ -17,7 +17,7 @@ from stateops.jobs.definition.environment import Environment, load_jobs, read_se
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.jobs.runtime.session import HDFS_PROVIDER
+from stateops.state_store import HDFS_PROVIDER
 from stateops.audit import deep_audit, fast_audit
 from stateops.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance

@@ -17,7 +17,7 @@ from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, rec
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.layout import Layout
 
-from stateops.jobs.runtime.session import HDFS_PROVIDER
+from stateops.state_store import HDFS_PROVIDER
 from tests.support.audit_queries import (DEEP_AUDIT_JOBS, event_stream, events, nonzero, oracle_rows,
                                          write_batches)
 

@@ -25,6 +25,8 @@ def _rows(spark, uri: str) -> list[tuple]:
     return by_spark
 
 
+@pytest.mark.long  # the default run: MERGEs skipped by transaction on both writers (this module), the kill
+# chains alternating the writers (test_fault_suite)
 def test_appends_cross_engines_and_a_recorded_version_is_skipped_by_both(delta_spark, tmp_path):
     spark, uri = delta_spark, str(tmp_path / "t")
     assert not write_batch(uri, ROWS, app_id="app", batch_id=0).skipped            # delta-rs creates it

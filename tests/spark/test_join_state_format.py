@@ -1,9 +1,11 @@
 """The stream-stream join's state format (issue 45): new checkpoints get format 4 (the session factory's default), a
 checkpoint written in format 2 keeps it (Spark reads the format from its offset log), restarts, is audited with its
-four stores and explained, and `stateops jobs describe` says which format is in force; a rebuild moves the job to
-format 4, and the table equals the batch recomputation of all input before and after."""
+four stores and explained, and `stateops jobs describe` says which format is in force; a rebuild keeps format 2
+(issue 51: a rebuild keeps the store and formats it is not asked to change), and moves the job to format 4 when
+STATEOPS_SPARK_CONF asks for it; the table equals the batch recomputation of all input before and after."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -37,8 +39,6 @@ def _format(layout) -> int:
 
 
 def _described(layout) -> dict:
-    import json
-
     done = CliRunner().invoke(main, ["--home", layout.home, "jobs", "describe", JOB, "--json"])
     assert done.exit_code == 0, done.output
     return json.loads(done.output)["join_state_format"]
@@ -52,7 +52,7 @@ def _equals_oracle(layout, spec) -> None:
     assert expected and len(got) == len(set(got)) and set(got) == expected
 
 
-def test_a_format_2_checkpoint_keeps_its_format_and_a_rebuild_moves_it_to_4(spark, layout):
+def test_a_format_2_checkpoint_keeps_its_format_and_a_rebuild_moves_it_to_4_when_asked(spark, layout, monkeypatch):
     spec = builtin(layout, JOB)
     assert _described(layout) == {"value": 4, "source": "a new checkpoint's, from the session"}
     generate(layout, INPUT)
@@ -71,9 +71,15 @@ def test_a_format_2_checkpoint_keeps_its_format_and_a_rebuild_moves_it_to_4(spar
     left = report.operator(0, "left-keyWithIndexToValue")
     assert left.rows_total and left.keys_total == report.operator(0, "left-keyToNumValues").rows_total
 
-    done = CliRunner().invoke(main, ["--home", layout.home, "recover", "run", JOB, "--mode", "rebuild", "--confirm",
-                                     JOB])
+    rebuild = ["--home", layout.home, "recover", "run", JOB, "--mode", "rebuild", "--confirm", JOB]
+    done = CliRunner().invoke(main, rebuild)
     assert done.exit_code == 0, done.output
+    assert _format(layout) == 2 and "keeps the old one's state store and formats" in done.output
+    _equals_oracle(layout, spec)
+    monkeypatch.setenv("STATEOPS_SPARK_CONF", json.dumps({JOIN_STATE_FORMAT: "4"}))  # asked for
+    done = CliRunner().invoke(main, rebuild)
+    assert done.exit_code == 0, done.output
+    assert "join format 2, checkpoint format 1 to rocksdb (changelog on), join format 4" in done.output
     assert _format(layout) == 4 and _described(layout)["value"] == 4
     generate(layout, replace(INPUT, files=2, orders=120, seed=47, first_order=2000,
                              start="2026-01-01T04:00:00+00:00"))

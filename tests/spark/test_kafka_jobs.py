@@ -93,6 +93,7 @@ def test_user_sessions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path
     assert expected and sorted(got) == sorted(expected)
 
 
+@pytest.mark.long  # the default run: Kafka on the one-topic user_activity (its batch oracle), the join on files
 def test_order_payments_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "order_payments")

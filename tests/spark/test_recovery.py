@@ -21,7 +21,7 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.failures import QueryFailed
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.jobs.runtime.session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from stateops.checkpoint import Checkpoint
 from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD

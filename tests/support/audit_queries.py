@@ -22,7 +22,7 @@ from stateops.layout import Layout
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.start import stateful_frame
-from stateops.jobs.runtime.session import HDFS_PROVIDER
+from stateops.state_store import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 
 EVENTS_SCHEMA = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"

@@ -70,6 +70,7 @@ def run_days(home, with_retention: bool, config: str | None) -> list[tuple[int, 
     return out
 
 
+@pytest.mark.long  # the default run: retention's progress rules, rollup and horizon (test_retention)
 def test_progress_table_stays_bounded_over_many_batches(tmp_path, monkeypatch):
     config = tmp_path / "retention.toml"
     config.write_text(POLICY)

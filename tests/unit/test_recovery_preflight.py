@@ -172,8 +172,11 @@ def test_an_adjust_plan_names_the_checkpoint_the_settings_the_archive_and_writes
     assert (plan.query_id, plan.latest_committed_batch, plan.state_partitions) == ("alpha-query", 5, 4)
     assert plan.watermark == "2026-01-01T01:00:00+00:00"
     assert plan.created_at == "2026-01-01T02:00:00+00:00" and plan.reason == "late data"
-    assert plan.settings_before == {"watermark_delay": "10 minutes", "shuffle_partitions": 4, "sink_epoch": 0}
-    assert plan.settings_after == {"watermark_delay": "20 minutes", "shuffle_partitions": 4, "sink_epoch": 1}
+    store = "rocksdb (changelog on), join format 1, checkpoint format 1"  # as its offset log and files say
+    assert plan.settings_before == {"watermark_delay": "10 minutes", "shuffle_partitions": 4, "sink_epoch": 0,
+                                    "state_store": store}
+    assert plan.settings_after == {"watermark_delay": "20 minutes", "shuffle_partitions": 4, "sink_epoch": 1,
+                                   "state_store": store}
     assert (plan.running, plan.restart_mode, plan.sink_table) == (None, "bounded", layout.table(JOB))
     size = checkpoint.size()
     assert {k: plan.archive[k] for k in ("id", "path", "method", "bytes", "required_bytes")} == {
@@ -261,9 +264,13 @@ def test_rebuild_renames_the_checkpoint_away_and_takes_the_partitions_asked_or_t
     plan = _plan(layout, RecoveryRequest(JOB, "rebuild"))
     size = checkpoint.size()
     assert (plan.archive["method"], plan.archive["required_bytes"]) == ("rename", int(size * 1.5))  # rollback copy
-    assert plan.settings_after == {"watermark_delay": "10 minutes", "shuffle_partitions": 8, "sink_epoch": 1}
+    store = "rocksdb (changelog on), join format 1, checkpoint format 1"  # the old checkpoint's, kept
+    assert plan.settings_after == {"watermark_delay": "10 minutes", "shuffle_partitions": 8, "sink_epoch": 1,
+                                   "state_store": store}
+    assert f"the new checkpoint keeps the old one's state store and formats: {store}" in plan.notes
     plan = _plan(layout, RecoveryRequest(JOB, "rebuild", watermark_delay="30 minutes", shuffle_partitions=12))
-    assert plan.settings_after == {"watermark_delay": "30 minutes", "shuffle_partitions": 12, "sink_epoch": 1}
+    assert plan.settings_after == {"watermark_delay": "30 minutes", "shuffle_partitions": 12, "sink_epoch": 1,
+                                   "state_store": store}
 
 
 def _manifest(layout: Layout, runbook_id: str, total_bytes: int) -> None:
@@ -281,7 +288,8 @@ def test_restore_needs_an_archive_of_the_job_and_brings_its_settings_back(layout
     plan = _plan(layout, RecoveryRequest(JOB, "restore", archive_id=source))
     assert [s.name for s in plan.steps] == ["verify_source", *_COMMON, "restore_checkpoint", "align_sink", "restart",
                                             "verify"]
-    assert plan.settings_after == {"watermark_delay": "25 minutes", "shuffle_partitions": 3, "sink_epoch": 1}
+    assert plan.settings_after == {"watermark_delay": "25 minutes", "shuffle_partitions": 3, "sink_epoch": 1,
+                                   "state_store": "rocksdb (changelog on), join format 1, checkpoint format 1"}
     size = checkpoint.size()  # renamed away (0) + the restored copy (1000) + a rollback copy
     assert (plan.archive["method"], plan.archive["required_bytes"]) == ("rename", int((1000 + size) * 1.5))
 

@@ -11,7 +11,8 @@ from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER, FENCE_JAR, L
 from stateops.jvm.jars import JarsFolder
 from tests.support.fetched_jars import fetched_jars
 
-from stateops.jobs.runtime.session import ROCKSDB_PROVIDER, console_log_for, delta_jars_on_classpath, spark_conf
+from stateops.jobs.runtime.session import console_log_for, delta_jars_on_classpath, spark_conf
+from stateops.state_store import ROCKSDB_PROVIDER
 from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 
