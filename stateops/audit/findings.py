@@ -234,8 +234,12 @@ def no_watermark_finding(op: OperatorAudit, watermark: _dt.datetime | None, batc
     if op.kind not in EVICTING_KINDS and batch_id < 1:
         return None  # custom state has no tagged column; batch 0 always runs without a watermark
     rows = f"{op.rows_total} rows" if op.rows_total is not None else human_bytes(op.bytes_total)
-    message = (f"{_where(op)}: no watermark at batch {batch_id} (batchWatermarkMs is 0) and no event-time "
-               f"column in the state schema: its state ({rows}) is never evicted by event time")
+    # key columns come from the state schema the audit read; none: it read none (the fast audit does not read
+    # transformWithState's or join formats 3/4's schema files), and the message must not claim what is in it
+    schema = ("no event-time column in the state schema" if op.key_columns else
+              "its state schema was not read (the deep audit reads it through Spark's state reader)")
+    message = (f"{_where(op)}: no watermark at batch {batch_id} (batchWatermarkMs is 0) and {schema}: its state "
+               f"({rows}) is never evicted by event time")
     fix = ("Add .withWatermark(<event time column>, <delay>) to the input before the stateful operator and "
            "group, deduplicate or join on event time (window(...), session_window(...), "
            "dropDuplicatesWithinWatermark, a time-range join condition). The state schema changes, so this "

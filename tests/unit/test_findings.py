@@ -187,6 +187,12 @@ def test_no_watermark():
     assert no_watermark_finding(custom, None, 0) is None
     assert no_watermark_finding(custom, None, 3).severity == "warn"
     assert no_watermark_finding(op(watermarked=False, rows_total=0), None, 3) is None
+    # what the message says of the schema is what the audit read: its key columns, or none read at all
+    assert "no event-time column in the state schema" in no_watermark_finding(
+        op(watermarked=False, event_time_column=None, rows_total=40, key_columns=["user_id"]), None, 2).message
+    unread = no_watermark_finding(op(operator_name="transformWithStateInPySparkExec", kind="custom", watermarked=False,
+                                     event_time_column=None, rows_total=40), None, 2)
+    assert "its state schema was not read" in unread.message and "no event-time column" not in unread.message
 
 
 def test_join_watermark_is_judged_per_operator_not_per_store():
