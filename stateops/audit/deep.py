@@ -204,12 +204,26 @@ def _reduce(df, ctx: AuditContext, ref: StoreRef, t: Thresholds, prof: StoreProf
     return df.select(*projected).groupBy("partition_id").agg(*aggs).collect(), behind is not None
 
 
-def _join_keys(df) -> dict[int, Any]:
-    """Format 4's values store is keyed by (join key, event time): per partition, its distinct join keys and the one
-    with the most rows (formats 1-3 count them in a store of their own, keyToNumValues: _link_join_sides)."""
+# transformWithState's list and map state as Spark's state reader flattens them: a row per list element, per map entry
+COLLECTION_COLUMNS = ("list_element", "user_map_key")
+
+
+def _key_fields(df, prof) -> list[str] | None:
+    """The key fields that name one key where a store holds several rows per key: format 4's join values store
+    (keyed by join key and event time) and transformWithState's list and map state; None where each row is a key."""
+    fields = [f.name for f in df.schema["key"].dataType.fields]
+    if prof.keys_carry_time:
+        return [f for f in fields if f != JOIN_KEY_TIME]
+    if any(column in df.columns for column in COLLECTION_COLUMNS):
+        return fields
+    return None
+
+
+def _keys(df, fields: list[str]) -> dict[int, Any]:
+    """Per partition: its distinct keys (`fields` of the key) and the one with the most rows (formats 1-3 count a
+    join's keys in a store of their own, keyToNumValues: _link_join_sides)."""
     from pyspark.sql import functions as F
 
-    fields = [f.name for f in df.schema["key"].dataType.fields if f.name != JOIN_KEY_TIME]
     per_key = (df.select("partition_id", F.struct(*[F.col(f"key.{f}").alias(f) for f in fields]).alias("_jk"))
                .groupBy("partition_id", "_jk").agg(F.count(F.lit(1)).alias("_n")))
     return {r.partition_id: r for r in per_key.groupBy("partition_id").agg(
@@ -227,7 +241,8 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
         key_schema, value_schema = _schema_json(df, "key"), _schema_json(df, "value")
         prof = profile(ref.operator_name, ref.store_name, key_schema, value_schema)
         per_partition, has_behind = _reduce(df, ctx, ref, t, prof, grace)
-        join_keys = _join_keys(df) if prof.keys_carry_time else None
+        fields = _key_fields(df, prof)
+        key_counts = _keys(df, fields) if fields is not None else None
     except Exception as err:  # Py4J/analysis errors: name the store and batch, keep the cause chained
         raise StateReadError(f"{ctx.checkpoint.path}: cannot read operator {ref.operator_id} store "
                              f"{ref.store_name} at batch {ctx.batch_id}: {first_line(err)}") from err
@@ -258,12 +273,12 @@ def _audit_store(spark, ctx: AuditContext, ref: StoreRef, t: Thresholds, join_bo
             heaviest[r.partition_id] = {"key": audit_json(d["heaviest_key"]), "rows": d["heaviest_rows"]}
     op.rows_per_partition = rows
     op.rows_total = sum(rows.values())
-    op.keys_per_partition, op.keys_total = dict(rows), op.rows_total  # each row is a key; joins: see below
-    if join_keys is not None:  # format 4: the join keys counted in the values store itself
-        op.keys_per_partition = {p: join_keys[p].keys if p in join_keys else 0 for p in rows}
+    op.keys_per_partition, op.keys_total = dict(rows), op.rows_total  # each row a key, unless below
+    if key_counts is not None:  # several rows per key: the keys counted in the store itself
+        op.keys_per_partition = {p: key_counts[p].keys if p in key_counts else 0 for p in rows}
         op.keys_total = sum(op.keys_per_partition.values())
         op.heaviest_keys = {p: {"key": audit_json(r.heaviest_key), "rows": r.heaviest_rows}
-                            for p, r in join_keys.items()}
+                            for p, r in key_counts.items()}
     op.encoded_bytes_per_partition = encoded
     op.skew_ratio = skew_ratio(rows)
     if op.rows_total:

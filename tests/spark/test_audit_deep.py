@@ -34,7 +34,7 @@ def store_options(op) -> dict:
 
 
 @pytest.mark.parametrize("name", JOBS + ("hot_partition", "unbounded_dedup", "no_watermark", "hdfs",
-                                  "complete_mode"))
+                                  "complete_mode"))  # collections (transformWithState's variables): below
 def test_rows_per_partition_equal_the_state_reader(spark, deep_audit_states, deep_audit_reports, name):
     report = deep_audit_reports[name]
     cp = deep_audit_states["cps"][name]
@@ -158,6 +158,12 @@ def test_fast_audit_agrees_on_bytes_and_stores(deep_audit_states, deep_audit_rep
     for name, cp in deep_audit_states["cps"].items():
         fast = fast_audit(cp)
         deep = deep_audit_reports[name]
+        if name == "collections":  # transformWithState's variables: column families of one store on disk, whose
+            # files the fast audit reports once; the deep audit reads each variable and reports the files once too
+            [(op, store, kind)] = [(o.operator_id, o.store_name, o.kind) for o in fast.operators]
+            assert (op, store, kind) == (0, "default", "tws") and {o.operator_id for o in deep.operators} == {0}
+            assert sum(o.bytes_total for o in deep.operators) == fast.operators[0].bytes_total
+            continue
         assert [(o.operator_id, o.store_name, o.kind) for o in fast.operators] == [
             (o.operator_id, o.store_name, o.kind) for o in deep.operators], name
         assert [o.bytes_per_partition for o in fast.operators] == [o.bytes_per_partition for o in deep.operators]
@@ -223,3 +229,30 @@ def test_auditing_a_running_query_does_not_disturb_it(spark, tmp_path):
                                                                  **store_options(op))
     finally:
         query.stop()
+
+
+def test_list_and_map_state_count_each_key_once_and_a_hot_user_is_one_key(spark, deep_audit_states,
+                                                                           deep_audit_reports):
+    """transformWithState's list and map state: Spark's reader has a row per element and per entry; the audit
+    counts keys (users), names the heaviest, and one user holding most of a partition is a hot key, which no
+    repartition splits, not many keys (issue 51: it counted rows as keys)."""
+    from stateops.audit.findings import evaluate
+
+    cp, report = deep_audit_states["cps"]["collections"], deep_audit_reports["collections"]
+    variables = {op.store_name: op for op in report.operators}
+    assert {"seen", "actions"} <= set(variables), sorted(variables)
+    for name in ("seen", "actions"):
+        op = variables[name]
+        df = (spark.read.format("statestore").option("path", cp).option("operatorId", op.operator_id)
+              .option("stateVarName", name).load())
+        rows = {r.partition_id: r["count"] for r in df.groupBy("partition_id").count().collect()}
+        keys = {r.partition_id: r["count"] for r in
+                df.select("partition_id", "key").distinct().groupBy("partition_id").count().collect()}
+        assert nonzero(op.rows_per_partition) == rows and op.rows_total == sum(rows.values())
+        assert nonzero(op.keys_per_partition) == keys and op.keys_total == sum(keys.values()) == 31  # hot + 30
+    seen = variables["seen"]
+    hot = max(seen.rows_per_partition, key=seen.rows_per_partition.get)
+    assert seen.heaviest_keys[hot]["rows"] == 400 and "hot" in str(seen.heaviest_keys[hot]["key"])
+    [skew] = [f for f in evaluate(report, Thresholds(skew_min_rows=10, skew_ratio=2)) if f.code == "STATE_SKEW"
+              and f.store_name == "seen"]
+    assert skew.details["cause"] == "hot_key" and skew.details["keys"] == 31, skew.details

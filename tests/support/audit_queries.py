@@ -193,6 +193,35 @@ def build_audit_numbers(spark, root: Path) -> dict:
 DEEP_AUDIT_JOBS = JOBS = ("user_activity", "order_payments", "user_actions")
 
 
+def collections_query(spark: SparkSession, folder: Path, checkpoint: str) -> str:
+    """transformWithStateInPandas keeping, per user, every event id in a list state and events per action in a map
+    state: Spark's state reader reads a row per list element and per map entry, so a user is many rows."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class Collections(StatefulProcessor):  # defined here: pickled by value for the Python workers
+        def init(self, handle):
+            self.seen = handle.getListState("seen", "event_id STRING")
+            self.actions = handle.getMapState("actions", "action STRING", "events LONG")
+
+        def handleInputRows(self, key, rows, timerValues):
+            import pandas as pd
+
+            count = 0
+            for pdf in rows:
+                self.seen.appendList([(event_id,) for event_id in pdf["event_id"]])
+                for action, n in pdf["action"].value_counts().items():
+                    before = self.actions.getValue((action,))
+                    self.actions.updateValue((action,), ((before[0] if before else 0) + int(n),))
+                count += len(pdf)
+            yield pd.DataFrame({"user_id": [key[0]], "events": [count]})
+
+        def close(self):
+            pass
+
+    return run_bounded(event_stream(spark, folder).groupBy("user_id").transformWithStateInPandas(
+        Collections(), "user_id STRING, events LONG", "Update", "None"), checkpoint, "update")
+
+
 def build_deep_audit_states(spark, root: Path) -> dict:
     """The checkpoints of tests/spark/test_audit_deep.py: the catalog jobs' own stateful queries on generated input,
     plus direct queries for a hot partition, unbounded dedup, no watermark, the HDFS provider and complete mode.
@@ -216,4 +245,7 @@ def build_deep_audit_states(spark, root: Path) -> dict:
     cps["complete_mode"] = run_bounded(  # complete mode never evicts, whatever the watermark says
         event_stream(spark, root / "plain").withWatermark("event_time", "10 minutes")
         .groupBy(F.window("event_time", "5 minutes"), "user_id").count(), str(root / "cp" / "complete"), "complete")
+    hot_user = [dict(e, user_id="hot", action=f"a{k % 3}") for k, e in enumerate(events(0, 400))]
+    write_batches(root / "collections", [hot_user + events(1, 100, users=30), events(2, 100, users=30)])
+    cps["collections"] = collections_query(spark, root / "collections", str(root / "cp" / "collections"))
     return {"cps": cps, "layout": layout, "generated": generated, "root": root}
