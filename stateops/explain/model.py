@@ -20,6 +20,8 @@ REASONS: dict[str, str] = {
     "arrived_too_late": "a row of the key arrived after the watermark had passed it and was dropped as late",
     "waiting_for_match": "in a join store, no matching row on the other side yet",
     "purged_by_watermark": "was in state and was evicted by the watermark without being matched/emitted",
+    "deleted": "custom state: was in state and was removed without being emitted; by a timeout, a TTL or the job's "
+               "own remove(), which the change feed does not record",
     "never_arrived": "not in state, not in the change feed (and not in the input or the output)",
     "waiting_for_watermark": "in state; the watermark has not yet passed its event time (window still open)",
     "eviction_pending": "in state although its event time is behind the watermark: should have been evicted",

@@ -412,6 +412,16 @@ def state_purged(ev: Evidence) -> str | None:
             f"{d['batch_id']} (watermark {ms_text(_wm(ev, d['batch_id']))}); no output row for it was found.")
 
 
+def state_deleted(ev: Evidence) -> str | None:
+    """Custom state (transformWithState, applyInPandasWithState) is removed by the job's own code: on a timeout, a
+    TTL or its own remove(), none of which the change feed records (a delete is a delete)."""
+    text = state_purged(ev)
+    return None if text is None else text.replace(
+        " and was removed at batch", " and was deleted at batch").replace(
+        "; no output row", ": by a timeout, a TTL or the job's own remove() (the change feed does not say which); no "
+        "output row")
+
+
 def _margin(ev: Evidence) -> str:
     if not ev.late_margin_seconds:
         return ""
@@ -466,9 +476,21 @@ STATE_RULES: tuple[tuple[str, Rule], ...] = (
     ("never_arrived", never_arrived),
 )
 
+
+def state_deleted_earlier(ev: Evidence) -> str | None:
+    text = state_purged_earlier(ev)
+    return None if text is None else text.replace("it was stored and evicted before", "it was stored and deleted "
+                                                  "(a timeout, a TTL or the job's own remove()) before")
+
+
+# Windows and sessions leave state only when the watermark passes them; custom state when its own code says so.
+CUSTOM_RULES: tuple[tuple[str, Rule], ...] = tuple(
+    ("deleted", {state_purged: state_deleted, state_purged_earlier: state_deleted_earlier}[rule])
+    if reason == "purged_by_watermark" else (reason, rule) for reason, rule in STATE_RULES)
+
 RULES: dict[str, tuple[tuple[str, Rule], ...]] = {
     "join": JOIN_RULES,
     "window": STATE_RULES,
     "session": STATE_RULES,
-    "custom": STATE_RULES,
+    "custom": CUSTOM_RULES,
 }
