@@ -134,6 +134,21 @@ def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, 
             "state_store": _store_text(checkpoint)}
 
 
+# The modes that cut or rewrite state files by version: in checkpoint format 2 a version has a file per unique id,
+# and the commit log says which one is current (STORES-NOTES: the rewind's preflight could read another id's).
+BY_VERSION = ("rewind", "repartition")
+
+
+def _check_format(target: JobTarget, mode: str) -> None:
+    """Refuse, before anything changes, a mode the checkpoint's format does not allow."""
+    found = state_store.of_checkpoint(target.checkpoint)
+    if found and found[0].checkpoint_format == 2 and mode in BY_VERSION:
+        raise RecoveryRefused(f"{target.job}: cannot {mode} a checkpoint in format 2 (state files named "
+                              "<version>_<id>, the commit log naming the current one): the runbook cuts and rewrites "
+                              "state files by version. Fix: rebuild it (a new checkpoint, in format 2 again), or "
+                              f"restore an archive (stateops archives list {target.job})")
+
+
 def _store_text(checkpoint: Checkpoint) -> str | None:
     found = state_store.of_checkpoint(checkpoint.path)
     return found[0].text() if found else None
@@ -243,6 +258,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     if request.mode == "repartition" and current == request.shuffle_partitions:
         raise RequestRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
                              "{shuffle_partitions}")
+    _check_format(target, request.mode)
     if request.mode == "rewind":
         problems = surgery.rewind_problems(checkpoint, request.to_batch)
         if problems:

@@ -349,3 +349,13 @@ def test_an_interrupted_runbook_is_resumed_only_for_the_same_request(layout):
     assert preflight.unfinished(layout, _target(layout), RecoveryRequest(JOB, "rewind", to_batch=2)) is None
     archive.write_json(f"{directory}/{archive.REPORT}", {"outcome": "failed"})
     assert preflight.unfinished(layout, _target(layout), again) is None  # it ended: nothing to resume
+
+
+@pytest.mark.parametrize("request_", [RecoveryRequest(JOB, "rewind", to_batch=3),
+                                      RecoveryRequest(JOB, "repartition", shuffle_partitions=8)])
+def test_a_checkpoint_in_format_2_is_refused_by_the_modes_that_cut_state_files_by_version(layout, request_):
+    cp = _alpha_checkpoint(layout)
+    cp.write("state/0/0/7_0f1e2d3c-aaaa-bbbb-cccc-123456789abc.changelog", b"x")  # a version in format 2
+    refused = _refused(layout, request_)
+    assert f"cannot {request_.mode} a checkpoint in format 2" in str(refused) and "Fix: rebuild" in str(refused)
+    assert _plan(layout, RecoveryRequest(JOB, "rebuild")).mode == "rebuild"  # a new checkpoint: allowed
