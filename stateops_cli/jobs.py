@@ -13,6 +13,7 @@ from dataclasses import asdict
 import click
 
 from stateops import control, progress
+from stateops.control.fence.writes import not_create_once
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
 from stateops.errors import ConfigError
@@ -64,6 +65,9 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
         **({"join_state_format": join_state_format_in_force(spark, spec.checkpoint_path(layout))}
            if spec.join is not None else {}),
         "state_store": state_store_report(spec, layout, spark.extra_conf),
+        "commit_points": {"create_once": not (weaker := not_create_once(
+            [spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name), layout.table(spec.sink_table),
+             layout.deadletter_table(spec.name)])), "note": weaker},
         "deadletter": {"table": layout.deadletter_table(spec.name),
                        "checkpoint": layout.deadletter_checkpoint(spec.name),
                        "query_name": deadletter_query_name(spec.name)},

@@ -21,6 +21,7 @@ from stateops.control import (ControlSettings, LeaseHeldError, LeaseLostError, M
                               UnsupportedStorageError, WatermarkBounds, acquire, current_lease, job_status,
                               maintenance, overrides, request_stop, start_blocker, wait_released)
 from stateops.storage.holders import HOST, start_ticks
+from stateops.control.fence.writes import not_create_once
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError, StateOpsError
 from stateops.retention import lock as retention_lock
@@ -538,3 +539,13 @@ def test_a_run_cut_off_from_its_store_does_not_fail_again_waiting_for_its_last_p
     assert time.monotonic() - started < 5, "waited for an event it could not know was due"
     assert any("could not read s3://bucket/home/checkpoints/j/offsets" in r.getMessage() for r in caplog.records)
     recorder.close(write=False)
+
+
+def test_commit_points_off_local_disk_and_s3_are_said_not_to_be_create_once():
+    """StateOps' create-once writers know local disk and S3 (through S3A); elsewhere Spark's and Delta's writers check,
+    then rename, and the run says so in one line instead of falling back silently (issue 51)."""
+    assert not_create_once(["/home/x/checkpoints/a", "file:///t/tables/a", "s3://b/p/checkpoints/a", "s3a://b/t"]) \
+        is None
+    line = not_create_once(["/home/x/checkpoints/a", "abfss://c@acct.dfs.core.windows.net/tables/a"])
+    assert line.startswith("the commit points under abfss://c@acct.dfs.core.windows.net/tables/a cannot be created "
+                           "once") and "\n" not in line

@@ -4,10 +4,12 @@ already under way ended (waited for, bounded), the run's own ops rows silenced; 
 queries stopped."""
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from stateops.control.fence import revocations
+from stateops.storage.paths import OTHER, kind
 from stateops.control.fence.holder import HeldLease
 
 BatchWriter = Callable[[Any, int], None]  # a foreachBatch target: (DataFrame, batch id)
@@ -59,12 +61,30 @@ class Fenced:
         return True
 
 
+log = logging.getLogger(__name__)
+
+
+def not_create_once(folders: Iterable[str]) -> str | None:
+    """One line when a folder's commit points cannot be created once (StateOps' create-once writers know local disk
+    and S3 through S3A; on any other filesystem Spark's and Delta's writers check, then rename: jvm/fence's
+    PendingFile.supports), else None."""
+    other = next((folder for folder in folders if kind(folder) == OTHER), None)
+    if other is None:
+        return None
+    return (f"the commit points under {other} cannot be created once (StateOps' create-once writers know local disk "
+            "and S3): a driver that lost its lease while frozen could still replace one of the live run's; the lease "
+            "alone stops it at its next check")
+
+
 def fence_run(spark: Any, lease: HeldLease, sinks: Sequence[BatchWriter], folders: Sequence[str], *,
               silence: Callable[[], None], stop: Callable[[], None]) -> tuple[Fenced, ...]:
     """Put a run's sinks behind `lease` (one Fenced each, returned in order): its `folders` restored in the JVM (it
     holds the lease), and what a loss does, in the module doc's order (`silence` the run's own rows, `stop` its
     queries)."""
     writers = tuple(Fenced(sink, lease) for sink in sinks)
+    weaker = not_create_once(folders)
+    if weaker:
+        log.warning("%s: %s", lease.lease.job, weaker)
     revocations.restore(spark, folders)
     lease.when_lost(lambda: revocations.revoke(spark, folders), at_once=True)
     lease.when_lost(lambda: [writer.settle(SETTLE_SECONDS) for writer in writers], at_once=True)
