@@ -144,7 +144,8 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
                               if op in kept and kept[op] != keys and operator.startswith(f"operator {op} "))
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
                             rebuild_outlook(spec, layout), **found)
-    changed = _renamed_keys(stored, query) or _changed_joins(layout, spec.name, query_id, joins, stored)
+    changed = _renamed_keys(stored, query) or _changed_joins(spark, layout, spec.name, checkpoint, query_id, joins,
+                                                             stored)
     if changed:
         operator, change = changed
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
@@ -220,12 +221,67 @@ def _kept_joins(layout: Layout, job: str, query_id: str) -> dict[str, str]:
     return kept.get("joins", {}) if kept.get("query_id") == query_id else {}
 
 
-def _changed_joins(layout: Layout, job: str, query_id: str, joins: dict[str, str], stored: list[StoreSchema]
-                   ) -> tuple[str, str] | None:
+# Rows of a join side's value store read to tell which input columns its keys are: enough that a column equal to the
+# key by chance in all of them is unlikely, few enough that the check stays a second.
+JOIN_SAMPLE_ROWS = 200
+VALUE_STORES = ("keyWithIndexToValue", "keyWithTsToValues")  # formats 1-3, format 4
+
+
+def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]] | None:
+    """Per side of join operator `op`, per key position: the input columns whose value equals the key's in every
+    row read of the side's value store (which keeps the whole input row): the columns the checkpoint's join was
+    keyed by, as its own state shows them (Spark names the key fields field0, field1, ...). None: not readable."""
+    from stateops.audit.profile import JOIN_KEY_TIME
+
+    sides: dict[str, list[set[str]]] = {}
+    for side in ("left", "right"):
+        rows = None
+        for store in VALUE_STORES:
+            try:
+                rows = (spark.read.format("statestore").option("path", checkpoint).option("operatorId", op)
+                        .option("storeName", f"{side}-{store}").load().select("key", "value")
+                        .limit(JOIN_SAMPLE_ROWS).collect())
+                break
+            except Exception:  # noqa: BLE001 - the other format's store, or no state to read
+                continue
+        if not rows:
+            return None
+        pairs = [(r["key"].asDict(), r["value"].asDict()) for r in rows]
+        keys = [k for k in pairs[0][0] if k != JOIN_KEY_TIME]
+        sides[side] = [{column for column in pairs[0][1] if all(value.get(column) == key[k] for key, value in pairs)}
+                       for k in keys]
+    return sides
+
+
+def _swapped_in_state(found: dict[str, list[set[str]]], keys: str) -> str | None:
+    """The checkpoint's join keys (found) when the query's `keys` (`left = right`) name another column at a position
+    whose column the state tells; None when they agree or the state cannot tell."""
+    query = [part.split(", ") for part in keys.split(" = ")]
+    for side, columns in zip(("left", "right"), query):
+        for position, column in enumerate(columns):
+            known = found[side][position] if position < len(found[side]) else set()
+            if known and column not in known:
+                return " = ".join(", ".join("|".join(sorted(c)) or "?" for c in found[s]) for s in ("left", "right"))
+    return None
+
+
+def _changed_joins(spark, layout: Layout, job: str, checkpoint: str, query_id: str, joins: dict[str, str],
+                   stored: list[StoreSchema]) -> tuple[str, str] | None:
+    """A join keyed by other columns of the same types (Spark accepts it): against the keys remember_join_keys kept
+    for this checkpoint's query, else against the columns the checkpoint's own state shows (a checkpoint StateOps did
+    not start, or restored)."""
     names = {str(s.operator_id): s.operator_name for s in stored}
-    for op, keys in _kept_joins(layout, job, query_id).items():
-        if op in joins and joins[op] != keys:
-            return f"operator {op} ({names.get(op, 'join')})", f"join keys ({keys}) -> ({joins[op]})"
+    kept = _kept_joins(layout, job, query_id)
+    for op, keys in joins.items():
+        where = f"operator {op} ({names.get(op, 'join')})"
+        if op in kept:
+            if kept[op] != keys:
+                return where, f"join keys ({kept[op]}) -> ({keys})"
+            continue
+        found = _joins_in_state(spark, checkpoint, op)
+        old = _swapped_in_state(found, keys) if found else None
+        if old:
+            return where, f"join keys ({old}, as the checkpoint's state holds them) -> ({keys})"
     return None
 
 
