@@ -74,6 +74,8 @@ def test_the_next_run_at_the_new_home_reads_only_new_files_and_equals_the_oracle
     assert_equals_oracle(new, spec)
 
 
+@pytest.mark.long  # the default run: a landing moved without its checkpoint and a checkpoint moved away refused
+# before a run (tests/unit/test_relocation.py, the same placement check)
 def test_a_copy_of_the_home_made_by_hand_is_refused_before_it_runs(journey, tmp_path):
     by_hand = tmp_path / "copied"
     shutil.copytree(journey.new.home, by_hand)

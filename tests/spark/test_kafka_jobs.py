@@ -212,6 +212,8 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     assert len(got) == len(set(got)) and set(got) == expected | {r for r in before if r[:3] not in emitted}
 
 
+@pytest.mark.long  # the default run: adjust acting from Dagster on files (test_recovery_dagster), rewind and rebuild
+# on this Kafka job from its recorded offsets (same module), the caught-up verdict (tests/unit/test_recovery_caught_up.py)
 def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafka_topics, kafka_user_activity, tmp_path,
                                                                       monkeypatch):
     """`recover --mode adjust` on a Kafka job: stop (nothing runs), archive, the new delay, restart on the same

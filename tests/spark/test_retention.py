@@ -39,7 +39,7 @@ from tests.support.tiers import trials
 
 pytestmark = pytest.mark.spark
 
-POLICIES = trials(3, full=8)  # random policies: the aggressive one and random ones (each checked in full)
+POLICIES = trials(2, full=8)  # random policies: the aggressive one and random ones (each checked in full)
 AGGRESSIVE = {"min_batches": 1, "keep_archives": 0, "keep_archives_for": "0 seconds", "rewind_batches": 0,
               "rewind_within": "0 seconds", "orphan_idle": "1 day", "orphan_action": "archive", "compact": True,
               "vacuum_after": "0 hours", "log_retention": "0 seconds", "progress_horizon": "1 day",
