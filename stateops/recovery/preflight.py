@@ -155,7 +155,7 @@ def _store_text(checkpoint: Checkpoint) -> str | None:
 
 
 def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest, before: dict,
-                    source: dict | None) -> dict:
+                    source: dict | None, rebuilt: state_store.Formats | None) -> dict:
     after = dict(before, sink_epoch=sinkstate.next_epoch(layout, target.job))
     if request.watermark_delay is not None:
         after["watermark_delay"] = overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay,
@@ -164,7 +164,7 @@ def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest,
         after["shuffle_partitions"] = int(request.shuffle_partitions)
     if request.mode == "rebuild":
         after["shuffle_partitions"] = int(request.shuffle_partitions or target.shuffle_partitions)
-        after["state_store"] = state_store.after_rebuild(target.checkpoint, target.state_store, target.state_conf)[0].text()
+        after["state_store"] = rebuilt.text() if rebuilt else None
     if source is not None:
         after["watermark_delay"] = source["settings"]["watermark_delay"]
         after["shuffle_partitions"] = source["settings"]["shuffle_partitions"]
@@ -208,8 +208,8 @@ def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) 
     return tuple(steps)
 
 
-def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, cover: coverage.Coverage | None
-           ) -> tuple[str, ...]:
+def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, cover: coverage.Coverage | None,
+           store_notes: list[str]) -> tuple[str, ...]:
     notes = []
     if mode == "adjust":
         notes.append("the watermark only moves forward: a longer delay admits later rows from the restart on, but "
@@ -222,8 +222,7 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
                      "restored to the version before their writes")
     if mode == "rebuild" and cover is not None:
         notes.append(cover.describe())
-    if mode == "rebuild":
-        notes.extend(state_store.after_rebuild(target.checkpoint, target.state_store, target.state_conf)[1])
+    notes.extend(store_notes)
     if mode == "restore":
         notes.append("the archived settings come back and the input that arrived after the archive is processed "
                      "again")
@@ -273,6 +272,9 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
             raise RecoveryRefused(f"{target.job}: a rebuild replays input into an append sink without an idempotent "
                                   "key, which would duplicate rows. Fix: declare the job's idempotent_key")
         cover = coverage.assess(layout, checkpoint, target)
+    # the new checkpoint's store and formats, read once (the old checkpoint's state files: one listing)
+    rebuilt, store_notes = (state_store.after_rebuild(target.checkpoint, target.state_store, target.state_conf)
+                            if request.mode == "rebuild" else (None, []))
     lease = current_lease(layout, target.job)
     running = None
     if lease is not None:
@@ -290,9 +292,9 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         watermark=checkpoint.watermark(latest).isoformat() if checkpoint.watermark(latest) else None,
         state_partitions=current, sink_table=target.sink_table, running=running, restart_mode=restart_mode,
         archive={"id": runbook_id, "path": directory, "method": method, **room},
-        settings_before=before, settings_after=_settings_after(layout, target, request, before, source),
+        settings_before=before, settings_after=_settings_after(layout, target, request, before, source, rebuilt),
         steps=_steps(request.mode, request, restart_mode, method),
-        notes=_notes(request.mode, request, target, latest, cover), dry_run=request.dry_run)
+        notes=_notes(request.mode, request, target, latest, cover, store_notes), dry_run=request.dry_run)
 
 
 def unfinished(layout: Layout, target: JobTarget, request: RecoveryRequest) -> RecoveryPlan | None:
