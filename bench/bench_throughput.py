@@ -132,7 +132,7 @@ def restart_batch(spark, spec: JobSpec, layout: Layout, later: Layout, listener:
     the checkpoint: the last snapshot and the changelogs after it)."""
     for inp in spec.inputs:
         for name in os.listdir(later.landing(inp.name)):
-            shutil.copy2(os.path.join(later.landing(inp.name), name), layout.landing(inp.name))
+            shutil.copy2(os.path.join(later.landing(inp.name), name), inp.landing(layout))
     run_job(spark, spec, layout, settings=read_settings())
     listener.wait(spec.name, 1)
     events = listener.take(spec.name)
@@ -152,7 +152,7 @@ def run_floor(spark, spec: JobSpec, layout: Layout) -> None:
 
 def run_json(spark, spec: JobSpec, layout: Layout) -> None:
     """Spark's JSON reader on the job's landing files (every input, unioned) into `noop`."""
-    frames = [spark.readStream.schema(inp.schema).option("maxFilesPerTrigger", 1).json(layout.landing(inp.name))
+    frames = [spark.readStream.schema(inp.schema).option("maxFilesPerTrigger", 1).json(inp.landing(layout))
               for inp in spec.inputs]
     frame = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     query = (frame.writeStream.queryName(f"{spec.name}__json").format("noop")

@@ -27,7 +27,7 @@ from stateops.dagster.instance import dagster_home, prepare
 def demo_selection(specs: dict[str, JobSpec]) -> list[AssetKey]:
     """Every job asset, and its deep and fast audit assets."""
     return [key for spec in specs.values()
-            for key in (AssetKey(spec.sink_table), deep_audit_key(spec), fast_audit_key(spec))]
+            for key in (AssetKey(spec.output_asset), deep_audit_key(spec), fast_audit_key(spec))]
 
 
 def run_demo(layout: Layout, instance: DagsterInstance, config: GeneratorConfig = DEMO_INPUT,

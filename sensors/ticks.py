@@ -53,7 +53,7 @@ def watched(catalog: Catalog) -> tuple[Mapping[str, JobSpec], list[Watched]]:
         effective = effective_spec(spec, layout, forced.get(spec.name, {}))
         out.append(Watched(spec.name, spec.checkpoint_path(layout), catalog.policy(spec.name),
                            catalog.thresholds(spec.name), effective.watermark_delay, spec.watermark_min,
-                           tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else ()))
+                           tuple(i.landing(layout) for i in spec.inputs) if spec.source == "json" else ()))
     return catalog.jobs, out
 
 
@@ -127,7 +127,7 @@ def _request(sensor: str, decision: Decision, spec: JobSpec, targets: Targets) -
     if decision.action == "escalate":
         return RunRequest(run_key=run_key, job_name=targets.deep_audit(spec.name), tags=tags)
     if decision.action == "restart":
-        config = {"ops": {spec.sink_table: {"config": dict(decision.run_config)}}} if decision.run_config else {}
+        config = {"ops": {spec.output_asset: {"config": dict(decision.run_config)}}} if decision.run_config else {}
         return RunRequest(run_key=run_key, job_name=targets.job_run(spec.name), run_config=config, tags=tags)
     return RunRequest(run_key=run_key, job_name=RUNBOOK_JOB, run_config=runbook_run_config(targets.runbook,
                                                                                          decision.runbook), tags=tags)
@@ -146,7 +146,7 @@ def _observation(sensor: str, decision: Decision, spec: JobSpec, run_key: str | 
         metadata["remediation/runbook"] = MetadataValue.json(dict(decision.runbook))
     if decision.run_config is not None:
         metadata["remediation/run_config"] = MetadataValue.json(dict(decision.run_config))
-    return AssetObservation(asset_key=AssetKey(spec.sink_table),
+    return AssetObservation(asset_key=AssetKey(spec.output_asset),
                             metadata={k: v for k, v in metadata.items() if v is not None})
 
 

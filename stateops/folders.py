@@ -18,12 +18,14 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class JobFolders:
-    """What of a job lies on storage: its inputs' landing zones (by name), its sink table, its checkpoint
-    (resolved under the home) and its configured archive folder (None: the default under ops/)."""
+    """What of a job lies on storage: its inputs' landing folders (name, path), its sink table (as configured:
+    a name or a path) and the table's path, its checkpoint (resolved under the home) and its configured archive
+    folder (None: the default under ops/)."""
 
     name: str
-    inputs: tuple[str, ...]
+    landings: tuple[tuple[str, str], ...]
     sink_table: str
+    sink_path: str
     checkpoint: str
     archive_dir: str | None = None
 
@@ -102,8 +104,8 @@ def check_folders(jobs: Iterable[JobFolders], layout: Layout) -> None:
     jobs = list(jobs)
     named: list[tuple[str, str]] = [("the ops tables", layout.ops_table(""))]
     for job in jobs:
-        named += [(f"the landing zone of {name}", layout.landing(name)) for name in job.inputs]
-        named += [(f"the table {job.sink_table}", layout.table(job.sink_table)),
+        named += [(f"the landing zone of {name}", path) for name, path in job.landings]
+        named += [(f"the table {job.sink_table}", job.sink_path),
                   (f"the dead letters of {job.name}", layout.deadletter_table(job.name)),
                   (f"the dead-letter checkpoint of {job.name}", layout.deadletter_checkpoint(job.name)),
                   (f"the ops folder of {job.name}", layout.ops_dir(job.name))]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
@@ -45,19 +45,22 @@ class Roots:
     @classmethod
     def from_layout(cls, layout: Layout, checkpoints: Mapping[str, str],
                     archives: Mapping[str, str] | None = None,
-                    sink_tables: Mapping[str, str] | None = None) -> "Roots":
+                    sink_tables: Mapping[str, str] | None = None, landings: Iterable[str] = ()) -> "Roots":
         """`checkpoints`: every configured job -> its checkpoint path (a job may keep it outside the home);
         `archives`: jobs whose archive folder is configured -> that folder (anywhere, like a checkpoint);
-        `sink_tables`: job -> its output table's name."""
+        `sink_tables`: job -> its output table's path (an adopted job's may lie outside the home);
+        `landings`: input folders outside the home's landing zone (an adopted job's), as untouchable as it."""
         home = _resolve(layout.home)
         areas = {job: tuple(_resolve(p) for p in (
             checkpoint, layout.deadletter_checkpoint(job), layout.ops_dir(job), layout.deadletter_table(job),
             *((archives[job],) if job in (archives or {}) else ()),
-            *((layout.table(sink_tables[job]),) if job in (sink_tables or {}) else ())))
+            *((sink_tables[job],) if job in (sink_tables or {}) else ())))
             for job, checkpoint in checkpoints.items()}
-        configured = [areas[job][0] for job in areas] + [_resolve(p) for p in (archives or {}).values()]
+        configured = ([areas[job][0] for job in areas] + [_resolve(p) for p in (archives or {}).values()]
+                      + [_resolve(p) for p in (sink_tables or {}).values()])
         outside = tuple(sorted({p for p in configured if not _within(p, home)}))
-        return cls(home=home, roots=(home, *outside), areas=areas, untouchable=(_resolve(layout.landing("")),))
+        landing = {_resolve(layout.landing(""))} | {_resolve(p) for p in landings}
+        return cls(home=home, roots=(home, *outside), areas=areas, untouchable=tuple(sorted(landing)))
 
     def confine(self, path: str, *, job: str | None) -> str:
         """The resolved path, if a destructive step of `job` may touch it; else OutsideRootsError.

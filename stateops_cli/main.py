@@ -127,9 +127,9 @@ def demo(obj: Environment) -> None:
     spark = get_session(obj.spark)
     for spec in obj.catalog.jobs.values():
         result = run_job(spark, spec, layout, settings=obj.settings)
-        table = open_table(layout.table(spec.sink_table))
+        table = open_table(spec.sink_path(layout))
         click.echo(summary(result))
-        click.echo(f"  -> {layout.table(spec.sink_table)}: {table.count() if table else 0} rows")
+        click.echo(f"  -> {spec.sink_path(layout)}: {table.count() if table else 0} rows")
     click.echo(f"Progress of every batch: {layout.ops_table('progress')}")
     click.echo("Next: stateops audit user_activity | stateops audit user_activity --fast | "
                "stateops explain-key order_payments --key o000001")

@@ -70,6 +70,14 @@ def _catalog_settings(config: ConfigFile) -> bool:
     return builtin
 
 
+def job_folders(spec: JobSpec, layout: Layout) -> JobFolders:
+    """What of `spec` lies on storage (stateops.folders): a json job's landing folders, its table, checkpoint,
+    archives."""
+    landings = tuple((i.name, i.landing(layout)) for i in spec.inputs) if spec.source == "json" else ()
+    return JobFolders(spec.name, landings, spec.sink_table, spec.sink_path(layout), spec.checkpoint_path(layout),
+                      spec.archive_dir)
+
+
 def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
     """All jobs by name, validated, with the config file's overrides applied, paths checked under `layout`."""
     defined: dict[str, tuple[str, JobSpec]] = {}
@@ -94,8 +102,7 @@ def _load_jobs(config: ConfigFile, layout: Layout) -> dict[str, JobSpec]:
         specs[name] = with_overrides(specs[name], values)
     for spec in specs.values():  # each validated as it was made (stateops.jobs.definition.spec.JobSpec)
         transformation.check(spec)  # the callable imports and binds (after the fields it depends on)
-    check_folders([JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table,
-                              spec.checkpoint_path(layout), spec.archive_dir) for spec in specs.values()], layout)
+    check_folders([job_folders(spec, layout) for spec in specs.values()], layout)
     return specs
 
 
@@ -186,5 +193,7 @@ class Catalog:
         """The roots guard for every configured job (checkpoints configured outside the home included)."""
         return Roots.from_layout(self.layout, {name: spec.checkpoint_path(self.layout) for name, spec in self.jobs.items()},
                                  {name: spec.archive_dir for name, spec in self.jobs.items() if spec.archive_dir},
-                                 {name: spec.sink_table for name, spec in self.jobs.items()})
+                                 {name: spec.sink_path(self.layout) for name, spec in self.jobs.items()},
+                                 [inp.path for spec in self.jobs.values() if spec.source == "json"
+                                  for inp in spec.inputs if inp.path])
 

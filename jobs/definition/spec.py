@@ -51,9 +51,21 @@ class InputSpec:
     name: StrictStr
     schema: StrictStr  # DDL: "event_id STRING, event_time TIMESTAMP, ..."
     time_column: StrictStr
+    # Where the input lands when it is not StateOps' own folder: a landing folder (absolute path or URL) for the
+    # json source, a topic for Kafka (an adopted job reads where its checkpoint read: stateops.adoption).
+    path: StrictStr | None = None
 
     def columns(self) -> dict[str, str]:
         return parse_schema(self.schema, f"inputs.{self.name}.schema")
+
+    def landing(self, layout: Layout) -> str:
+        """The json source's folder: `path`, else the home's landing zone of the input's name."""
+        return self.path or layout.landing(self.name)
+
+    @property
+    def topic(self) -> str:
+        """The Kafka source's topic: `path`, else the input's name."""
+        return self.path or self.name
 
 
 @dataclass(frozen=True, config=MODEL)
@@ -161,6 +173,16 @@ class JobSpec:
     def checkpoint_path(self, layout: Layout) -> str:
         return self.checkpoint or layout.checkpoint(self.name)
 
+    def sink_path(self, layout: Layout) -> str:
+        """The output Delta table: `sink_table` when it is a path or URL (an existing table), else the home's
+        table of that name."""
+        return self.sink_table if is_location(self.sink_table) else layout.table(self.sink_table)
+
+    @property
+    def output_asset(self) -> str:
+        """The output table's Dagster asset name: `sink_table` when it is a name, else the job's name."""
+        return self.name if is_location(self.sink_table) else self.sink_table
+
     def archive_path(self, layout: Layout) -> str:
         return self.archive_dir or layout.archives(self.name)
 
@@ -182,6 +204,11 @@ class JobSpec:
         job's brokers are asked with confluent-kafka (stateops.kafka_offsets) by the runbook and explain-key."""
         if self.source == "kafka":
             require("kafka", f"job {self.name} reads Kafka")
+
+
+def is_location(text: str | None) -> bool:
+    """An absolute path or a URL (a folder or table of its own), as opposed to a name under the home."""
+    return bool(text) and (bool(_URL.match(text)) or os.path.isabs(text))
 
 
 def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
@@ -213,7 +240,7 @@ def _signed(text: str) -> int | None:
 
 _KIND_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal number", str: "text", list: "a list",
                tuple: "a list", dict: "a table"}
-_NESTED = {"inputs": ("name", "schema", "time_column"), "join": ("left", "right", "upper", "lower"),
+_NESTED = {"inputs": ("name", "schema", "time_column", "path"), "join": ("left", "right", "upper", "lower"),
            "explain": ("key_columns", "output_key_columns", "late_margin")}
 _EXAMPLES = {"inputs": "[[jobs.NAME.inputs]] with name, schema, time_column",
              "join": 'join = { left = "orders", right = "payments", upper = "5 minutes" }',
@@ -323,6 +350,7 @@ def check_values(spec: JobSpec) -> None:
             raise ConfigError(f"{where}.inputs.{inp.name}.time_column",
                               f"column {inp.time_column!r} is {columns[inp.time_column]}, not timestamp",
                               "the watermark needs a TIMESTAMP column")
+    _check_input_paths(spec, where)
     if len({i.name for i in spec.inputs}) < len(spec.inputs) or not all(_NAME.match(i.name) for i in spec.inputs):
         raise ConfigError(f"{where}.inputs", f"input names {[i.name for i in spec.inputs]} are not distinct "
                           "lower-case names", "name each input once (it names the landing folder or Kafka topic)")
@@ -348,9 +376,10 @@ def check_values(spec: JobSpec) -> None:
         raise ConfigError(f"{where}.archive_dir", f"{spec.archive_dir!r} is not an absolute path",
                           "use an absolute local path under STATEOPS_HOME (the runbook's journal needs file "
                           "locks), or remove it to use $STATEOPS_HOME/ops/<job>/archives")
-    if not _NAME.match(spec.sink_table or ""):
-        raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name",
-                          "use lower-case letters, digits and underscores")
+    if not (_NAME.match(spec.sink_table or "") or is_location(spec.sink_table)):
+        raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name, absolute path "
+                          "or URL", "use lower-case letters, digits and underscores (a table under the home), or "
+                          "an existing Delta table's absolute path or URL")
     delay = _seconds(f"{where}.watermark_delay", spec.watermark_delay)
     low = _seconds(f"{where}.watermark_min", spec.watermark_min)
     high = _seconds(f"{where}.watermark_max", spec.watermark_max)
@@ -373,6 +402,24 @@ def check_values(spec: JobSpec) -> None:
         raise ConfigError(f"{where}.future_tolerance", f"{spec.future_tolerance!r} is not positive",
                           'use e.g. "1 day": rows further ahead of their arrival go to the dead letters')
     _check_checkpoint(spec, where)
+
+
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _check_input_paths(spec: JobSpec, where: str) -> None:
+    """An input's `path`: a landing folder's absolute path or URL (json), a topic name (Kafka)."""
+    for inp in spec.inputs:
+        if inp.path is None:
+            continue
+        if spec.source == "kafka" and not _TOPIC.match(inp.path):
+            raise ConfigError(f"{where}.inputs.{inp.name}.path", f"{inp.path!r} is not a Kafka topic name",
+                              "name the topic the input reads (letters, digits, '.', '_', '-'), or remove it to "
+                              f"read the topic {inp.name!r}")
+        if spec.source == "json" and not is_location(inp.path):
+            raise ConfigError(f"{where}.inputs.{inp.name}.path", f"{inp.path!r} is not an absolute path or a URL",
+                              "name the landing folder the input reads (e.g. s3://bucket/landing/events), or "
+                              "remove it to read $STATEOPS_HOME/landing/<input>")
 
 
 def _check_join(spec: JobSpec, where: str) -> None:

@@ -115,13 +115,14 @@ def explain_target(spec: JobSpec, layout: Layout) -> ExplainTarget:
         raise ExplainError(f"{checkpoint}/metadata: cannot read the query id ({first_line(err)}); the checkpoint "
                            f"is damaged: audit it (stateops audit {spec.name}) before explaining keys") from None
     kafka = kafka_source(spec)
-    inputs = tuple(InputSource(inp.name, None if kafka else layout.landing(inp.name), inp.schema, inp.time_column,
-                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds, kafka)
+    inputs = tuple(InputSource(inp.name, None if kafka else inp.landing(layout), inp.schema, inp.time_column,
+                               keys.key_columns.get(inp.name), spec.future_tolerance_seconds, kafka,
+                               inp.path if kafka else None)
                    for inp in spec.inputs)
     join = spec.join and JoinSpec(left=spec.join.left, right=spec.join.right,
                                   left_time=spec.input(spec.join.left).time_column,
                                   right_time=spec.input(spec.join.right).time_column, bound=spec.join.bound)
-    return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=layout.table(spec.sink_table),
+    return ExplainTarget(job=spec.name, checkpoint=checkpoint, output_table=spec.sink_path(layout),
                          output_app_id=app_id, output_key_columns=keys.output_key_columns or spec.merge_keys,
                          inputs=inputs,
                          join=join if kind == "join" else None, kind=kind,
@@ -133,11 +134,11 @@ def recovery_target(spec: JobSpec, layout: Layout, roots: Roots, spark_conf: Map
     what STATEOPS_SPARK_CONF sets (a rebuild's new checkpoint takes its state store settings)."""
     effective = effective_spec(spec, layout)
     return JobTarget(
-        job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=layout.table(spec.sink_table),
+        job=spec.name, checkpoint=spec.checkpoint_path(layout), sink_table=spec.sink_path(layout),
         output_mode=spec.output_mode, row_key=spec.row_key, output_time_column=spec.output_time_column,
         watermark_delay=effective.watermark_delay, bounds=watermark_bounds(spec),
         shuffle_partitions=effective.shuffle_partitions, archive_root=spec.archive_path(layout),
-        landing=tuple(layout.landing(i.name) for i in spec.inputs) if spec.source == "json" else (),
+        landing=tuple(i.landing(layout) for i in spec.inputs) if spec.source == "json" else (),
         inputs=len(spec.inputs), roots=roots,
         kafka=kafka_source(spec), state_store=spec.state_store,
         state_conf={key: value for key, value in (spark_conf or {}).items() if key in state_store.DEFAULTS})

@@ -34,7 +34,7 @@ def retention_scope(environment: Environment) -> Scope:
     areas = {name: JobArea(job=name, checkpoint=spec.checkpoint_path(layout),
                            deadletter_checkpoint=layout.deadletter_checkpoint(name),
                            archive_root=spec.archive_path(layout),
-                           sink_table=layout.table(spec.sink_table), deadletter_table=layout.deadletter_table(name))
+                           sink_table=spec.sink_path(layout), deadletter_table=layout.deadletter_table(name))
              for name, spec in jobs.items()}
     return Scope(layout=layout, jobs=areas, roots=catalog.roots(), policies=catalog.retention,
                  min_batches_to_retain=min_batches_to_retain(environment.spark))

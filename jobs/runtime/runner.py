@@ -105,10 +105,10 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
     checkpoints = (spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name))
-    check_placement(spec.name, list(checkpoints), [layout.landing(i.name) for i in spec.inputs] if
-                    spec.source == "json" else [], layout.table(spec.sink_table),
+    check_placement(spec.name, list(checkpoints), [i.landing(layout) for i in spec.inputs] if
+                    spec.source == "json" else [], spec.sink_path(layout),
                     by_runbook=lease.lease.runbook_id is not None)
-    sink = DeltaSink(spec.name, layout.table(spec.sink_table), checkpoints[0], spec.merge_keys, use_jvm=use_jvm,
+    sink = DeltaSink(spec.name, spec.sink_path(layout), checkpoints[0], spec.merge_keys, use_jvm=use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
                      time_column=spec.output_time_column)
     dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), checkpoints[1], tag_batch_id=True,
@@ -215,7 +215,7 @@ def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, re
     totals = recorder.totals
     last = totals.last
     dl_table = open_table(layout.deadletter_table(spec.name))
-    out_table = open_table(layout.table(spec.sink_table))
+    out_table = open_table(spec.sink_path(layout))
     return RunResult(
         job=spec.name,
         run_id=run_id,

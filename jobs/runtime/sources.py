@@ -31,14 +31,14 @@ def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec
             spark.readStream.format("kafka")
             .options(**spec.kafka_options)
             .option("kafka.bootstrap.servers", spec.kafka_bootstrap_servers)
-            .option("subscribe", inp.name)
+            .option("subscribe", inp.topic)
             .option("startingOffsets", "earliest")
             .option("failOnDataLoss", "true")
             .load()
             .select(F.col("value").cast("string").alias("value"), F.col("timestamp").alias("arrival_time"))
         )
     return (
-        spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(layout.landing(inp.name))
+        spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(inp.landing(layout))
         .select("value", F.col("_metadata.file_modification_time").alias("arrival_time"))
     )
 

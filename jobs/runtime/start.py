@@ -34,7 +34,7 @@ def state_conf(spark: SparkSession, spec: JobSpec, layout: Layout) -> dict[str, 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
     if spec.source == "json":
         for inp in spec.inputs:
-            fs, path = filesystem(layout.landing(inp.name))
+            fs, path = filesystem(inp.landing(layout))
             fs.makedirs(path, exist_ok=True)
 
 

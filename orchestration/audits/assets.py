@@ -115,7 +115,7 @@ def _audit_and_record(context: AssetExecutionContext, spec: JobSpec, paths: Path
 def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
     key = deep_audit_key(spec)
 
-    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.sink_table)], kinds={"spark"},
+    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.output_asset)], kinds={"spark"},
            description=f"Deep state audit of {spec.name} (Spark's state reader): exact rows per partition, "
                        "skew, growth, eviction; recorded in the audits/findings ops tables.")
     def _deep(context: AssetExecutionContext, spark: SparkResource, paths: PathsResource) -> MaterializeResult:
@@ -131,7 +131,7 @@ def build_deep_audit_asset(spec: JobSpec) -> AssetsDefinition:
 def build_fast_audit_asset(spec: JobSpec) -> AssetsDefinition:
     key = fast_audit_key(spec)
 
-    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.sink_table)], kinds={"python"},
+    @asset(key=key, group_name=audit_group(spec), deps=[AssetKey(spec.output_asset)], kinds={"python"},
            description=f"Fast state audit of {spec.name} (no JVM): state files per partition and the latest "
                        "progress rows; bytes skew and growth; recorded in the audits/findings ops tables.")
     def _fast(context: AssetExecutionContext, paths: PathsResource) -> MaterializeResult:

@@ -96,7 +96,7 @@ def check_result(name: str, audit: Optional[Mapping[str, Any]], findings: Iterab
 
 def build_state_checks(spec: JobSpec) -> AssetChecksDefinition:
     audit_key = deep_audit_key(spec)
-    specs = [AssetCheckSpec(name, asset=AssetKey(spec.sink_table), additional_deps=[audit_key],
+    specs = [AssetCheckSpec(name, asset=AssetKey(spec.output_asset), additional_deps=[audit_key],
                             description=f"{about.capitalize()} ({', '.join(codes)}). Reflects the latest deep "
                                         f"audit recorded by {audit_key.to_user_string()} (hourly); the audit's "
                                         "id, time and age are in the result's metadata.")
@@ -134,7 +134,7 @@ def compatibility_result(fit) -> AssetCheckResult:
 
 
 def build_compatibility_check(spec: JobSpec) -> AssetChecksDefinition:
-    @asset_check(name=COMPATIBLE, asset=AssetKey(spec.sink_table),
+    @asset_check(name=COMPATIBLE, asset=AssetKey(spec.output_asset),
                  description=f"Whether {spec.name}'s query, as it is now, still fits the state in its checkpoint "
                              "(stateops jobs check): Spark's own schema rules and the key columns by name. A change "
                              "it refuses needs `stateops recover run JOB --mode rebuild`.")

@@ -179,7 +179,7 @@ def build_state_recovery(jobs: Mapping[str, JobSpec]) -> JobDefinition:
         except ConfigError as err:
             raise Failure(description=redact(str(err)), allow_retries=False) from None
         context.instance.add_run_tags(context.run_id, {JOB_TAG: config.job})
-        asset = AssetKey(jobs[config.job].sink_table)
+        asset = AssetKey(jobs[config.job].output_asset)
 
         def on_event(event: StepEvent) -> None:
             if event.phase == "started":

@@ -124,7 +124,7 @@ def state_store_metadata(report: dict) -> dict:
 def build_job_asset(spec: JobSpec) -> AssetsDefinition:
     """The asset of one job: key = its sink table; materializing it runs the job once."""
 
-    @asset(name=spec.sink_table, group_name=asset_group(spec), description=spec.description, kinds={"spark", "delta"},
+    @asset(name=spec.output_asset, group_name=asset_group(spec), description=spec.description, kinds={"spark", "delta"},
            pool=pool_name(spec), owners=list(spec.owners), tags=dict(spec.tags), code_version=code_version(spec))
     def _materialize(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource,
                      paths: PathsResource) -> MaterializeResult:
@@ -149,7 +149,7 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
             store = state_store_report(in_force, layout, paths.environment().spark.extra_conf)
-        return MaterializeResult(metadata=redacted({**run_metadata(result, layout.table(spec.sink_table)),
+        return MaterializeResult(metadata=redacted({**run_metadata(result, spec.sink_path(layout)),
                                                     **state_store_metadata(store)}))
 
     return _materialize

@@ -22,7 +22,7 @@ CRON = "*/15 * * * *"
 
 def build_job_run(spec: JobSpec):
     """The Dagster job that materializes the one asset of `spec` (schedules and restarts launch it)."""
-    return scoped_asset_job(f"{spec.name}_job", AssetSelection.assets(spec.sink_table).without_checks(),
+    return scoped_asset_job(f"{spec.name}_job", AssetSelection.assets(spec.output_asset).without_checks(),
                             description=f"One bounded run of {spec.name}.")
 
 

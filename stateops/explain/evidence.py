@@ -214,7 +214,7 @@ def _file_records(spark, logs: dict[int, list[tuple[str, int]]], log: BatchLog, 
 def _kafka_records(spark, kafka: kafka_input.KafkaBatches, inp: InputSource, key: str, batch_id: int
                    ) -> list[tuple[Any, Any, dict[str, Any]]]:
     """(parsed row, arrival, where the query read it) for the key's records of the topic up to `batch_id`."""
-    return [(r["row"], r["arrival"], {"batch_id": kafka.micro_batch_of(inp.name, r["partition"], r["offset"]),
+    return [(r["row"], r["arrival"], {"batch_id": kafka.micro_batch_of(inp.topic, r["partition"], r["offset"]),
                                       "source_batch_id": None, "partition": int(r["partition"]),
                                       "offset": r["offset"]})
             for r in kafka_input.read_records(spark, inp, kafka, key, batch_id)]

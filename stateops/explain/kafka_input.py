@@ -57,19 +57,20 @@ def load(checkpoint, progress_rows: Iterable[Mapping[str, Any]]) -> KafkaBatches
 
 
 def read_records(spark, inp, batches: KafkaBatches, key: str, batch_id: int) -> list[dict[str, Any]]:
-    """The key's records of input `inp` (topic = input name) up to the end of `batch_id`: partition, offset,
+    """The key's records of input `inp` (its topic) up to the end of `batch_id`: partition, offset,
     arrival (the record timestamp) and the parsed row (None where the value does not parse)."""
     from pyspark.sql import functions as F
 
-    ends = batches.ends.get(batch_id, {}).get(inp.name)
+    topic = inp.topic
+    ends = batches.ends.get(batch_id, {}).get(topic)
     if not ends:
         return []
-    start = batches.initial.get(inp.name)
+    start = batches.initial.get(topic)
     reader = (spark.read.format("kafka").options(**dict(inp.kafka.options))
               .option("kafka.bootstrap.servers", inp.kafka.bootstrap_servers)
-              .option("subscribe", inp.name)
-              .option("startingOffsets", json.dumps({inp.name: dict(start)}) if start else "earliest")
-              .option("endingOffsets", json.dumps({inp.name: dict(ends)}))
+              .option("subscribe", topic)
+              .option("startingOffsets", json.dumps({topic: dict(start)}) if start else "earliest")
+              .option("endingOffsets", json.dumps({topic: dict(ends)}))
               .option("failOnDataLoss", "false"))
     rows = (reader.load().select(
         F.col("partition").cast("string").alias("partition"), "offset", F.col("timestamp").alias("arrival"),

@@ -52,7 +52,7 @@ class JoinSpec:
 @dataclass(frozen=True)
 class InputSource:
     """One input of the job: where it lands (a file source) or the brokers of its topic (a Kafka source, the
-    topic named after the input), how to parse it, which column holds the key."""
+    topic named after the input unless `topic_name` says), how to parse it, which column holds the key."""
 
     name: str
     path: str | None
@@ -61,6 +61,11 @@ class InputSource:
     key_column: str | None = None
     future_tolerance_seconds: int | None = None  # a time further ahead of its arrival is a dead letter
     kafka: KafkaSource | None = None
+    topic_name: str | None = None  # a Kafka input's topic when not the input's name (an adopted job)
+
+    @property
+    def topic(self) -> str:
+        return self.topic_name or self.name
 
 
 @dataclass(frozen=True)

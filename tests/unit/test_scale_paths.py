@@ -13,7 +13,7 @@ import pytest
 
 import stateops.folders as folders_module
 from bench.bench_scale import EXAMPLES, config_text
-from stateops.jobs.definition.catalog import Catalog
+from stateops.jobs.definition.catalog import Catalog, job_folders
 from stateops.jobs.definition.environment import get_job
 from stateops.dagster.groups import DEFAULT_GROUP, asset_group
 from stateops.errors import ConfigError
@@ -67,8 +67,7 @@ def test_the_folder_index_answers_as_the_pairwise_check(tmp_path):
 
 
 def _folders(spec, layout: Layout) -> JobFolders:
-    return JobFolders(spec.name, tuple(i.name for i in spec.inputs), spec.sink_table, spec.checkpoint_path(layout),
-                      spec.archive_dir)
+    return job_folders(spec, layout)
 
 
 def test_the_first_clash_is_named_as_before(tmp_path):
