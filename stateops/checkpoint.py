@@ -111,29 +111,37 @@ class Checkpoint:
 
     def source_files(self) -> dict[int, list[tuple[str, int]]]:
         """File sources' logs: source index -> [(file path, source batch id)], in batch order."""
+        return {index: sorted(((path, int(entry["batchId"])) for path, entry in self.source_log(index).items()),
+                              key=lambda item: item[1])
+                for index in self.file_sources()}
+
+    def file_sources(self) -> list[int]:
+        """The indexes of the sources that keep a file log (`sources/<index>/`: Spark's file source)."""
         fs, root = filesystem(self._join("sources"))
-        out: dict[int, list[tuple[str, int]]] = {}
         if not fs.exists(root):
-            return out
-        for folder in fs.ls(root, detail=False):
-            index = posixpath.basename(folder.rstrip("/"))
-            if not index.isdigit():
-                continue
-            seen: dict[str, int] = {}
-            for entry in fs.ls(folder, detail=False):
-                name = posixpath.basename(entry)
-                if name.startswith(".") or not name.split(".")[0].isdigit():
-                    continue
-                with fs.open(entry, "r") as handle:
-                    for line in handle.read().splitlines()[1:]:
-                        try:
-                            record = json.loads(line)
-                        except ValueError:
-                            continue
-                        if isinstance(record, dict) and "path" in record and "batchId" in record:
-                            seen[record["path"]] = int(record["batchId"])
-            out[int(index)] = sorted(seen.items(), key=lambda item: item[1])
-        return out
+            return []
+        return sorted(int(name) for name in (posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False))
+                      if name.isdigit())
+
+    def source_log(self, index: int) -> dict[str, dict]:
+        """A file source's log (its batch files and compactions, `v1` then one JSON entry a line): file path ->
+        its entry {"path", "timestamp", "batchId"}, the newest entry where a path repeats."""
+        fs, folder = filesystem(self._join("sources", str(index)))
+        seen: dict[str, dict] = {}
+        if not fs.exists(folder):
+            return seen
+        entries = [e for e in fs.ls(folder, detail=False) if not posixpath.basename(e).startswith(".")
+                   and posixpath.basename(e).split(".")[0].isdigit()]
+        for entry in sorted(entries, key=lambda e: int(posixpath.basename(e).split(".")[0])):
+            with fs.open(entry, "r") as handle:
+                for line in handle.read().splitlines()[1:]:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(record, dict) and "path" in record and "batchId" in record:
+                        seen[record["path"]] = record
+        return seen
 
     def watermark(self, batch_id: int) -> datetime | None:
         """The event-time watermark in force during `batch_id` (None before the first watermark)."""

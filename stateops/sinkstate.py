@@ -63,16 +63,26 @@ class SinkState:
     epoch: int = 0
     write_floor_ms: int | None = None            # rows whose span starts before this are not written
     insert_if_absent_until_ms: int | None = None  # append rows starting at or before this: insert if absent
+    # An adopted job (stateops.adoption): the old query's id and the newest of its batches the table holds; a
+    # batch of that query up to it runs (its state commits) and is written nowhere.
+    adopted_query: str | None = None
+    written_through: int | None = None
+
+    def already_written(self, query_id: str, batch_id: int) -> bool:
+        return (self.adopted_query == query_id and self.written_through is not None
+                and batch_id <= self.written_through)
 
 
 def sink_state(layout: Layout, job: str) -> SinkState:
     forced = overrides.in_force(layout, job)
     epoch = int(forced[overrides.SINK_EPOCH].value) if overrides.SINK_EPOCH in forced else 0
     replay = json.loads(forced[overrides.SINK_REPLAY].value) if overrides.SINK_REPLAY in forced else {}
+    adopted = json.loads(forced[overrides.ADOPTION].value) if overrides.ADOPTION in forced else {}
+    adoption = {"adopted_query": adopted.get("query_id"), "written_through": adopted.get("written_through")}
     if replay.get("epoch") != epoch:  # replay rules belong to the rebuild's own epoch only
-        return SinkState(epoch=epoch)
+        return SinkState(epoch=epoch, **adoption)
     return SinkState(epoch=epoch, write_floor_ms=replay.get("write_floor_ms"),
-                     insert_if_absent_until_ms=replay.get("insert_if_absent_until_ms"))
+                     insert_if_absent_until_ms=replay.get("insert_if_absent_until_ms"), **adoption)
 
 
 def next_epoch(layout: Layout, job: str) -> int:

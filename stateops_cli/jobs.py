@@ -143,6 +143,43 @@ def jobs_check(obj: Environment, name: str, as_json: bool) -> None:
         click.get_current_context().exit(2 if fit.status == REFUSED else 1)
 
 
+@jobs_group.command("adopt")
+@click.argument("name")
+@click.option("--confirm", is_flag=True, help="Adopt (without it: the plan only, nothing changed).")
+@click.option("--replay-last-batch", is_flag=True,
+              help="A batch in flight whose output cannot be known is written again (MERGE sinks only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--actor", default=None, help="Who adopts (default: user@host).")
+@click.pass_obj
+def jobs_adopt(obj: Environment, name: str, confirm: bool, replay_last_batch: bool, as_json: bool,
+               actor: str | None) -> None:
+    """Bring NAME's existing checkpoint, table and input under StateOps without reprocessing (docs/operations.md,
+    Bringing an existing job). Without --confirm: the plan (exit 0 ready or adopted, 2 refused). With it: adopted
+    (exit 0) or refused in one line (exit 2), nothing changed."""
+    from stateops.jobs.runtime.adoption import AdoptionRefused, adopt, make_plan
+    from stateops.jobs.runtime.session import console_log_for, get_session
+
+    spec = obj.catalog.job(name)
+    spec.require_extras()
+    spark = get_session(obj.spark, console_log=console_log_for(obj.layout.run_log(spec.name, "adopt")))
+    if confirm:
+        try:
+            plan = adopt(spark, spec, obj.layout, obj.settings, actor=actor or default_actor(),
+                         replay_last_batch=replay_last_batch)
+        except AdoptionRefused as refused:
+            if as_json:
+                click.echo(json.dumps(refused.plan.to_json(), indent=2, default=str))
+            raise
+    else:
+        plan = make_plan(spark, spec, obj.layout, obj.settings, replay_last_batch=replay_last_batch)
+    if as_json:
+        click.echo(json.dumps(plan.to_json(), indent=2, default=str))
+    else:
+        click.echo("\n".join(plan.text()))
+    if plan.status == "refused":
+        click.get_current_context().exit(2)
+
+
 def summary(result: RunResult) -> str:
     """One line per run: batches, rows, dead letters, state rows, watermark, and what stopped it."""
     state = ", ".join(f"{op['operator_name']}=" + ("not counted" if op["num_rows_total"] is None else

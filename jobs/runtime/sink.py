@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
 from stateops.sinkstate import SinkState, query_app_id
@@ -133,11 +134,23 @@ class DeltaSink:
     _app_id: str | None = field(default=None, repr=False)
     _written_upto: int | None = field(default=None, repr=False)  # JVM path: the newest batch in the table
     _table_exists: bool = field(default=False, repr=False)
+    _query: str | None = field(default=None, repr=False)
 
     def app_id(self) -> str:
         if self._app_id is None:
             self._app_id = query_app_id(self.job, self.checkpoint, self.sink.epoch)
         return self._app_id
+
+    def _query_id(self) -> str:
+        if self._query is None:
+            self._query = Checkpoint(self.checkpoint).query_id()
+        return self._query
+
+    def _skip(self, df: DataFrame) -> None:
+        """A batch the table holds: it still runs, written nowhere. Spark 4.2 fails a batch whose state stores did
+        not all commit (STATE_STORE_COMMIT_VALIDATION_FAILED), and only running the plan commits them."""
+        df.write.format("noop").mode("overwrite").save()
+        self.batches_skipped += 1
 
     def stats_columns(self) -> tuple[str, ...]:
         """What a table created by Delta's Spark writer keeps statistics for: the keys a MERGE or a replay
@@ -160,6 +173,9 @@ class DeltaSink:
         return data, repeats
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self.sink.adopted_query is not None and self.sink.already_written(self._query_id(), batch_id):
+            self._skip(df)  # an adopted job's batch in flight that the old query wrote (stateops.adoption)
+            return
         if self.tag_batch_id:
             df = df.withColumn("batch_id", F.lit(batch_id).cast("long")).withColumn("recorded_at",
                                                                                  F.current_timestamp())
@@ -190,10 +206,7 @@ class DeltaSink:
             done = table.transaction_version(self.app_id()) if table is not None else None
             self._written_upto = -1 if done is None else done
         if batch_id <= self._written_upto:
-            # The batch still runs, written nowhere: Spark 4.2 fails a batch whose state stores did not all
-            # commit (STATE_STORE_COMMIT_VALIDATION_FAILED), and only running the plan commits them.
-            df.write.format("noop").mode("overwrite").save()
-            self.batches_skipped += 1
+            self._skip(df)
             return
         if self.sink.write_floor_ms is not None and self.time_column:
             df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))

@@ -11,6 +11,7 @@ each row lands in exactly one of the two.
 """
 from __future__ import annotations
 
+import json
 import operator
 from functools import reduce
 
@@ -22,8 +23,11 @@ from stateops.layout import Layout
 from stateops.jobs.definition.spec import InputSpec, JobSpec
 
 
-def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
-    """A stream with `value`, the raw text of each input record, and `arrival_time` (see the module doc)."""
+def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec,
+              starting_offsets: dict | None = None) -> DataFrame:
+    """A stream with `value`, the raw text of each input record, and `arrival_time` (see the module doc).
+    `starting_offsets`: where a Kafka input's new checkpoint starts ({topic: {partition: offset}}; default: the
+    earliest; an adopted job's dead-letter query starts where the old query's last batch ended)."""
     if spec.source == "kafka":
         # The spark-sql-kafka connector: the pinned jars (`stateops jars fetch`) or the cluster's own jars. failOnDataLoss
         # stays on: offsets that retention deleted before they were read fail the query, never skip data.
@@ -32,7 +36,7 @@ def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec
             .options(**spec.kafka_options)
             .option("kafka.bootstrap.servers", spec.kafka_bootstrap_servers)
             .option("subscribe", inp.topic)
-            .option("startingOffsets", "earliest")
+            .option("startingOffsets", json.dumps(starting_offsets) if starting_offsets else "earliest")
             .option("failOnDataLoss", "true")
             .load()
             .select(F.col("value").cast("string").alias("value"), F.col("timestamp").alias("arrival_time"))

@@ -11,6 +11,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from stateops import state_store
+from stateops.adoption.evidence import KAFKA
+from stateops.adoption.record import adoption
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
@@ -50,7 +52,13 @@ def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFr
 
 
 def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    frames = [invalid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
+    """Every input's invalid lines, one source per input in the job's order (an adopted file job's dead-letter
+    checkpoint is seeded in that order; an adopted Kafka job's starts at the old query's offsets:
+    stateops.adoption.record)."""
+    start = (adoption(layout, spec.name) or {}).get("deadletter", {})
+    offsets = start.get("offsets", {}) if start.get("kind") == KAFKA else {}
+    frames = [invalid_rows(raw_lines(spark, spec, layout, inp, offsets.get(inp.name)), inp, spec)
+              for inp in spec.inputs]
     return reduce(DataFrame.unionByName, frames)
 
 

@@ -31,7 +31,9 @@ SINK_EPOCH = "sink_epoch"    # part of the sink's Delta transaction app id; ever
 SINK_REPLAY = "sink_replay"  # JSON: a rebuild's write floor and insert-if-absent horizon, for one epoch
 # JSON: the state store and formats of the checkpoint a rebuild replaced, for the new one (stateops.state_store)
 STATE_FORMATS = "state_formats"
-RUNBOOK_SETTINGS = (SINK_EPOCH, SINK_REPLAY, STATE_FORMATS)  # written by runbooks only, never by `jobs override`
+# JSON: an adopted job's checkpoint (query id) and the newest of its batches the table held (stateops.adoption)
+ADOPTION = "adoption"
+RUNBOOK_SETTINGS = (SINK_EPOCH, SINK_REPLAY, STATE_FORMATS, ADOPTION)  # written by runbooks only, never by `jobs override`
 
 SCHEMA = pa.schema([
     ("change_id", pa.string()),
@@ -98,7 +100,7 @@ def validate(job: str, setting: str, value: Any, bounds: WatermarkBounds) -> str
         if not str(value).isdigit():
             raise ConfigError(setting, f"{value!r} is not a non-negative integer", "runbooks count epochs 0, 1, 2, ...")
         return str(int(value))
-    if setting in (SINK_REPLAY, STATE_FORMATS):
+    if setting in (SINK_REPLAY, STATE_FORMATS, ADOPTION):
         return str(value)
     raise ConfigError("setting", f"{setting!r} cannot be overridden", f"use one of {SETTINGS}")
 

@@ -15,7 +15,7 @@ import json
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Iterator, Sequence
 
 WINDOW_MS = 5 * 60_000
 SESSION_GAP_MS = 15 * 60_000
@@ -173,21 +173,28 @@ def late_marks(batches: list[list[dict]], delay_ms: Delay) -> list[int]:
     return _late_marks(_watermarks(batches, delay_ms))[:len(batches)]
 
 
-def user_activity(batches: list[list[dict]], delay_ms: Delay) -> set[tuple]:
-    """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
+def deduplicated(batches: list[list[dict]], delay_ms: Delay) -> Iterator[dict]:
+    """The rows dropDuplicatesWithinWatermark(["event_id"]) keeps: on time, and no earlier row of the id within
+    its expiry (event time + delay), evicted after each batch."""
     marks, delays = _watermarks(batches, delay_ms), _delays(batches, delay_ms)
-    seen: dict[str, int] = {}  # event_id -> expiry (event time + delay), evicted after each batch
-    windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    seen: dict[str, int] = {}  # event_id -> expiry
     for batch, late, delay in zip(batches, _late_marks(marks), delays):  # drops and evicts
         seen = {k: v for k, v in seen.items() if v > late}
         for row in batch:
             if row["t"] <= late or row["event_id"] in seen:
                 continue
             seen[row["event_id"]] = row["t"] + delay
-            start = row["t"] - row["t"] % WINDOW_MS
-            acc = windows[(start, start + WINDOW_MS, row["user_id"])]
-            acc[0] += 1
-            acc[1] += row["value"]
+            yield row
+
+
+def user_activity(batches: list[list[dict]], delay_ms: Delay) -> set[tuple]:
+    """(window_start, window_end, user_id, events, value_sum) after dedup within the watermark."""
+    windows: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    for row in deduplicated(batches, delay_ms):
+        start = row["t"] - row["t"] % WINDOW_MS
+        acc = windows[(start, start + WINDOW_MS, row["user_id"])]
+        acc[0] += 1
+        acc[1] += row["value"]
     return {(*key, count, total) for key, (count, total) in windows.items()}
 
 

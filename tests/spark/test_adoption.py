@@ -1,0 +1,142 @@
+"""`stateops jobs adopt` (issue 51): a plain PySpark job, run without StateOps on Spark's default store, is brought
+under StateOps with its checkpoint, table and landing folder, and StateOps runs it on: its first run reads only the
+files the old query had not read, and the table equals the batch recomputation of all input (tests/support/oracle.py,
+batch by batch as the checkpoint's logs say the runs composed them). The plan changes nothing; its refusals are one
+line each, with nothing changed. Oracles: the oracle over the landing files, Spark's state reader, the file system."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from stateops.audit import deep_audit
+from stateops.checkpoint import Checkpoint
+from stateops.cli.main import main
+from stateops.jobs.demo.generator import generate
+from stateops.layout import Layout
+from stateops.state_store import HDFS_PROVIDER
+
+from tests.support import oracle, plain_jobs
+from tests.support.audit_queries import nonzero, oracle_rows
+from tests.support.delta_rows import table_rows
+from tests.support.scenarios import SMALL, more_input
+
+pytestmark = pytest.mark.spark
+
+JOB = "legacy"
+DELAY_MS = 10 * 60 * 1000
+ACTIVITY = ["window_start", "window_end", "user_id", "events", "value_sum"]
+
+
+def _tree(path: str) -> dict[str, tuple[int, int]]:
+    found = {}
+    for folder, _, names in os.walk(path):
+        for name in names:
+            stat = os.stat(os.path.join(folder, name))
+            found[os.path.relpath(os.path.join(folder, name), path)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+class Legacy:
+    """A plain job's folders (outside the StateOps home), its config for StateOps, and the CLI on that home."""
+
+    def __init__(self, tmp_path, sink: str):
+        self.user = Layout(str(tmp_path / "user"))  # the generator writes user/landing/events
+        self.landing = self.user.landing("events")
+        self.checkpoint = str(tmp_path / "user" / "checkpoint")
+        self.table = str(tmp_path / "user" / "table")
+        self.home = Layout(str(tmp_path / "home"))
+        self.config = str(tmp_path / "stateops.toml")
+        self.sink = sink
+        self.configure()
+
+    def configure(self, **changes: str) -> None:
+        text = plain_jobs.config(JOB, landing=self.landing, checkpoint=self.checkpoint, table=self.table,
+                                 sink=self.sink)
+        for key, value in changes.items():
+            text = text.replace(key, value)
+        with open(self.config, "w") as handle:
+            handle.write(text)
+
+    def cli(self, *args: str):
+        return CliRunner().invoke(main, ["--home", self.home.home, "--config", self.config, *args])
+
+    def ok(self, *args: str) -> dict | str:
+        done = self.cli(*args)
+        assert done.exit_code == 0, done.output
+        return json.loads(done.output) if "--json" in args else done.output
+
+    def refused(self, *args: str) -> str:
+        """Exit 2, the line names the refusal, and neither the checkpoint nor the table changed."""
+        before = _tree(self.checkpoint), _tree(self.table)
+        done = self.cli(*args)
+        assert done.exit_code == 2, done.output
+        assert (_tree(self.checkpoint), _tree(self.table)) == before
+        assert not os.path.exists(self.home.deadletter_checkpoint(JOB))
+        return done.output
+
+
+def _new_file_dead_letters(legacy: Legacy, old_files: int) -> int:
+    batches = oracle.landing_batches(legacy.landing)[old_files:]
+    return sum(oracle.parse_line("events", line, arrival) is None for arrival, lines in batches for line in lines)
+
+
+def _plain(spark, tmp_path, sink: str) -> Legacy:
+    """The plain job run over three files (three micro-batches), then two more files landed for StateOps."""
+    legacy = Legacy(tmp_path, sink)
+    generate(legacy.user, replace(SMALL, files=3, events=300))
+    plain_jobs.run_plain(spark, legacy.landing, legacy.checkpoint, legacy.table, sink=sink)
+    read = Checkpoint.open(legacy.checkpoint).source_files()[0]
+    assert sorted({batch for _, batch in read}) == [0, 1, 2]  # a file a batch (then a no-data batch: the watermark)
+    more_input(legacy.user, hour=5, seed=61)
+    return legacy
+
+
+def test_a_plain_merge_job_on_the_default_store_is_adopted_and_run_on_without_reprocessing(spark, tmp_path):
+    legacy = _plain(spark, tmp_path, "merge")
+    plan = legacy.ok("jobs", "adopt", JOB, "--json")
+    assert plan["status"] == "ready" and plan["refusals"] == [], plan
+    last = Checkpoint.open(legacy.checkpoint).committed_batches()[-1]
+    assert (plan["last_committed_batch"], plan["batch_in_flight"], plan["in_flight_output"]) == (last, None, None)
+    assert plan["fit"]["status"] == "compatible", plan["fit"]
+    assert plan["sources"] == [{"index": 0, "kind": "files", "where": [legacy.landing], "input": "events",
+                                "offset": {"logOffset": 2}, "files_read": 3, "problem": None}]
+    assert plan["sink"]["delta"] and plan["state_store"]["store"]["value"] == "memory", plan
+    assert plan["deadletter"]["kind"] == "files" and plan["deadletter"]["files"] == {"events": 3}
+    assert not os.path.exists(legacy.home.deadletter_checkpoint(JOB))  # the plan wrote nothing
+
+    # Refused in one line, nothing changed: a query that does not fit the state; an input read elsewhere.
+    legacy.configure(**{"plain_jobs:activity": "plain_jobs:deduplicated"})
+    assert "does not fit the checkpoint's state" in legacy.refused("jobs", "adopt", JOB, "--confirm")
+    other = str(tmp_path / "elsewhere")
+    os.makedirs(other)
+    legacy.configure(**{f'path = "{legacy.landing}"': f'path = "{other}"'})
+    assert "source 0 of the checkpoint: it read" in legacy.refused("jobs", "adopt", JOB, "--confirm")
+    legacy.configure()
+
+    assert "adopted at" in legacy.ok("jobs", "adopt", JOB, "--confirm")
+    assert "already adopted" in legacy.cli("jobs", "adopt", JOB, "--confirm").output
+    legacy.ok("jobs", "run", JOB, "--json")
+    checkpoint = Checkpoint.open(legacy.checkpoint)
+    new = sorted(os.path.basename(path) for path, batch in checkpoint.source_files()[0] if batch > 2)
+    assert new == sorted(os.listdir(legacy.landing))[3:] and len(new) == 2  # the new files only, each read once
+    assert checkpoint.committed_batches()[0] == 0 and checkpoint.committed_batches()[-1] > last
+    assert checkpoint.state_provider(checkpoint.committed_batches()[-1]) == HDFS_PROVIDER  # still Spark's default
+
+    expected = oracle.user_activity(oracle.typed_batches(legacy.landing, "events", legacy.checkpoint), DELAY_MS)
+    got = table_rows(legacy.table, ACTIVITY)
+    assert len(got) == len(set(got)) and set(got) == expected
+    dead = table_rows(legacy.home.deadletter_table(JOB), ["raw"])
+    assert len(dead) == _new_file_dead_letters(legacy, 3) > 0  # the new files' bad lines, none of the old ones
+
+    report = deep_audit(spark, legacy.checkpoint)
+    assert report.provider == HDFS_PROVIDER and report.operators
+    for op in report.operators:
+        assert nonzero(op.rows_per_partition) == oracle_rows(spark, legacy.checkpoint, operatorId=op.operator_id)
+    legacy.ok("retention", "plan", "--json")
+    user = got[0][2]
+    explained = legacy.ok("explain-key", JOB, "--key", user, "--json")
+    assert explained["job"] == JOB, explained

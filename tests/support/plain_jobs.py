@@ -1,0 +1,81 @@
+"""Plain PySpark jobs, written as a user writes them without StateOps: a file (or Kafka) source read with Spark's
+JSON reader, the user's transformation, and either a `foreachBatch` MERGE into Delta or Delta's streaming sink.
+They run on Spark's default store (the HDFS-backed in-memory store) and leave the checkpoint and table StateOps then
+adopts (stateops.adoption). The transformations are the user's own, named by the adopted job's config."""
+from __future__ import annotations
+
+import contextlib
+
+from pyspark.sql import DataFrame, SparkSession
+
+from stateops.jobs.examples.transforms import user_activity as activity  # noqa: F401 - dedup, then windows
+from stateops.state_store import HDFS_PROVIDER, PROVIDER
+
+EVENTS = "event_id STRING, user_id STRING, event_time TIMESTAMP, value DOUBLE"
+DELAY = "10 minutes"
+WINDOW_KEYS = ("window_start", "window_end", "user_id")
+
+
+def deduplicated(events: DataFrame) -> DataFrame:
+    """Each event once within the watermark (append mode: a row as soon as it is first seen)."""
+    return events.dropDuplicatesWithinWatermark(["event_id"]).select("event_id", "user_id", "event_time", "value")
+
+
+def _merge(table: str, keys: tuple[str, ...]):
+    def write(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        if not _is_delta(spark, table):
+            batch.write.format("delta").save(table)
+            return
+        batch.createOrReplaceTempView("plain_batch")
+        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        spark.sql(f"MERGE INTO delta.`{table}` t USING plain_batch s ON {on} "
+                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    return write
+
+
+def _is_delta(spark: SparkSession, table: str) -> bool:
+    return bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table))
+
+
+@contextlib.contextmanager
+def default_store(spark: SparkSession):
+    """Queries started inside run on Spark's default store, whatever the session's factory chose."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.set(PROVIDER, HDFS_PROVIDER)
+    try:
+        yield
+    finally:
+        spark.conf.set(PROVIDER, before) if before is not None else spark.conf.unset(PROVIDER)
+
+
+def run_plain(spark: SparkSession, landing: str, checkpoint: str, table: str, *, sink: str = "merge",
+              files_per_batch: int = 1) -> None:
+    """One availableNow run of the plain job: `sink` "merge" (dedup then windows, update mode, MERGE from
+    foreachBatch) or "delta" (dedup, append mode, Delta's streaming sink)."""
+    events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", files_per_batch).json(landing)
+              .dropna().withWatermark("event_time", DELAY))
+    with default_store(spark):
+        if sink == "merge":
+            query = (activity(events).writeStream.outputMode("update").option("checkpointLocation", checkpoint)
+                     .foreachBatch(_merge(table, WINDOW_KEYS)).trigger(availableNow=True).start())
+        else:
+            query = (deduplicated(events).writeStream.format("delta").outputMode("append")
+                     .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(table))
+        query.awaitTermination()
+        query.stop()
+
+
+def config(name: str, *, landing: str, checkpoint: str, table: str, sink: str = "merge") -> str:
+    """The `[jobs.NAME]` table that defines the plain job for StateOps: the user's transformation, the old
+    checkpoint, table and landing folder."""
+    merge = sink == "merge"
+    transformation = "tests.support.plain_jobs:" + ("activity" if merge else "deduplicated")
+    keys = ", ".join(f'"{k}"' for k in (WINDOW_KEYS if merge else ("event_id",)))
+    return (f'[jobs.{name}]\ntransformation = "{transformation}"\n'
+            f'output_mode = "{"update" if merge else "append"}"\n'
+            f'{"merge_keys" if merge else "idempotent_key"} = [{keys}]\n'
+            f'watermark_delay = "{DELAY}"\nwatermark_min = "1 minute"\nwatermark_max = "2 hours"\n'
+            f'checkpoint = "{checkpoint}"\nsink_table = "{table}"\n'
+            f'[[jobs.{name}.inputs]]\nname = "events"\nschema = "{EVENTS}"\ntime_column = "event_time"\n'
+            f'path = "{landing}"\n')
