@@ -84,11 +84,12 @@ def _new_file_dead_letters(legacy: Legacy, old_files: int) -> int:
     return sum(oracle.parse_line("events", line, arrival) is None for arrival, lines in batches for line in lines)
 
 
-def _plain(spark, tmp_path, sink: str) -> Legacy:
+def _plain(spark, tmp_path, sink: str, no_data_batches: bool = True) -> Legacy:
     """The plain job run over three files (three micro-batches), then two more files landed for StateOps."""
     legacy = Legacy(tmp_path, sink)
     generate(legacy.user, replace(SMALL, files=3, events=300))
-    plain_jobs.run_plain(spark, legacy.landing, legacy.checkpoint, legacy.table, sink=sink)
+    plain_jobs.run_plain(spark, legacy.landing, legacy.checkpoint, legacy.table, sink=sink,
+                         no_data_batches=no_data_batches)
     read = Checkpoint.open(legacy.checkpoint).source_files()[0]
     assert sorted({batch for _, batch in read}) == [0, 1, 2]  # a file a batch (then a no-data batch: the watermark)
     more_input(legacy.user, hour=5, seed=61)
@@ -140,3 +141,46 @@ def test_a_plain_merge_job_on_the_default_store_is_adopted_and_run_on_without_re
     user = got[0][2]
     explained = legacy.ok("explain-key", JOB, "--key", user, "--json")
     assert explained["job"] == JOB, explained
+
+
+def test_a_delta_sink_job_with_a_batch_in_flight_is_adopted_and_the_batch_is_not_written_twice(spark, tmp_path):
+    """Delta's streaming sink (append) records the query id with each batch. A crash after the sink's commit and
+    before Spark's commit log leaves batch 2 in flight and written: StateOps runs it again (its state) and writes
+    it nowhere; a duplicate row would show it written twice."""
+    legacy = _plain(spark, tmp_path, "delta", no_data_batches=False)
+    checkpoint = Checkpoint.open(legacy.checkpoint)
+    assert checkpoint.committed_batches() == [0, 1, 2]
+    os.remove(os.path.join(legacy.checkpoint, "commits", "2"))  # what the crash leaves
+    plan = legacy.ok("jobs", "adopt", JOB, "--json")
+    assert plan["status"] == "ready", plan
+    assert (plan["last_committed_batch"], plan["batch_in_flight"], plan["in_flight_output"]) == (1, 2, "written")
+    assert plan["written_through"] == 2 and plan["sink"]["txn_app_id"] == checkpoint.query_id(), plan
+    assert plan["deadletter"]["files"] == {"events": 2}  # the in-flight batch's file is read again: its bad lines too
+
+    legacy.ok("jobs", "adopt", JOB, "--confirm")
+    run = legacy.ok("jobs", "run", JOB, "--json")
+    expected = {(r["event_id"], r["user_id"], r["t"], r["value"]) for r in oracle.deduplicated(
+        oracle.typed_batches(legacy.landing, "events", legacy.checkpoint), DELAY_MS)}
+    got = table_rows(legacy.table, ["event_id", "user_id", "event_time", "value"])
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert run["batches_skipped"] == 1, run
+    dead = table_rows(legacy.home.deadletter_table(JOB), ["raw"])
+    assert len(dead) == _new_file_dead_letters(legacy, 2)  # the batch in flight's file, and the new ones
+
+
+@pytest.mark.long  # the default run: the adopted job's run, deep audit, retention plan and explain-key (above)
+def test_an_adopted_job_is_adjusted_by_the_runbook_like_any_other(spark, tmp_path):
+    """After adoption, `recover run --mode adjust` stops, archives, sets the watermark and restarts the adopted
+    checkpoint: the restart reads the new files, and the table equals the oracle with the delay switched there."""
+    legacy = _plain(spark, tmp_path, "merge")
+    legacy.ok("jobs", "adopt", JOB, "--confirm")
+    legacy.ok("jobs", "run", JOB)
+    before = Checkpoint.open(legacy.checkpoint).committed_batches()[-1] + 1
+    more_input(legacy.user, hour=7, seed=62)
+    done = legacy.cli("recover", "run", JOB, "--mode", "adjust", "--watermark", "20 minutes", "--confirm", JOB)
+    assert done.exit_code == 0, done.output
+    batches = oracle.typed_batches(legacy.landing, "events", legacy.checkpoint)
+    assert len(batches) > before, "the restart read the new files"
+    expected = oracle.user_activity(batches, oracle.delays_switching(len(batches), DELAY_MS, 2 * DELAY_MS, before))
+    got = table_rows(legacy.table, ACTIVITY)
+    assert len(got) == len(set(got)) and set(got) == expected

@@ -38,24 +38,31 @@ def _is_delta(spark: SparkSession, table: str) -> bool:
     return bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, table))
 
 
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
 @contextlib.contextmanager
-def default_store(spark: SparkSession):
-    """Queries started inside run on Spark's default store, whatever the session's factory chose."""
-    before = spark.conf.get(PROVIDER, None)
-    spark.conf.set(PROVIDER, HDFS_PROVIDER)
+def default_store(spark: SparkSession, no_data_batches: bool = True):
+    """Queries started inside run on Spark's default store, whatever the session's factory chose (and, unless
+    `no_data_batches`, a batch only where a file landed)."""
+    wanted = {PROVIDER: HDFS_PROVIDER, NO_DATA_BATCHES: str(no_data_batches).lower()}
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(PROVIDER, before) if before is not None else spark.conf.unset(PROVIDER)
+        for key, value in before.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
 
 
 def run_plain(spark: SparkSession, landing: str, checkpoint: str, table: str, *, sink: str = "merge",
-              files_per_batch: int = 1) -> None:
+              files_per_batch: int = 1, no_data_batches: bool = True) -> None:
     """One availableNow run of the plain job: `sink` "merge" (dedup then windows, update mode, MERGE from
     foreachBatch) or "delta" (dedup, append mode, Delta's streaming sink)."""
     events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", files_per_batch).json(landing)
               .dropna().withWatermark("event_time", DELAY))
-    with default_store(spark):
+    with default_store(spark, no_data_batches):
         if sink == "merge":
             query = (activity(events).writeStream.outputMode("update").option("checkpointLocation", checkpoint)
                      .foreachBatch(_merge(table, WINDOW_KEYS)).trigger(availableNow=True).start())
