@@ -34,6 +34,7 @@ from stateops.errors import OperationFailed, first_line
 from stateops.sparkstate import ensure_state_coordinator, join_state_format, readable_units
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
+from stateops.state_store import CHECKPOINT_FORMAT
 
 MAX_PARALLEL_READS = 4
 
@@ -58,6 +59,14 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     if not ctx.checkpoint.operator_ids():
         return []
     rows = spark.read.format("state-metadata").load(ctx.checkpoint.path).collect()
+    unlisted = sorted(set(ctx.checkpoint.operator_ids()) - {row.operatorId for row in rows})
+    if unlisted:  # never an audit that leaves out state it holds without saying so
+        raise StateReadError(
+            f"{ctx.checkpoint.path}: operator(s) {unlisted} hold state under state/ but Spark's state-metadata lists "
+            f"{sorted({row.operatorId for row in rows}) or 'none'} (checkpoint format "
+            f"{ctx.checkpoint.batch_metadata(ctx.batch_id).get('conf', {}).get(CHECKPOINT_FORMAT, '1')}): the deep "
+            "audit cannot read them. Fix: `stateops audit --fast` for their files, or run the query once more so "
+            "Spark writes their operator metadata")
     # state-metadata keeps the count an operator was created with (also after an offline repartition):
     # count the partitions that wrote the audited version instead.
     counted = ctx.checkpoint.state_partitions(ctx.batch_id)

@@ -7,6 +7,8 @@ input, plus direct queries for a hot partition, unbounded dedup, no watermark an
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, record
+from stateops.audit.deep import StateReadError
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.layout import Layout
 
@@ -195,6 +198,13 @@ def test_bad_targets_are_clear_errors(spark, deep_audit_states, tmp_path):
         deep_audit(spark, str(tmp_path / "empty"))
     with pytest.raises(NotACheckpointError, match="batch 99 is not committed"):
         deep_audit(spark, deep_audit_states["cps"]["no_watermark"], batch_id=99)
+    # State that Spark's state-metadata does not list (its operator metadata gone) is never left out silently.
+    copy = str(tmp_path / "unlisted")
+    shutil.copytree(deep_audit_states["cps"]["no_watermark"], copy)
+    shutil.rmtree(os.path.join(copy, "state", "0", "_metadata"))
+    with pytest.raises(StateReadError, match=r"operator\(s\) \[0\] hold state under state/ but Spark's "
+                                             r"state-metadata lists none"):
+        deep_audit(spark, copy)
 
 
 def test_auditing_a_running_query_does_not_disturb_it(spark, tmp_path):
