@@ -27,6 +27,7 @@ from tests.support.scenarios import SMALL, more_input
 pytestmark = pytest.mark.spark
 
 JOB = "legacy"
+TOPIC = "legacy_events"  # not the input's name: the input's `path` names it
 DELAY_MS = 10 * 60 * 1000
 ACTIVITY = ["window_start", "window_end", "user_id", "events", "value_sum"]
 
@@ -43,19 +44,19 @@ def _tree(path: str) -> dict[str, tuple[int, int]]:
 class Legacy:
     """A plain job's folders (outside the StateOps home), its config for StateOps, and the CLI on that home."""
 
-    def __init__(self, tmp_path, sink: str):
+    def __init__(self, tmp_path, sink: str, kafka: str | None = None):
         self.user = Layout(str(tmp_path / "user"))  # the generator writes user/landing/events
         self.landing = self.user.landing("events")
         self.checkpoint = str(tmp_path / "user" / "checkpoint")
         self.table = str(tmp_path / "user" / "table")
         self.home = Layout(str(tmp_path / "home"))
         self.config = str(tmp_path / "stateops.toml")
-        self.sink = sink
+        self.sink, self.kafka = sink, kafka
         self.configure()
 
     def configure(self, **changes: str) -> None:
-        text = plain_jobs.config(JOB, landing=self.landing, checkpoint=self.checkpoint, table=self.table,
-                                 sink=self.sink)
+        text = plain_jobs.config(JOB, landing=TOPIC if self.kafka else self.landing, checkpoint=self.checkpoint,
+                                 table=self.table, sink=self.sink, kafka=self.kafka)
         for key, value in changes.items():
             text = text.replace(key, value)
         with open(self.config, "w") as handle:
@@ -184,3 +185,42 @@ def test_an_adopted_job_is_adjusted_by_the_runbook_like_any_other(spark, tmp_pat
     expected = oracle.user_activity(batches, oracle.delays_switching(len(batches), DELAY_MS, 2 * DELAY_MS, before))
     got = table_rows(legacy.table, ACTIVITY)
     assert len(got) == len(set(got)) and set(got) == expected
+
+
+def _produce(kafka: str, layout: Layout, files: slice) -> None:
+    from tests.support.servers.kafka import produce
+
+    for _, lines in oracle.landing_batches(layout.landing("events"))[files]:
+        produce(kafka, TOPIC, [line.encode() for line in lines])
+
+
+@pytest.mark.long  # the default run: a file job's adoption (above); Kafka's own source offsets are its difference
+def test_a_plain_kafka_job_is_adopted_and_reads_only_the_records_it_had_not_read(spark, kafka, tmp_path):
+    from tests.support import kafka_oracle
+    from tests.support.servers.kafka import fresh_topics, records
+
+    fresh_topics(kafka, [TOPIC])
+    legacy = Legacy(tmp_path, "merge", kafka=kafka)
+    generate(legacy.user, replace(SMALL, files=5, events=500, malformed_share=0.06))
+    _produce(kafka, legacy.user, slice(0, 3))
+    plain_jobs.run_plain_kafka(spark, kafka, TOPIC, legacy.checkpoint, legacy.table)
+    old_ends = kafka_oracle.batch_ends(legacy.checkpoint, TOPIC)[-1]
+    _produce(kafka, legacy.user, slice(3, 5))
+
+    plan = legacy.ok("jobs", "adopt", JOB, "--json")
+    assert plan["status"] == "ready", plan
+    assert [(s["kind"], s["where"], s["input"]) for s in plan["sources"]] == [("kafka", [TOPIC], "events")]
+    assert plan["deadletter"]["kind"] == "kafka" and plan["deadletter"]["offsets"]["events"] == {
+        TOPIC: {str(p): o for p, o in old_ends.items()}}
+    legacy.ok("jobs", "adopt", JOB, "--confirm")
+    legacy.ok("jobs", "run", JOB)
+
+    every = records(kafka, TOPIC)
+    batches = kafka_oracle.batches(legacy.checkpoint, TOPIC, every, source="events")
+    expected = oracle.user_activity(batches, DELAY_MS)
+    got = table_rows(legacy.table, ACTIVITY)
+    assert len(got) == len(set(got)) and set(got) == expected
+    new = [r for r in every if r[1] >= old_ends.get(r[0], 0)]
+    dead_table = legacy.home.deadletter_table(JOB)
+    dead = sorted(v for (v,) in table_rows(dead_table, ["raw_bytes"])) if os.path.exists(dead_table) else []
+    assert dead == kafka_oracle.rejected("events", new) and dead  # the new records' bad ones only  # the new records' bad ones only

@@ -20,11 +20,13 @@ def batch_ends(checkpoint: str, topic: str) -> list[dict[int, int]]:
     return ends
 
 
-def batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes]]) -> list[list[dict]]:
-    """The typed rows each batch read: records between the previous batch's offsets and its own."""
+def batches(checkpoint: str, topic: str, every: list[tuple[int, int, int, bytes]],
+            source: str | None = None) -> list[list[dict]]:
+    """The typed rows each batch read: records between the previous batch's offsets and its own (`source`: the
+    input whose schema they have, when the topic is not named after it)."""
     out, start = [], {}
     for end in batch_ends(checkpoint, topic):
-        rows = [oracle.parse_line(topic, value.decode("utf-8", "replace"), stamp)
+        rows = [oracle.parse_line(source or topic, value.decode("utf-8", "replace"), stamp)
                 for partition, offset, stamp, value in every if start.get(partition, 0) <= offset < end.get(partition, 0)]
         out.append([r for r in rows if r is not None])
         start = end

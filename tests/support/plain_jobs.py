@@ -73,9 +73,28 @@ def run_plain(spark: SparkSession, landing: str, checkpoint: str, table: str, *,
         query.stop()
 
 
-def config(name: str, *, landing: str, checkpoint: str, table: str, sink: str = "merge") -> str:
+def run_plain_kafka(spark: SparkSession, bootstrap: str, topic: str, checkpoint: str, table: str,
+                    per_batch: int = 150) -> None:
+    """One availableNow run of the plain job on a Kafka topic: the values parsed with `from_json`, then as
+    run_plain's "merge" job."""
+    from pyspark.sql import functions as F
+
+    events = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", per_batch).load()
+              .select(F.from_json(F.col("value").cast("string"), EVENTS).alias("row")).select("row.*")
+              .dropna().withWatermark("event_time", DELAY))
+    with default_store(spark):
+        query = (activity(events).writeStream.outputMode("update").option("checkpointLocation", checkpoint)
+                 .foreachBatch(_merge(table, WINDOW_KEYS)).trigger(availableNow=True).start())
+        query.awaitTermination()
+        query.stop()
+
+
+def config(name: str, *, landing: str, checkpoint: str, table: str, sink: str = "merge",
+           kafka: str | None = None) -> str:
     """The `[jobs.NAME]` table that defines the plain job for StateOps: the user's transformation, the old
-    checkpoint, table and landing folder."""
+    checkpoint, table and landing folder (`kafka`: the brokers, and `landing` is the topic)."""
     merge = sink == "merge"
     transformation = "tests.support.plain_jobs:" + ("activity" if merge else "deduplicated")
     keys = ", ".join(f'"{k}"' for k in (WINDOW_KEYS if merge else ("event_id",)))
@@ -84,5 +103,7 @@ def config(name: str, *, landing: str, checkpoint: str, table: str, sink: str = 
             f'{"merge_keys" if merge else "idempotent_key"} = [{keys}]\n'
             f'watermark_delay = "{DELAY}"\nwatermark_min = "1 minute"\nwatermark_max = "2 hours"\n'
             f'checkpoint = "{checkpoint}"\nsink_table = "{table}"\n'
-            f'[[jobs.{name}.inputs]]\nname = "events"\nschema = "{EVENTS}"\ntime_column = "event_time"\n'
+            + (f'source = "kafka"\nkafka_bootstrap_servers = "{kafka}"\n'
+               'kafka_options = { maxOffsetsPerTrigger = "150" }\n' if kafka else "")
+            + f'[[jobs.{name}.inputs]]\nname = "events"\nschema = "{EVENTS}"\ntime_column = "event_time"\n'
             f'path = "{landing}"\n')
