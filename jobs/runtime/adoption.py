@@ -16,7 +16,7 @@ from typing import Any
 from stateops import control, state_store
 from stateops.adoption import evidence
 from stateops.adoption import plan as plans
-from stateops.adoption.evidence import normalized
+from stateops.storage import comparable
 from stateops.adoption.plan import AdoptionPlan
 from stateops.adoption.record import (adoption, deadletter_in_use, deadletter_start, record,
                                       seed_deadletter_checkpoint)
@@ -60,7 +60,7 @@ def _leaf_location(leaf) -> str | None:
 
 def source_order(frame, spec: JobSpec, layout: Layout) -> list[str | None]:
     """The input each source of the job's query reads, in Spark's numbering (the plan's leaves, left to right)."""
-    places = {inp.name: (inp.topic if spec.source == "kafka" else normalized(inp.landing(layout)))
+    places = {inp.name: (inp.topic if spec.source == "kafka" else comparable(inp.landing(layout)))
               for inp in spec.inputs}
     order: list[str | None] = []
     leaves = frame._jdf.queryExecution().logical().collectLeaves().iterator()
@@ -68,7 +68,7 @@ def source_order(frame, spec: JobSpec, layout: Layout) -> list[str | None]:
         location = _leaf_location(leaves.next())
         if location is None:
             continue
-        location = location if spec.source == "kafka" else normalized(location)
+        location = location if spec.source == "kafka" else comparable(location)
         order.append(next((name for name, place in places.items() if place == location), None))
     return order
 

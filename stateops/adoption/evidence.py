@@ -17,7 +17,7 @@ from typing import Any
 from stateops.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.sinkstate import read_commit
-from stateops.storage import exists, names
+from stateops.storage import comparable, exists, names
 
 # How long the plan watches the checkpoint for a writer (a new offset or commit file means one is running).
 WATCH_SECONDS = 3.0
@@ -53,18 +53,8 @@ def watch(checkpoint: Checkpoint, seconds: float = WATCH_SECONDS) -> str | None:
     return None
 
 
-def normalized(path: str) -> str:
-    """A file location as one text for every way Spark and a config write it: `file:` URLs as local paths,
-    `s3a://` as `s3://`, no trailing slash."""
-    if path.startswith("file:"):
-        path = "/" + path[len("file:"):].lstrip("/")
-    elif path.startswith("s3a://"):
-        path = "s3://" + path[len("s3a://"):]
-    return path.rstrip("/")
-
-
 def inside(path: str, folder: str) -> bool:
-    path, folder = normalized(path), normalized(folder)
+    path, folder = comparable(path), comparable(folder)
     return path == folder or path.startswith(folder + "/")
 
 
@@ -102,7 +92,7 @@ def sources(checkpoint: Checkpoint, last: int, inputs: dict[str, str], kind: str
         log_offset = offset.get("logOffset") if isinstance(offset, dict) else None
         entries = [e for e in checkpoint.source_log(index).values()
                    if log_offset is not None and int(e["batchId"]) <= int(log_offset)]
-        folders = tuple(sorted({posixpath.dirname(normalized(e["path"])) for e in entries}))
+        folders = tuple(sorted({posixpath.dirname(comparable(e["path"])) for e in entries}))
         name = next((n for n, folder in inputs.items() if entries and all(inside(e["path"], folder)
                                                                             for e in entries)), None)
         if not entries and expected is not None:

@@ -45,6 +45,16 @@ def local_path(url: str) -> str | None:
     return url.removeprefix("file://") if kind(url) == LOCAL else None
 
 
+def comparable(url: str) -> str:
+    """One text per location however Spark or a config writes it: `file:` URLs (`file:/x`, `file:///x`) as local
+    paths, `s3a://` as `s3://`, no trailing slash (an adopted checkpoint's recorded files against a job's folders)."""
+    if url.startswith("file:"):
+        url = "/" + url[len("file:"):].lstrip("/")
+    elif kind(url) == S3:
+        url = "s3://" + url.split("://", 1)[1]
+    return url.rstrip("/")
+
+
 def one_store(a: str, b: str) -> bool:
     """Both URLs on one object store (one fsspec filesystem: one endpoint and credentials), which can copy a file
     from one to the other itself, with no byte through this process."""
