@@ -95,6 +95,15 @@ class Checkpoint:
             raise NotACheckpointError(f"{self.path}: batch {batch_id} is not in the offset log "
                                       f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})") from None
 
+    def checkpoint_format(self, batch_id: int) -> int:
+        """The checkpoint format a committed batch was written in: its commit file's version (`v2`: the state
+        files carry unique ids, recorded in the commit as `stateUniqueIds`); 1 for a batch not committed."""
+        try:
+            header = read_text(self._join("commits", str(batch_id))).split("\n", 1)[0].strip()
+        except FileNotFoundError:
+            return 1
+        return int(header[1:]) if header.startswith("v") and header[1:].isdigit() else 1
+
     def batch_metadata(self, batch_id: int) -> dict:
         """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
         return json.loads(self._offset_lines(batch_id)[1])

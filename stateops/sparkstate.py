@@ -3,7 +3,11 @@ options of each unit the state reader reads (the audit and explain-key enumerate
 here imports pyspark: the core calls it with the session it is handed."""
 from __future__ import annotations
 
+import contextlib
 import json
+from typing import Iterator
+
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 ReaderOptions = tuple[tuple[str, str], ...]
 
@@ -13,6 +17,23 @@ def ensure_state_coordinator(spark) -> None:
     once the session's StreamingQueryManager does: a fresh session (the CLI, a runbook) fails with
     RpcEndpointNotFoundException without this."""
     spark.streams.active  # noqa: B018 (creates the manager and its coordinator)
+
+
+@contextlib.contextmanager
+def reading_format(spark, checkpoint_format: int) -> Iterator[None]:
+    """Read a checkpoint's state (`state-metadata`, `statestore`) with the session's checkpoint format set to the
+    checkpoint's own: Spark 4.2's readers follow the session's setting, and a format-2 checkpoint read by a session
+    in format 1 (the default) lists no operator at all (measured: tests/spark/test_store_matrix.py). The caller's
+    value is put back after."""
+    before = spark.conf.get(CHECKPOINT_FORMAT, None)
+    spark.conf.set(CHECKPOINT_FORMAT, str(checkpoint_format))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(CHECKPOINT_FORMAT)
+        else:
+            spark.conf.set(CHECKPOINT_FORMAT, before)
 
 
 JOIN = "symmetricHashJoin"

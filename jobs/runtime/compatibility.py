@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from stateops.sparkstate import reading_format
 from stateops.storage import filesystem
 
 from stateops.jobs.definition.spec import JobSpec
@@ -234,13 +235,15 @@ def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]
     from stateops.audit.profile import JOIN_KEY_TIME
 
     sides: dict[str, list[set[str]]] = {}
+    cp = Checkpoint(checkpoint)
     for side in ("left", "right"):
         rows = None
         for store in VALUE_STORES:
             try:
-                rows = (spark.read.format("statestore").option("path", checkpoint).option("operatorId", op)
-                        .option("storeName", f"{side}-{store}").load().select("key", "value")
-                        .limit(JOIN_SAMPLE_ROWS).collect())
+                with reading_format(spark, cp.checkpoint_format(cp.latest_committed_batch())):
+                    rows = (spark.read.format("statestore").option("path", checkpoint).option("operatorId", op)
+                            .option("storeName", f"{side}-{store}").load().select("key", "value")
+                            .limit(JOIN_SAMPLE_ROWS).collect())
                 break
             except Exception:  # noqa: BLE001 - the other format's store, or no state to read
                 continue

@@ -31,10 +31,9 @@ from stateops.audit.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES_STORE
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
 from stateops.errors import OperationFailed, first_line
-from stateops.sparkstate import ensure_state_coordinator, join_state_format, readable_units
+from stateops.sparkstate import ensure_state_coordinator, join_state_format, readable_units, reading_format
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
-from stateops.state_store import CHECKPOINT_FORMAT
 
 MAX_PARALLEL_READS = 4
 
@@ -64,9 +63,8 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
         raise StateReadError(
             f"{ctx.checkpoint.path}: operator(s) {unlisted} hold state under state/ but Spark's state-metadata lists "
             f"{sorted({row.operatorId for row in rows}) or 'none'} (checkpoint format "
-            f"{ctx.checkpoint.batch_metadata(ctx.batch_id).get('conf', {}).get(CHECKPOINT_FORMAT, '1')}): the deep "
-            "audit cannot read them. Fix: `stateops audit --fast` for their files, or run the query once more so "
-            "Spark writes their operator metadata")
+            f"{ctx.checkpoint.checkpoint_format(ctx.batch_id)}): the deep audit cannot read them. Fix: `stateops "
+            "audit --fast` for their files, or run the query once more so Spark writes their operator metadata")
     # state-metadata keeps the count an operator was created with (also after an offline repartition):
     # count the partitions that wrote the audited version instead.
     counted = ctx.checkpoint.state_partitions(ctx.batch_id)
@@ -341,6 +339,12 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
     started = time.monotonic()
     ctx = build_context(checkpoint_path, batch_id, t, layout=layout, history=history, progress=progress)
     ensure_state_coordinator(spark)
+    with reading_format(spark, ctx.checkpoint.checkpoint_format(ctx.batch_id)):
+        return _audit(spark, ctx, checkpoint_path, batch_id, t, job, join_bound, started, now)
+
+
+def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None, t: Thresholds, job: str | None,
+           join_bound: JoinBound | None, started: float, now: _dt.datetime | None) -> AuditReport:
     refs = store_refs(spark, ctx)
     for ref in refs:
         if ref.min_batch_id is not None and ctx.batch_id < ref.min_batch_id:

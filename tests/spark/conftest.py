@@ -95,6 +95,14 @@ def deep_audit_states(spark, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
+def matrix(spark, tmp_path_factory) -> dict[str, str]:
+    """The support matrix's plain-PySpark checkpoints (tests/support/store_matrix.py), built once: cell -> path."""
+    from tests.support.store_matrix import build_matrix
+
+    return build_matrix(spark, tmp_path_factory.mktemp("matrix"))
+
+
+@pytest.fixture(scope="module")
 def deep_audit_reports(spark, deep_audit_states) -> dict:
     """As `stateops audit NAME` does: a job's checkpoint is audited with the job's join bound."""
     from stateops.jobs.definition.environment import get_job
