@@ -13,7 +13,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from stateops import control, state_store
+from stateops import control
 from stateops.adoption import evidence
 from stateops.adoption import plan as plans
 from stateops.storage import comparable
@@ -29,7 +29,7 @@ from stateops.jobs.definition.settings import effective_spec, state_store_report
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime import compatibility
 from stateops.jobs.runtime.plan import stateful_plan
-from stateops.jobs.runtime.start import stateful_frame
+from stateops.jobs.runtime.start import session_state_conf, stateful_frame
 
 
 class AdoptionRefused(StateOpsError):
@@ -112,18 +112,14 @@ def make_plan(spark, spec: JobSpec, layout: Layout, settings: Settings, *, repla
                               merges=spec.output_mode == "update", busy=busy, already=already)
     draft = AdoptionPlan(
         spec.name, path, query_id, batches, tuple(sources), sink,
-        state_store_report(spec, layout, state_store_conf(spark)), fit_json, {}, output, through, replay_last_batch,
+        state_store_report(spec, layout, session_state_conf(spark)), fit_json, {}, output, through, replay_last_batch,
         tuple(refusals + ([behind] if behind else [])),
         notes=(f"StateOps writes the table under its own transaction app id stateops/{spec.name}/{query_id}; "
                f"batches up to {through} are the old query's" if through is not None else "",))
-    start = deadletter_start(draft, checkpoint) if sources and not any(s.problem for s in sources) else {}
+    start = deadletter_start(draft) if sources and not any(s.problem for s in sources) else {}
     return replace(draft, deadletter={"checkpoint": layout.deadletter_checkpoint(spec.name), **start,
                                       "start": _start_text(start)},
                    notes=tuple(n for n in draft.notes if n))
-
-
-def state_store_conf(spark) -> dict[str, str]:
-    return {key: value for key in state_store.DEFAULTS if (value := spark.conf.get(key, None)) is not None}
 
 
 def _start_text(start: dict[str, Any]) -> str:

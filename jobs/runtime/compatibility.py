@@ -236,11 +236,13 @@ def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]
 
     sides: dict[str, list[set[str]]] = {}
     cp = Checkpoint(checkpoint)
+    committed = cp.committed_batches()
+    own_format = cp.checkpoint_format(committed[-1]) if committed else 1
     for side in ("left", "right"):
         rows = None
         for store in VALUE_STORES:
             try:
-                with reading_format(spark, cp.checkpoint_format(cp.latest_committed_batch())):
+                with reading_format(spark, own_format):
                     rows = (spark.read.format("statestore").option("path", checkpoint).option("operatorId", op)
                             .option("storeName", f"{side}-{store}").load().select("key", "value")
                             .limit(JOIN_SAMPLE_ROWS).collect())

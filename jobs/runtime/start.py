@@ -12,7 +12,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from stateops import state_store
 from stateops.adoption.evidence import KAFKA
-from stateops.adoption.record import adoption
+from stateops.adoption.record import adoption, deadletter_in_use
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
@@ -25,12 +25,16 @@ from stateops.jobs.runtime.session import STATEFUL_POOL
 from stateops.jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
 
 
+def session_state_conf(spark: SparkSession) -> dict[str, str]:
+    """The state store settings the session sets (STATEOPS_SPARK_CONF's, through the session factory)."""
+    return {key: value for key in state_store.DEFAULTS if (value := spark.conf.get(key, None)) is not None}
+
+
 def state_conf(spark: SparkSession, spec: JobSpec, layout: Layout) -> dict[str, str]:
     """The state store settings the job's stateful query starts with (stateops.state_store.run_conf): the job's
     state_store, the formats a rebuild kept (its `state_formats` override), the session's values."""
-    session = {key: value for key in state_store.DEFAULTS if (value := spark.conf.get(key, None)) is not None}
     return state_store.run_conf(spec.checkpoint_path(layout), spec.state_store, kept_formats(layout, spec.name)[0],
-                                session)
+                                session_state_conf(spark))
 
 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
@@ -55,7 +59,9 @@ def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> Data
     """Every input's invalid lines, one source per input in the job's order (an adopted file job's dead-letter
     checkpoint is seeded in that order; an adopted Kafka job's starts at the old query's offsets:
     stateops.adoption.record)."""
-    start = (adoption(layout, spec.name) or {}).get("deadletter", {})
+    # Spark reads startingOffsets on a new checkpoint only: the adoption is looked up for a Kafka job's first run
+    first = spec.source == "kafka" and not deadletter_in_use(layout.deadletter_checkpoint(spec.name))
+    start = (adoption(layout, spec.name) or {}).get("deadletter", {}) if first else {}
     offsets = start.get("offsets", {}) if start.get("kind") == KAFKA else {}
     frames = [invalid_rows(raw_lines(spark, spec, layout, inp, offsets.get(inp.name)), inp, spec)
               for inp in spec.inputs]

@@ -42,7 +42,7 @@ def adoption(layout: Layout, job: str) -> dict[str, Any] | None:
     return json.loads(found.value) if found is not None else None
 
 
-def deadletter_start(plan: AdoptionPlan, checkpoint: Checkpoint) -> dict[str, Any]:
+def deadletter_start(plan: AdoptionPlan) -> dict[str, Any]:
     """The dead-letter query's starting point: Kafka offsets per input, or the files its log will hold."""
     if plan.sources and plan.sources[0].kind == KAFKA:
         return {"kind": KAFKA, "offsets": {s.input: s.offset for s in plan.sources}}

@@ -22,23 +22,16 @@ from stateops.state_store import HDFS_PROVIDER
 from tests.support import oracle, plain_jobs
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
+from tests.support.outcomes import COLUMNS
 from tests.support.scenarios import SMALL, more_input
+from tests.support.trees import file_hashes
 
 pytestmark = pytest.mark.spark
 
 JOB = "legacy"
 TOPIC = "legacy_events"  # not the input's name: the input's `path` names it
 DELAY_MS = 10 * 60 * 1000
-ACTIVITY = ["window_start", "window_end", "user_id", "events", "value_sum"]
-
-
-def _tree(path: str) -> dict[str, tuple[int, int]]:
-    found = {}
-    for folder, _, names in os.walk(path):
-        for name in names:
-            stat = os.stat(os.path.join(folder, name))
-            found[os.path.relpath(os.path.join(folder, name), path)] = (stat.st_size, stat.st_mtime_ns)
-    return found
+ACTIVITY = COLUMNS["user_activity"]
 
 
 class Legacy:
@@ -72,10 +65,10 @@ class Legacy:
 
     def refused(self, *args: str) -> str:
         """Exit 2, the line names the refusal, and neither the checkpoint nor the table changed."""
-        before = _tree(self.checkpoint), _tree(self.table)
+        before = file_hashes(self.checkpoint), file_hashes(self.table)
         done = self.cli(*args)
         assert done.exit_code == 2, done.output
-        assert (_tree(self.checkpoint), _tree(self.table)) == before
+        assert (file_hashes(self.checkpoint), file_hashes(self.table)) == before
         assert not os.path.exists(self.home.deadletter_checkpoint(JOB))
         return done.output
 

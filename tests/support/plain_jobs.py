@@ -4,12 +4,11 @@ They run on Spark's default store (the HDFS-backed in-memory store) and leave th
 adopts (stateops.adoption). The transformations are the user's own, named by the adopted job's config."""
 from __future__ import annotations
 
-import contextlib
-
 from pyspark.sql import DataFrame, SparkSession
 
 from stateops.jobs.examples.transforms import user_activity as activity  # noqa: F401 - dedup, then windows
 from stateops.state_store import HDFS_PROVIDER, PROVIDER
+from tests.support.spark_confs import sql_confs
 
 EVENTS = "event_id STRING, user_id STRING, event_time TIMESTAMP, value DOUBLE"
 DELAY = "10 minutes"
@@ -41,19 +40,10 @@ def _is_delta(spark: SparkSession, table: str) -> bool:
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
-@contextlib.contextmanager
 def default_store(spark: SparkSession, no_data_batches: bool = True):
     """Queries started inside run on Spark's default store, whatever the session's factory chose (and, unless
     `no_data_batches`, a batch only where a file landed)."""
-    wanted = {PROVIDER: HDFS_PROVIDER, NO_DATA_BATCHES: str(no_data_batches).lower()}
-    before = {key: spark.conf.get(key, None) for key in wanted}
-    for key, value in wanted.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
+    return sql_confs(spark, {PROVIDER: HDFS_PROVIDER, NO_DATA_BATCHES: str(no_data_batches).lower()})
 
 
 def run_plain(spark: SparkSession, landing: str, checkpoint: str, table: str, *, sink: str = "merge",
