@@ -32,6 +32,18 @@ JOIN_OPERATORS = ("symmetricHashJoin",)
 
 
 
+# The reader's columns around a row's value: a transformWithState list state's value is `list_element`, a map
+# state's `user_map_key` and `user_map_value` (Spark 4.2's flattened collections), every other store's `value`.
+_NOT_VALUE = ("key", "partition_id", "batch_id", "change_type")
+
+
+def _value(row) -> Any:
+    """The row's value as JSON values: `value`, or a collection state's columns by name."""
+    if "value" in row.__fields__:
+        return jsonable(row["value"])
+    return {name: jsonable(row[name]) for name in row.__fields__ if name not in _NOT_VALUE} or None
+
+
 def _leaf_columns(data_type, prefix: str) -> list[tuple[str, str]]:
     """(column path, leaf name) of every non-struct field under a struct type."""
     from pyspark.sql.types import StructType
@@ -116,7 +128,7 @@ def read_state(spark, checkpoint: str, found_in: list[Store], key: str, batch_id
                 raise ExplainError(f"cannot read state of operator {store.operator_id} store {label} at batch "
                                    f"{batch_id}: {_spark_error(err)}") from None
             for row in rows:
-                value = jsonable(row["value"]) if "value" in row.__fields__ else None
+                value = _value(row)
                 found.append({"operator_id": store.operator_id, "operator_name": store.operator_name,
                               "store_name": label, "partition_id": row["partition_id"],
                               "key": jsonable(row["key"]), "value": value})
@@ -146,7 +158,7 @@ def read_changes(spark, checkpoint: str, found_in: list[Store], key: str, start:
                 events.append({"operator_id": store.operator_id, "store_name": label,
                                "batch_id": row["batch_id"], "change_type": row["change_type"],
                                "partition_id": row["partition_id"], "key": jsonable(row["key"]),
-                               "value": jsonable(row["value"])})
+                               "value": _value(row)})
     events.sort(key=lambda e: (e["batch_id"], e["store_name"], e["change_type"] not in ("update", "append")))
     return events, info
 
