@@ -14,6 +14,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 from stateops.storage import copies
+from stateops.audit.inventory import operator_meta
 from stateops.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
@@ -22,6 +23,7 @@ from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 from stateops.runbooks import running
+from stateops.sparkstate import JOIN
 
 from stateops.recovery import archive, coverage, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
@@ -137,16 +139,40 @@ def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, 
 # The modes that cut or rewrite state files by version: in checkpoint format 2 a version has a file per unique id,
 # and the commit log says which one is current (STORES-NOTES: the rewind's preflight could read another id's).
 BY_VERSION = ("rewind", "repartition")
+REBUILD_INSTEAD = ("Fix: rebuild it with the partitions you want (stateops recover run {job} --mode rebuild "
+                   "--partitions N: a new checkpoint, the input replayed)")
 
 
-def _check_format(target: JobTarget, mode: str) -> None:
-    """Refuse, before anything changes, a mode the checkpoint's format does not allow."""
-    found = state_store.of_checkpoint(target.checkpoint)
-    if found and found[0].checkpoint_format == 2 and mode in BY_VERSION:
-        raise RecoveryRefused(f"{target.job}: cannot {mode} a checkpoint in format 2 (state files named "
+def check_store(job: str, checkpoint: str, mode: str) -> None:
+    """Refuse, before anything changes, a mode the checkpoint's store or format does not allow (each measured on
+    Spark 4.2's own checkpoints: tests/spark/test_store_matrix.py)."""
+    found = state_store.of_checkpoint(checkpoint)
+    if not found:
+        return
+    formats = found[0]
+    if formats.checkpoint_format == 2 and mode in BY_VERSION:
+        raise RecoveryRefused(f"{job}: cannot {mode} a checkpoint in format 2 (state files named "
                               "<version>_<id>, the commit log naming the current one): the runbook cuts and rewrites "
                               "state files by version. Fix: rebuild it (a new checkpoint, in format 2 again), or "
-                              f"restore an archive (stateops archives list {target.job})")
+                              f"restore an archive (stateops archives list {job})")
+    if mode != "repartition":
+        return
+    if formats.store == state_store.MEMORY:  # Spark checks the provider only after it has begun writing
+        raise RecoveryRefused(f"{job}: cannot repartition state kept in Spark's in-memory store "
+                              "(HDFSBackedStateStoreProvider): Spark's offline repartition reads RocksDB state only "
+                              f"(STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER). "
+                              + REBUILD_INSTEAD.format(job=job))
+    if formats.join_format >= 4 and _joins(checkpoint):
+        raise RecoveryRefused(f"{job}: cannot repartition a stream-stream join in state format "
+                              f"{formats.join_format}: Spark 4.2's offline repartition fails on its values store "
+                              "after it has begun writing (INTERNAL_ERROR: Invalid byte array backed UnsafeRow). "
+                              + REBUILD_INSTEAD.format(job=job) + ", or with join format 3 in STATEOPS_SPARK_CONF")
+
+
+def _joins(checkpoint: str) -> list[int]:
+    opened = Checkpoint(checkpoint)
+    return [op for op in opened.operator_ids()
+            if (meta := operator_meta(opened, op)) is not None and meta.operator_name == JOIN]
 
 
 def _store_text(checkpoint: Checkpoint) -> str | None:
@@ -257,7 +283,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     if request.mode == "repartition" and current == request.shuffle_partitions:
         raise RequestRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
                              "{shuffle_partitions}")
-    _check_format(target, request.mode)
+    check_store(target.job, target.checkpoint, request.mode)
     if request.mode == "rewind":
         problems = surgery.rewind_problems(checkpoint, request.to_batch)
         if problems:

@@ -42,6 +42,11 @@ class Decision:
         """This decision held back by a guard: a skip that still names what it would have done."""
         return replace(self, action="skip", reason=f"{why} (would {self.action}: {self.reason})")
 
+    def alerted(self, why: str) -> "Decision":
+        """This remediation turned into an alert: the runbook would refuse it (`why`, its one line)."""
+        return replace(self, action="alert", reason=f"{self.reason}; the runbook would refuse it: {why}",
+                       rule=f"{self.rule} (refused) -> alert", runbook=None)
+
     def tags(self, sensor: str) -> dict[str, str]:
         """Tags of the launched run: they link it back to the finding, its audit and the rule."""
         finding = self.finding or {}

@@ -16,6 +16,8 @@ from stateops.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
 from stateops.storage import exists
 from stateops.layout import Layout
+from stateops.recovery.model import RecoveryRefused
+from stateops.recovery.preflight import check_store
 from stateops.remediation.growth import decide_growth, window_start
 from stateops.remediation.health import decide_health
 from stateops.remediation.model import Decision
@@ -76,6 +78,11 @@ def skew_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.datetime
         if decision.action == "skip":  # no deep skew: look at the cheap numbers
             report = fast_audit(query.checkpoint, thresholds=w.thresholds, job=job, history=[], progress=[], now=now)
             decision = decide_skew(job, trails[job], w.policy, report)
+        if decision.action == "remediate" and decision.runbook and w.policy.skew_action == "repartition":
+            try:  # a store or format Spark's offline repartition cannot rewrite: say so instead of failing a run
+                check_store(job, query.checkpoint, "repartition")
+            except RecoveryRefused as refused:
+                decision = decision.alerted(str(refused))
         decisions[job] = decision
     return decisions
 

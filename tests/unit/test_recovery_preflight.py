@@ -22,7 +22,8 @@ from stateops.errors import ConfigError
 from stateops.layout import Layout
 from stateops.recovery import JobTarget, RecoveryRefused, RecoveryRequest, RecoverySettings, archive, preflight
 from stateops.roots import OutsideRootsError, Roots
-from tests.support.fake_checkpoint import ROCKSDB, FakeCheckpoint
+from stateops.state_store import JOIN_FORMAT
+from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit
 
@@ -43,13 +44,13 @@ def _target(layout: Layout, **changes) -> JobTarget:
     return JobTarget(**values)
 
 
-def _alpha_checkpoint(layout) -> FakeCheckpoint:
-    """alpha's checkpoint: RocksDB, 4 shuffle partitions, batches 0..5 committed (batch 5 with the watermark
-    WATERMARK_MS), each reading one landing file that is still there; four partitions with changelogs 1..6
-    and a snapshot zip of version 4 (naming a.sst)."""
+def _alpha_checkpoint(layout, provider: str = ROCKSDB, conf: dict | None = None) -> FakeCheckpoint:
+    """alpha's checkpoint: RocksDB (or `provider`), 4 shuffle partitions, batches 0..5 committed (batch 5 with
+    the watermark WATERMARK_MS), each reading one landing file that is still there; four partitions with
+    changelogs 1..6 and a snapshot zip of version 4 (naming a.sst)."""
     landing = Path(layout.landing("events"))
     landing.mkdir(parents=True)
-    cp = FakeCheckpoint(layout.checkpoint(JOB), "alpha-query", provider=ROCKSDB, partitions=4, crc=True)
+    cp = FakeCheckpoint(layout.checkpoint(JOB), "alpha-query", provider=provider, partitions=4, crc=True, conf=conf)
     for b in range(6):
         (landing / f"{b}.json").write_text("{}")
         cp.source(0, b, [f"file://{landing}/{b}.json"])
@@ -359,3 +360,22 @@ def test_a_checkpoint_in_format_2_is_refused_by_the_modes_that_cut_state_files_b
     refused = _refused(layout, request_)
     assert f"cannot {request_.mode} a checkpoint in format 2" in str(refused) and "Fix: rebuild" in str(refused)
     assert _plan(layout, RecoveryRequest(JOB, "rebuild")).mode == "rebuild"  # a new checkpoint: allowed
+
+
+@pytest.mark.parametrize("store, join_format, refused", [
+    ("memory", "2", "Spark's offline repartition reads RocksDB state only"),
+    ("rocksdb", "4", "cannot repartition a stream-stream join in state format 4"),
+    ("rocksdb", "3", None)])
+def test_repartition_is_refused_where_sparks_offline_repartition_cannot_rewrite_the_state(layout, store, join_format,
+                                                                                          refused):
+    """Measured on Spark 4.2's own checkpoints (tests/spark/test_store_matrix.py): the offline repartition fails on
+    the in-memory store and on a join in state format 4 after it has begun writing; refused first, with the fix."""
+    cp = _alpha_checkpoint(layout, HDFS if store == "memory" else ROCKSDB, {JOIN_FORMAT: join_format})
+    cp.operator(0, "symmetricHashJoin")
+    request = RecoveryRequest(JOB, "repartition", shuffle_partitions=8)
+    if refused is None:
+        assert _plan(layout, request).mode == "repartition"
+        return
+    line = str(_refused(layout, request))
+    assert refused in line and "--mode rebuild --partitions N" in line and "\n" not in line
+    assert _plan(layout, RecoveryRequest(JOB, "rewind", to_batch=3)).mode == "rewind"  # the store allows a rewind

@@ -16,6 +16,8 @@ from stateops.remediation.policy import Policy
 from stateops.remediation.signals import Trail
 from stateops.remediation.skew import decide_skew
 
+from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint
+
 pytestmark = pytest.mark.unit
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -317,3 +319,23 @@ def test_a_tick_reads_only_the_audits_its_decisions_need():
     assert ids == ["a-0", "a-12", "a-4", "a-8", "b-100", "b-200"]  # a: within 12 h of its newest; b: newest 2
     assert kept.num_rows == 2 * len(ids)  # every store row of a kept audit
     assert recent_audits(table.slice(0, 0), Span(audits=2, seconds=0)).num_rows == 0
+
+
+@pytest.mark.parametrize("provider, action", [(HDFS, "alert"), (ROCKSDB, "remediate")])
+def test_a_repartition_the_runbook_would_refuse_is_an_alert_naming_why(tmp_path, monkeypatch, provider, action):
+    """The skew sensor's many_keys repartition on a store Spark's offline repartition cannot rewrite (the in-memory
+    store): an alert with the runbook's one-line refusal and its fix, not a run that fails."""
+    from stateops.layout import Layout
+    from stateops.remediation import tick
+
+    layout = Layout(str(tmp_path / "home"))
+    checkpoint = FakeCheckpoint(layout.checkpoint(JOB), provider=provider).batches(range(3))
+    checkpoint.store(0, partitions=2, changelog=range(1, 4))
+    two = _trail(("a1", 60, 70, 5000, [_skew("many_keys")]), ("a2", 5, 15, 5000, [_skew("many_keys")]))
+    monkeypatch.setattr(tick, "_trails", lambda layout, queries, watched: {JOB: two})
+    watched = tick.Watched(JOB, checkpoint.path, Policy(skew_audits=2), Thresholds(), "10 minutes", "1 minute")
+    decision = tick.skew_decisions(layout, [watched], _at(0))[JOB]
+    assert decision.action == action, decision.reason
+    if action == "alert":
+        assert "the runbook would refuse it" in decision.reason and "--mode rebuild --partitions N" in decision.reason
+        assert decision.runbook is None and decision.rule.endswith("(refused) -> alert")
