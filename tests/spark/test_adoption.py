@@ -17,7 +17,8 @@ from stateops.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.jobs.demo.generator import generate
 from stateops.layout import Layout
-from stateops.state_store import HDFS_PROVIDER
+from stateops.sparkstate import reading_format
+from stateops.state_store import CHANGELOG, CHECKPOINT_FORMAT, HDFS_PROVIDER, PROVIDER, ROCKSDB_PROVIDER
 
 from tests.support import oracle, plain_jobs
 from tests.support.audit_queries import nonzero, oracle_rows
@@ -78,12 +79,14 @@ def _new_file_dead_letters(legacy: Legacy, old_files: int) -> int:
     return sum(oracle.parse_line("events", line, arrival) is None for arrival, lines in batches for line in lines)
 
 
-def _plain(spark, tmp_path, sink: str, no_data_batches: bool = True) -> Legacy:
-    """The plain job run over three files (three micro-batches), then two more files landed for StateOps."""
+def _plain(spark, tmp_path, sink: str, no_data_batches: bool = True,
+           state: dict[str, str] = plain_jobs.DEFAULT_STORE) -> Legacy:
+    """The plain job run over three files (three micro-batches) on `state`'s store, then two more files landed for
+    StateOps."""
     legacy = Legacy(tmp_path, sink)
     generate(legacy.user, replace(SMALL, files=3, events=300))
     plain_jobs.run_plain(spark, legacy.landing, legacy.checkpoint, legacy.table, sink=sink,
-                         no_data_batches=no_data_batches)
+                         no_data_batches=no_data_batches, state=state)
     read = Checkpoint.open(legacy.checkpoint).source_files()[0]
     assert sorted({batch for _, batch in read}) == [0, 1, 2]  # a file a batch (then a no-data batch: the watermark)
     more_input(legacy.user, hour=5, seed=61)
@@ -162,6 +165,36 @@ def test_a_delta_sink_job_with_a_batch_in_flight_is_adopted_and_the_batch_is_not
     assert len(dead) == _new_file_dead_letters(legacy, 2)  # the batch in flight's file, and the new ones
 
 
+@pytest.mark.long  # the default run: the default store's adoption (above); the store and format are its difference
+def test_a_plain_job_on_rocksdb_in_checkpoint_format_2_is_adopted_and_run_on_in_its_format(spark, tmp_path):
+    """A plain job on RocksDB with changelog checkpointing and checkpoint format 2 (state files `<version>_<id>`):
+    adopted, StateOps runs it on in format 2 (Spark does not pin the format: each run keeps the checkpoint's), its
+    first run reads only the new files, the table equals the oracle, and the deep audit equals Spark's reader."""
+    state = {PROVIDER: ROCKSDB_PROVIDER, CHANGELOG: "true", CHECKPOINT_FORMAT: "2"}
+    legacy = _plain(spark, tmp_path, "merge", state=state)
+    plan = legacy.ok("jobs", "adopt", JOB, "--json")
+    assert plan["status"] == "ready", plan
+    formats = {name: plan["state_store"][name]["value"] for name in ("store", "changelog", "checkpoint_format")}
+    assert formats == {"store": "rocksdb", "changelog": True, "checkpoint_format": 2}, plan["state_store"]
+    legacy.ok("jobs", "adopt", JOB, "--confirm")
+    legacy.ok("jobs", "run", JOB)
+
+    checkpoint = Checkpoint.open(legacy.checkpoint)
+    latest = checkpoint.committed_batches()[-1]
+    new = sorted(os.path.basename(path) for path, batch in checkpoint.source_files()[0] if batch > 2)
+    assert new == sorted(os.listdir(legacy.landing))[3:] and len(new) == 2
+    assert checkpoint.checkpoint_format(latest) == 2 and checkpoint.state_provider(latest) == ROCKSDB_PROVIDER
+    expected = oracle.user_activity(oracle.typed_batches(legacy.landing, "events", legacy.checkpoint), DELAY_MS)
+    got = table_rows(legacy.table, ACTIVITY)
+    assert len(got) == len(set(got)) and set(got) == expected
+    report = deep_audit(spark, legacy.checkpoint)
+    assert {op.operator_id for op in report.operators} == {0, 1}
+    with reading_format(spark, 2):
+        for op in report.operators:
+            assert nonzero(op.rows_per_partition) == oracle_rows(spark, legacy.checkpoint,
+                                                                 operatorId=op.operator_id)
+
+
 @pytest.mark.long  # the default run: the adopted job's run, deep audit, retention plan and explain-key (above)
 def test_an_adopted_job_is_adjusted_by_the_runbook_like_any_other(spark, tmp_path):
     """After adoption, `recover run --mode adjust` stops, archives, sets the watermark and restarts the adopted
@@ -216,4 +249,4 @@ def test_a_plain_kafka_job_is_adopted_and_reads_only_the_records_it_had_not_read
     new = [r for r in every if r[1] >= old_ends.get(r[0], 0)]
     dead_table = legacy.home.deadletter_table(JOB)
     dead = sorted(v for (v,) in table_rows(dead_table, ["raw_bytes"])) if os.path.exists(dead_table) else []
-    assert dead == kafka_oracle.rejected("events", new) and dead  # the new records' bad ones only  # the new records' bad ones only
+    assert dead == kafka_oracle.rejected("events", new) and dead  # the new records' bad ones only

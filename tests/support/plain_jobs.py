@@ -4,6 +4,8 @@ They run on Spark's default store (the HDFS-backed in-memory store) and leave th
 adopts (stateops.adoption). The transformations are the user's own, named by the adopted job's config."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from pyspark.sql import DataFrame, SparkSession
 
 from stateops.jobs.examples.transforms import user_activity as activity  # noqa: F401 - dedup, then windows
@@ -38,21 +40,23 @@ def _is_delta(spark: SparkSession, table: str) -> bool:
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+DEFAULT_STORE = {PROVIDER: HDFS_PROVIDER}
 
 
-def default_store(spark: SparkSession, no_data_batches: bool = True):
-    """Queries started inside run on Spark's default store, whatever the session's factory chose (and, unless
-    `no_data_batches`, a batch only where a file landed)."""
-    return sql_confs(spark, {PROVIDER: HDFS_PROVIDER, NO_DATA_BATCHES: str(no_data_batches).lower()})
+def store(spark: SparkSession, state: Mapping[str, str] = DEFAULT_STORE, no_data_batches: bool = True):
+    """Queries started inside run on `state`'s store and formats (Spark's default store unless told), whatever the
+    session's factory chose (and, unless `no_data_batches`, a batch only where a file landed)."""
+    return sql_confs(spark, {**state, NO_DATA_BATCHES: str(no_data_batches).lower()})
 
 
 def run_plain(spark: SparkSession, landing: str, checkpoint: str, table: str, *, sink: str = "merge",
-              files_per_batch: int = 1, no_data_batches: bool = True) -> None:
+              files_per_batch: int = 1, no_data_batches: bool = True,
+              state: Mapping[str, str] = DEFAULT_STORE) -> None:
     """One availableNow run of the plain job: `sink` "merge" (dedup then windows, update mode, MERGE from
-    foreachBatch) or "delta" (dedup, append mode, Delta's streaming sink)."""
+    foreachBatch) or "delta" (dedup, append mode, Delta's streaming sink), on `state`'s store and formats."""
     events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", files_per_batch).json(landing)
               .dropna().withWatermark("event_time", DELAY))
-    with default_store(spark, no_data_batches):
+    with store(spark, state, no_data_batches):
         if sink == "merge":
             query = (activity(events).writeStream.outputMode("update").option("checkpointLocation", checkpoint)
                      .foreachBatch(_merge(table, WINDOW_KEYS)).trigger(availableNow=True).start())
@@ -74,7 +78,7 @@ def run_plain_kafka(spark: SparkSession, bootstrap: str, topic: str, checkpoint:
               .option("maxOffsetsPerTrigger", per_batch).load()
               .select(F.from_json(F.col("value").cast("string"), EVENTS).alias("row")).select("row.*")
               .dropna().withWatermark("event_time", DELAY))
-    with default_store(spark):
+    with store(spark):
         query = (activity(events).writeStream.outputMode("update").option("checkpointLocation", checkpoint)
                  .foreachBatch(_merge(table, WINDOW_KEYS)).trigger(availableNow=True).start())
         query.awaitTermination()
