@@ -157,15 +157,15 @@ def check_store(job: str, checkpoint: str, mode: str) -> None:
                               f"restore an archive (stateops archives list {job})")
     if mode != "repartition":
         return
-    if formats.store == state_store.MEMORY:  # Spark checks the provider only after it has begun writing
+    if formats.store == state_store.MEMORY:  # Spark checks the provider after it has written the next offsets/N
         raise RecoveryRefused(f"{job}: cannot repartition state kept in Spark's in-memory store "
                               "(HDFSBackedStateStoreProvider): Spark's offline repartition reads RocksDB state only "
                               f"(STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER). "
                               + REBUILD_INSTEAD.format(job=job))
     if formats.join_format >= 4 and _joins(checkpoint):
         raise RecoveryRefused(f"{job}: cannot repartition a stream-stream join in state format "
-                              f"{formats.join_format}: Spark 4.2's offline repartition fails on its values store "
-                              "after it has begun writing (INTERNAL_ERROR: Invalid byte array backed UnsafeRow). "
+                              f"{formats.join_format}: Spark 4.2's offline repartition writes state its own reader then cannot "
+                              "read (INTERNAL_ERROR: Invalid byte array backed UnsafeRow). "
                               + REBUILD_INSTEAD.format(job=job) + ", or with join format 3 in STATEOPS_SPARK_CONF")
 
 

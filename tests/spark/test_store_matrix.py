@@ -183,8 +183,8 @@ def test_retention_removes_only_what_a_restart_from_the_latest_batch_does_not_re
     _same_state(cell, _state(spark, copy), expected)
 
 
-# Spark's offline repartition reads RocksDB only, cannot rewrite a join in state format 4 (an internal error after
-# it has begun writing: measured), and the runbook does not rewrite checkpoint format 2 by version.
+# Spark's offline repartition reads RocksDB only (it fails after writing the next offsets/N), rewrites a join in
+# state format 4 into state its reader cannot read (measured), and the runbook does not rewrite format 2 by version.
 REPARTITION_REFUSED = ("memory", "memory_sessions", "memory_join2", "pandas_state", "join4", "format2_changelog",
                        "format2_zip", "format2_join4", "format2_tws")
 

@@ -369,7 +369,8 @@ def test_a_checkpoint_in_format_2_is_refused_by_the_modes_that_cut_state_files_b
 def test_repartition_is_refused_where_sparks_offline_repartition_cannot_rewrite_the_state(layout, store, join_format,
                                                                                           refused):
     """Measured on Spark 4.2's own checkpoints (tests/spark/test_store_matrix.py): the offline repartition fails on
-    the in-memory store and on a join in state format 4 after it has begun writing; refused first, with the fix."""
+    the in-memory store after writing the next offsets/N, and leaves a join in state format 4 unreadable; refused
+    first, with the fix."""
     cp = _alpha_checkpoint(layout, HDFS if store == "memory" else ROCKSDB, {JOIN_FORMAT: join_format})
     cp.operator(0, "symmetricHashJoin")
     request = RecoveryRequest(JOB, "repartition", shuffle_partitions=8)
