@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateops.audit.context import AuditContext, build_context
-from stateops.audit.findings import CONFIGURED_GRACE, evaluate, operator_progress, unreadable_finding
+from stateops.audit.findings import (CONFIGURED_GRACE, evaluate, latest_state_memory, operator_progress,
+                                     unreadable_finding)
 from stateops.audit.inventory import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
 from stateops.audit.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES_STORES, StoreProfile, profile
@@ -383,7 +384,8 @@ def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None,
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
     report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
                        for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows,
-                                                              kafka_lag.totals(ctx.progress))
+                                                              kafka_lag.totals(ctx.progress),
+                                                              latest_state_memory(ctx.progress))
     report.kafka_lag = kafka_lag.latest(ctx.progress)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

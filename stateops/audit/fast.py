@@ -14,7 +14,7 @@ import time
 from typing import Any, Mapping
 
 from stateops.audit.context import build_context, recent_progress_by_query
-from stateops.audit.findings import evaluate, operator_progress
+from stateops.audit.findings import evaluate, latest_state_memory, operator_progress
 from stateops.audit.history import history_by_checkpoint, normalize
 from stateops.audit.inventory import files_by_store, operator_meta, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
@@ -78,7 +78,8 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
                          audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,
                          provider=ctx.provider)
     report.kafka_lag = kafka_lag.latest(ctx.progress)
-    report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress))
+    report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress),
+                               latest_state_memory(ctx.progress))
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
 

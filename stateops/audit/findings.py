@@ -271,6 +271,41 @@ def large_state_finding(op: OperatorAudit, t: Thresholds) -> Finding | None:
     return _finding("LARGE_STATE", level, op, message, fix)
 
 
+def latest_state_memory(progress: Iterable[Mapping[str, Any]]) -> int | None:
+    """Spark's estimate of the state's heap at the query's latest batch (the progress's memoryUsedBytes, every
+    stateful operator), None without a progress row."""
+    rows = sorted((r for r in progress if r.get("batch_id") is not None), key=lambda r: r["batch_id"])
+    return rows[-1].get("state_memory_bytes") if rows else None
+
+
+def state_memory_finding(report: AuditReport, t: Thresholds, spark_estimate: int | None) -> Finding | None:
+    """The in-memory store's heap against the heap the settings give it, before the heap is at risk: Spark's own
+    estimate of the loaded versions (progress), else the deep audit's (rows' bytes times the versions kept)."""
+    if not (report.provider or "").endswith("HDFSBackedStateStoreProvider") or not t.state_memory_heap_bytes:
+        return None
+    estimates = [op.estimated_bytes for op in report.operators if op.estimated_bytes is not None]
+    used, source = ((spark_estimate, "Spark's estimate at the latest batch (memoryUsedBytes)") if spark_estimate
+                    else (sum(estimates), "the deep audit's estimate (rows' bytes x 2 versions)") if estimates
+                    else (None, None))
+    if not used:
+        return None
+    share = used / t.state_memory_heap_bytes
+    level = _level(share, t.state_memory_share, t.state_memory_share_error)
+    if not level:
+        return None
+    job = report.job or "JOB"
+    message = (f"Spark's in-memory store holds {human_bytes(used)} of state in executor heap ({source}), "
+               f"{share:.0%} of the {human_bytes(t.state_memory_heap_bytes)} the settings give it "
+               f"(audit.state_memory_heap_bytes; warn at {t.state_memory_share:.0%}, error at "
+               f"{t.state_memory_share_error:.0%})")
+    fix = (f"Move the state to RocksDB before the heap runs out: set jobs.{job}.state_store = \"rocksdb\" and "
+           f"rebuild (`stateops recover run {job} --mode rebuild --confirm {job}`: a new checkpoint, the retained input "
+           "replayed), or give the executors more heap and raise audit.state_memory_heap_bytes to match.")
+    return Finding("STATE_MEMORY", level, None, None, message, fix,
+                   {"bytes": used, "heap_bytes": t.state_memory_heap_bytes, "share": round(share, 4),
+                    "source": "progress" if spark_estimate else "deep audit"})
+
+
 def _same_store(row: Mapping[str, Any], op: OperatorAudit) -> bool:
     return row.get("operator_id") == op.operator_id and row.get("store_name") == op.store_name
 
@@ -438,11 +473,15 @@ def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: st
 
 
 def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, Any]] = (),
-             input_rows: int = 0, kafka_lags: Sequence[int] = ()) -> list[Finding]:
+             input_rows: int = 0, kafka_lags: Sequence[int] = (), state_memory: int | None = None) -> list[Finding]:
     """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first);
-    `kafka_lags`: the total Kafka lag of the query's recent batches, oldest first (stateops.kafka_lag)."""
+    `kafka_lags`: the total Kafka lag of the query's recent batches, oldest first (stateops.kafka_lag);
+    `state_memory`: Spark's estimate of the state's heap at the latest batch (latest_state_memory)."""
     earlier = [r for r in history if r.get("audited_at") is None or r["audited_at"] < report.audited_at]
     findings: list[Finding] = []
+    memory = state_memory_finding(report, t, state_memory)
+    if memory:
+        findings.append(memory)
     behind = kafka_lag_finding(kafka_lags, t)
     if behind:
         findings.append(behind)

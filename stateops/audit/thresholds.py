@@ -68,6 +68,12 @@ class Thresholds(Section):
     large_state_rows_error: Count = 100_000_000
     large_state_bytes: Count = 10 * GiB
     large_state_bytes_error: Count = 100 * GiB
+    # STATE_MEMORY: Spark's in-memory store keeps every key of its loaded versions in executor heap (Spark's own
+    # estimate: the progress's memoryUsedBytes); a share of the heap the state may use (StateOps' local session:
+    # spark.driver.memory 2g; on a cluster set it to spark.executor.memory times the executors).
+    state_memory_share: Share = 0.25
+    state_memory_share_error: Share = 0.5
+    state_memory_heap_bytes: Count = 2 * GiB
     # CLEANUP_STUCK: Spark keeps spark.sql.streaming.minBatchesToRetain (100) batches; cleanup is stuck
     # when more than that plus the slack are retained and minBatchId did not move since the last audit.
     min_batches_to_retain: Count = 100

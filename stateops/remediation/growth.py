@@ -2,6 +2,9 @@
 advances, rows above the job's budget, or findings that say the state is never evicted.
 
 From the latest deep audit of the query, in this order:
+    STATE_MEMORY                                       alert with the finding's fix: Spark's in-memory store
+                                                       nears the heap the settings give it; its cure (RocksDB)
+                                                       is a new checkpoint, which a person decides
     UNBOUNDED_DEDUP, EVICTION_STALLED, CLEANUP_STUCK   alert with the finding's fix: the cause is the query
                                                        or the cluster, and no runbook changes code
     STATE_GROWTH, watermark advancing                  the policy's growth_action: adjust (the delay times
@@ -24,6 +27,7 @@ from stateops.remediation.signals import Trail
 
 CODE_PROBLEMS = ("UNBOUNDED_DEDUP", "EVICTION_STALLED", "CLEANUP_STUCK")
 GROWTH = "STATE_GROWTH"
+MEMORY = "STATE_MEMORY"
 
 
 def _where(f: Mapping[str, Any]) -> str:
@@ -35,6 +39,12 @@ def decide_growth(job: str, trail: Trail, policy: Policy, thresholds: Thresholds
     latest = trail.latest
     if latest is not None:
         found = [f for f in trail.findings_of(latest["audit_id"]) if at_least(f["severity"], policy.min_severity)]
+        memory = [f for f in found if f["code"] == MEMORY]
+        if memory:
+            f = memory[0]
+            return Decision(job, "alert", f"{MEMORY} {f['severity']} (deep audit {f['audit_id'][:8]}): {f['message']}. "
+                            f"Fix: {f['recommendation']}", key=finding_key(f), rule="growth.state_memory -> alert",
+                            finding=f)
         problems = [f for f in found if f["code"] in CODE_PROBLEMS]
         if problems:
             f = min(problems, key=lambda p: CODE_PROBLEMS.index(p["code"]))

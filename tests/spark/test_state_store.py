@@ -11,7 +11,9 @@ import traceback
 import pytest
 from click.testing import CliRunner
 
-from stateops.audit import deep_audit
+from stateops.audit import Thresholds, deep_audit, fast_audit
+from stateops.audit.context import recent_progress
+from stateops.audit.findings import latest_state_memory
 from stateops.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.layout import Layout
@@ -72,6 +74,23 @@ def test_a_memory_job_runs_on_the_in_memory_store_and_describe_says_so(spark, la
     assert "store                  memory (the checkpoint" in _cli("jobs", "describe", JOB)
     assert_equals_oracle(layout, builtin(layout, JOB))
     _audit_equals_reader(spark, layout)
+    _memory_guard(spark, layout)
+
+
+def _memory_guard(spark, layout: Layout) -> None:
+    """STATE_MEMORY: Spark's own estimate of the store's heap at the latest batch (the progress table) against the
+    heap the settings give it; silent at the default 2 GiB, an error when the heap is set below it."""
+    progress = recent_progress(layout, Checkpoint.open(layout.checkpoint(JOB)).query_id(), 50)
+    used = latest_state_memory(progress)
+    assert used and used > 0, progress[-1:]  # Spark's SizeEstimator of the loaded maps
+    assert not [f for f in deep_audit(spark, layout.checkpoint(JOB), layout=layout, job=JOB).findings
+                if f.code == "STATE_MEMORY"]
+    small = Thresholds(state_memory_heap_bytes=used)  # the state already is the whole heap
+    for report in (deep_audit(spark, layout.checkpoint(JOB), thresholds=small, layout=layout, job=JOB),
+                   fast_audit(layout.checkpoint(JOB), thresholds=small, layout=layout, job=JOB)):
+        (found,) = [f for f in report.findings if f.code == "STATE_MEMORY"]
+        assert found.severity == "error" and found.details["bytes"] == used, found
+        assert found.details["source"] == "progress"
 
 
 @pytest.mark.long  # the default run: a memory job's run, describe and deep audit (above); each runbook on RocksDB

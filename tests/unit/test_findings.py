@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stateops.audit.findings import (CONFIGURED_GRACE, cleanup_finding, evaluate, eviction_finding, growth_finding,
-                                     large_state_finding, no_watermark_finding, operator_progress,
+                                     large_state_finding, latest_state_memory, no_watermark_finding, operator_progress,
                                      skew_finding, unbounded_dedup_finding, watermark_lag_finding)
 from stateops.audit.model import CODES, AuditReport, Finding, OperatorAudit, skew_ratio
 from stateops.audit.profile import parse_schema_file, profile
@@ -336,7 +336,7 @@ def test_contract_names_are_exact():
     assert doc["operators"][0]["top_keys"][0]["key"] == {"t": "2026-01-01T12:00:00+00:00"}
     with pytest.raises(ValueError):
         Finding("NOT_A_CODE", "warn", None, None, "m", "r")
-    assert len(CODES) == 11 and CODES[-2:] == ("STATE_UNREADABLE", "KAFKA_LAG")  # KAFKA_LAG: issue 21
+    assert len(CODES) == 12 and CODES[-3:] == ("STATE_UNREADABLE", "KAFKA_LAG", "STATE_MEMORY")  # KAFKA_LAG: issue 21
 
 
 def test_thresholds_from_config_defaults_global_and_per_job():
@@ -391,3 +391,40 @@ def test_parse_schema_file_reads_spark_framing():
             + _utf(json.dumps(value)))
     assert parse_schema_file(data) == (key, value)
     assert parse_schema_file(b"garbage") == (None, None)
+
+
+# --- STATE_MEMORY --------------------------------------------------------------------------------------------
+
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+@pytest.mark.parametrize("provider, spark_estimate, estimated, expected", [
+    (HDFS, 300 * 2**20, None, None),               # 15% of 2 GiB: below the warn share
+    (HDFS, 600 * 2**20, None, "warn"),             # 29%: Spark's own estimate, from the progress
+    (HDFS, 1200 * 2**20, None, "error"),           # 59%
+    (HDFS, None, 1100 * 2**20, "error"),           # no progress row: the deep audit's estimate
+    (HDFS, None, None, None),                      # neither: nothing to judge (the fast audit without progress)
+    (ROCKSDB, 1200 * 2**20, None, None),           # RocksDB's state lives off the heap, bounded by its own caches
+])
+def test_the_in_memory_store_is_judged_against_the_heap_the_settings_give_it(provider, spark_estimate, estimated,
+                                                                               expected):
+    report = AuditReport("/cp", 9, NOW, [op(rows_total=10, estimated_bytes=estimated)], audited_at=NOW,
+                         provider=provider, job="user_activity")
+    found = [f for f in evaluate(report, T, state_memory=spark_estimate) if f.code == "STATE_MEMORY"]
+    assert [f.severity for f in found] == ([expected] if expected else [])
+    if found:
+        f = found[0]
+        assert "audit.state_memory_heap_bytes" in f.message and "2.0 GiB" in f.message
+        assert 'jobs.user_activity.state_store = "rocksdb"' in f.recommendation
+        assert f.details["source"] == ("progress" if spark_estimate else "deep audit")
+    smaller = Thresholds(state_memory_heap_bytes=2**30)  # a 1 GiB heap: the same state is more of it
+    assert [f.code for f in evaluate(report, smaller, state_memory=spark_estimate)
+            if f.code == "STATE_MEMORY"] == (["STATE_MEMORY"] if provider == HDFS and (spark_estimate or estimated)
+                                             and (spark_estimate or estimated) >= 2**30 // 4 else [])
+
+
+def test_the_latest_batchs_memory_estimate_is_read_from_the_progress():
+    progress = [{"batch_id": 4, "state_memory_bytes": 10}, {"batch_id": 7, "state_memory_bytes": 30},
+                {"batch_id": 5, "state_memory_bytes": 20}]
+    assert latest_state_memory(progress) == 30 and latest_state_memory([]) is None

@@ -339,3 +339,16 @@ def test_a_repartition_the_runbook_would_refuse_is_an_alert_naming_why(tmp_path,
     if action == "alert":
         assert "the runbook would refuse it" in decision.reason and "--mode rebuild --partitions N" in decision.reason
         assert decision.runbook is None and decision.rule.endswith("(refused) -> alert")
+
+
+def test_the_in_memory_stores_heap_is_an_alert_before_any_growth_rule():
+    """STATE_MEMORY (Spark's in-memory store near the heap the settings give it) comes first: its cure, RocksDB,
+    is a new checkpoint, which a person decides; the alert carries the finding's fix, once per finding."""
+    memory = {"code": "STATE_MEMORY", "severity": "error", "operator_id": None, "store_name": None,
+              "message": "Spark's in-memory store holds 1.2 GiB of state in executor heap",
+              "recommendation": 'Move the state to RocksDB: set jobs.user_activity.state_store = "rocksdb"', "details": {}}
+    decision = _decide_growth(_trail(("a1", 5, 15, 9000, [_growth(), memory])), Policy(state_rows_budget=5000))
+    assert decision.action == "alert" and decision.rule == "growth.state_memory -> alert"
+    assert decision.key == "a1:STATE_MEMORY:None:None" and 'state_store = "rocksdb"' in decision.reason
+    warn = dict(memory, severity="warn")
+    assert _decide_growth(_trail(("a1", 5, 15, 10, [warn])), Policy(min_severity="error")).action != "alert"
