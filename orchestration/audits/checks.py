@@ -42,7 +42,8 @@ COMPATIBLE = "state_compatible"
 # check name -> (finding codes it reflects, what it is about)
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
     "state_skew": (("STATE_SKEW",), "state concentrated on one partition (max/mean rows per partition)"),
-    "state_growth": (("STATE_GROWTH",), "state rows/bytes growing against earlier audits of this checkpoint"),
+    "state_growth": (("STATE_GROWTH", "STATE_MEMORY"), "state rows/bytes growing against earlier audits of this "
+                     "checkpoint; Spark's in-memory store near the heap the settings give it"),
     "state_eviction": (("EVICTION_STALLED", "UNBOUNDED_DEDUP", "CLEANUP_STUCK"),
                        "state the watermark should have evicted, dedup without event time, cleanup stuck"),
     "state_readable": (("STATE_UNREADABLE",), "every store loads at the audited batch (no corrupt or lost state file)"),

@@ -40,3 +40,9 @@ def test_no_audit_is_a_warning_not_a_pass():
     result = check_result("state_skew", None, [], NOW)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     assert "no deep audit recorded" in result.description
+
+
+def test_the_in_memory_stores_heap_fails_the_growth_check():
+    result = check_result("state_growth", AUDIT, [finding("STATE_MEMORY", "error")], NOW)
+    assert not result.passed and result.severity == AssetCheckSeverity.ERROR
+    assert result.metadata["messages"].value[0]["code"] == "STATE_MEMORY"
