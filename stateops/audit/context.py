@@ -13,8 +13,7 @@ from stateops.checkpoint import Checkpoint, NotACheckpointError, provider_of, wa
 from stateops.delta import read_table
 from stateops.layout import Layout
 from stateops.progress import TABLE as PROGRESS_TABLE
-
-HDFS_PROVIDER_SUFFIX = "HDFSBackedStateStoreProvider"
+from stateops.state_store import MEMORY, store_name
 
 
 @dataclass
@@ -36,7 +35,7 @@ class AuditContext:
         """Versions of each row the provider keeps: HDFS keeps 2 maps in memory, RocksDB one live DB."""
         if t.versioning_factor:
             return t.versioning_factor
-        return 2.0 if (self.provider or "").endswith(HDFS_PROVIDER_SUFFIX) else 1.0
+        return 2.0 if store_name(self.provider) == MEMORY else 1.0
 
 
 def recent_progress(layout: Layout, query_id: str, limit: int) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
+from stateops.state_store import MEMORY, store_name
 from stateops.timefmt import compact_duration, human_duration, iso_seconds
 
 EVICTING_KINDS = ("aggregation", "dedup", "dedup_within_watermark", "session", "join")
@@ -281,7 +282,7 @@ def latest_state_memory(progress: Iterable[Mapping[str, Any]]) -> int | None:
 def state_memory_finding(report: AuditReport, t: Thresholds, spark_estimate: int | None) -> Finding | None:
     """The in-memory store's heap against the heap the settings give it, before the heap is at risk: Spark's own
     estimate of the loaded versions (progress), else the deep audit's (rows' bytes times the versions kept)."""
-    if not (report.provider or "").endswith("HDFSBackedStateStoreProvider") or not t.state_memory_heap_bytes:
+    if store_name(report.provider) != MEMORY or not t.state_memory_heap_bytes:
         return None
     estimates = [op.estimated_bytes for op in report.operators if op.estimated_bytes is not None]
     used, source = ((spark_estimate, "Spark's estimate at the latest batch (memoryUsedBytes)") if spark_estimate
