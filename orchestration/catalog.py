@@ -18,12 +18,18 @@ from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.spec import JobSpec
 
 
-def load_specs(config_path: str | None = None, home: str | None = None,
-               jobs: Iterable[str] | None = None) -> dict[str, JobSpec]:
-    """The jobs of the config file (`config_path`, else $STATEOPS_CONFIG) under `home` (else $STATEOPS_HOME),
-    validated now; `jobs`: only those (each must be one of them)."""
+def load_catalog(config_path: str | None = None, home: str | None = None) -> Catalog:
+    """The catalog of the config file (`config_path`, else $STATEOPS_CONFIG) under `home` (else $STATEOPS_HOME),
+    validated now."""
     with reusing_unchanged():
-        catalog = Environment.from_env(home=home, config_path=config_path).catalog
+        return Environment.from_env(home=home, config_path=config_path).catalog
+
+
+def load_specs(config_path: str | None = None, home: str | None = None,
+               jobs: Iterable[str] | None = None, catalog: Catalog | None = None) -> dict[str, JobSpec]:
+    """The jobs of the config file (`config_path`, else $STATEOPS_CONFIG) under `home` (else $STATEOPS_HOME),
+    validated now (or of `catalog`, already loaded); `jobs`: only those (each must be one of them)."""
+    catalog = catalog or load_catalog(config_path, home)
     if jobs is None:
         return dict(catalog.jobs)
     unknown = sorted(set(jobs) - set(catalog.jobs))

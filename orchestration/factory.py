@@ -19,7 +19,7 @@ from typing import Iterable
 from dagster import Definitions
 
 from stateops.dagster import audits, retention, streaming_jobs
-from stateops.dagster.catalog import load_specs
+from stateops.dagster.catalog import load_catalog, load_specs
 from stateops.dagster.recovery import build_state_recovery
 from stateops.dagster.resources import default_resources
 from stateops.sensors import definitions as sensors
@@ -32,11 +32,12 @@ def build_defs(config_path: str | None = None, home: str | None = None,
     error is refused here, in one line naming the field and the fix (stateops.errors.ConfigError)."""
     config_path = os.path.abspath(config_path) if config_path else None
     home = home if not home or "://" in home else os.path.abspath(home)
-    specs = load_specs(config_path, home, None if jobs is None else list(jobs))
+    catalog = load_catalog(config_path, home)
+    specs = load_specs(jobs=None if jobs is None else list(jobs), catalog=catalog)
     runs_defs, job_runs = streaming_jobs.build(specs)
-    audit_defs, deep_audit_jobs = audits.build(specs)
+    audit_defs, deep_audit_jobs = audits.build(specs, {name: catalog.thresholds(name).deep_audit_cron for name in specs})
     runbook = build_state_recovery(specs)
     return Definitions.merge(
-        runs_defs, audit_defs, Definitions(jobs=[runbook]), retention.defs,
+        runs_defs, audit_defs, Definitions(jobs=[runbook]), retention.build(catalog.retention.cron),
         sensors.build_defs(deep_audit_jobs=deep_audit_jobs, job_runs=job_runs, runbook=runbook),
         Definitions(resources=default_resources(home, config_path)))

@@ -14,8 +14,12 @@ from stateops.dagster.audits.checks import build_compatibility_check, build_stat
 from stateops.dagster.audits.schedules import DEEP_CRON, audit_schedule, build_audit_jobs
 
 
-def build(specs: Mapping[str, JobSpec]) -> tuple[Definitions, dict[str, UnresolvedAssetJobDefinition]]:
-    """The audits of `specs`, and each job's deep audit job (the sensors launch it)."""
+def build(specs: Mapping[str, JobSpec], crons: Mapping[str, str] | None = None
+          ) -> tuple[Definitions, dict[str, UnresolvedAssetJobDefinition]]:
+    """The audits of `specs`, and each job's deep audit job (the sensors launch it); `crons`: when each job's
+    deep audit schedule fires (`[audit] deep_audit_cron`; default hourly). The schedule keeps its name
+    `<job>_deep_audit_hourly` whatever the cron: the name operators, links and run tags know."""
+    crons = crons or {}
     checks = {name: (build_state_checks(spec), build_compatibility_check(spec)) for name, spec in specs.items()}
     jobs = {name: build_audit_jobs(spec, *checks[name]) for name, spec in specs.items()}
     deep = {name: deep for name, (deep, _fast) in jobs.items()}
@@ -23,5 +27,6 @@ def build(specs: Mapping[str, JobSpec]) -> tuple[Definitions, dict[str, Unresolv
         assets=[make(spec) for spec in specs.values() for make in (build_deep_audit_asset, build_fast_audit_asset)],
         asset_checks=[check for pair in checks.values() for check in pair],
         jobs=[job for pair in jobs.values() for job in pair],
-        schedules=[audit_schedule(spec, deep[name], f"{name}_deep_audit_hourly", DEEP_CRON)
+        schedules=[audit_schedule(spec, deep[name], f"{name}_deep_audit_hourly",
+                                  crons.get(name, DEEP_CRON))
                    for name, spec in specs.items()]), deep

@@ -1,6 +1,6 @@
 """Retention in Dagster: the `retention` asset, `retention_job` and the `retention_daily` schedule (asset)."""
 from __future__ import annotations
 
-from stateops.dagster.retention.asset import defs
+from stateops.dagster.retention.asset import build
 
-__all__ = ["defs"]
+__all__ = ["build"]

@@ -3,8 +3,8 @@
     retention            asset, group `retention`: inventory, plan, optionally apply; records the storage
                          history (ops table `storage`) and writes the plan as JSON next to its chart PNG
     retention_job        the asset as a job: the Launchpad's manual run (config `apply: true` to apply)
-    retention_daily      its schedule, 03:30 UTC (stopped until an operator turns it on); its runs apply
-                         only with `[retention] apply_on_schedule = true` in the config file
+    retention_daily      its schedule, 03:30 UTC or `[retention] cron` (stopped until an operator turns it on);
+                         its runs apply only with `[retention] apply_on_schedule = true` in the config file
 
 Metadata: bytes and files the plan frees (total and per rule: numbers Dagster plots over time, and a
 table), what an apply freed, storage by kind, and a chart of storage over time from the `storage` table.
@@ -15,7 +15,7 @@ import posixpath
 
 from dagster import (AssetExecutionContext, AssetSelection, Config, DefaultScheduleStatus, Definitions,
                      MaterializeResult, MetadataValue, RunRequest, ScheduleEvaluationContext, SkipReason, asset,
-                     define_asset_job, in_process_executor, schedule)
+                     ScheduleDefinition, define_asset_job, in_process_executor, schedule)
 from pydantic import Field
 
 from stateops.jobs.runtime.retention import retention_scope
@@ -110,15 +110,22 @@ retention_job = define_asset_job("retention_job", selection=AssetSelection.asset
                                  description="Plan retention; apply with config `apply: true` (Launchpad).")
 
 
-@schedule(name="retention_daily", cron_schedule=CRON, job=retention_job, execution_timezone="UTC",
-          default_status=DefaultScheduleStatus.STOPPED)
-def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
-    """Plan daily; the run applies only when the config file says `[retention] apply_on_schedule = true`."""
-    try:
-        apply = catalog_for(paths.environment()).retention.apply_on_schedule
-    except StateOpsError as err:
-        return SkipReason(first_line(err))
-    return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})
+def retention_schedule(cron: str = CRON) -> ScheduleDefinition:
+    """`retention_daily` at `cron` (`[retention] cron`; the name stays what operators and links know)."""
+
+    @schedule(name="retention_daily", cron_schedule=cron, job=retention_job, execution_timezone="UTC",
+              default_status=DefaultScheduleStatus.STOPPED)
+    def retention_daily(context: ScheduleEvaluationContext, paths: PathsResource):
+        """Plan on schedule; the run applies only when the config file says `[retention] apply_on_schedule = true`."""
+        try:
+            apply = catalog_for(paths.environment()).retention.apply_on_schedule
+        except StateOpsError as err:
+            return SkipReason(first_line(err))
+        return RunRequest(run_config={"ops": {"retention": {"config": {"apply": apply}}}})
+
+    return retention_daily
 
 
-defs = Definitions(assets=[retention_asset], jobs=[retention_job], schedules=[retention_daily])
+def build(cron: str = CRON) -> Definitions:
+    """The retention asset, its job and its schedule at `cron`."""
+    return Definitions(assets=[retention_asset], jobs=[retention_job], schedules=[retention_schedule(cron)])

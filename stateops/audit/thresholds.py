@@ -18,6 +18,7 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import Field
 
+from stateops.cron import Cron
 from stateops.config import ConfigFile, Section, layered
 
 MiB = 1024 * 1024
@@ -87,6 +88,8 @@ class Thresholds(Section):
     top_keys: Count = 5
     # Versions of the state kept per key (0 = by provider: HDFS keeps 2 in memory, RocksDB 1).
     versioning_factor: Number = 0
+    # When the deep audit schedule (`<job>_deep_audit_hourly`, stopped until turned on) runs: hourly by default.
+    deep_audit_cron: Cron = "0 * * * *"
 
     @classmethod
     def from_config(cls, config: ConfigFile | Mapping[str, Any] | None, job: str | None = None) -> "Thresholds":

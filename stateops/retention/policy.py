@@ -13,6 +13,7 @@ and the fix.
     orphan_idle = "14 days"         # checkpoints of no configured job, untouched this long, are ...
     orphan_action = "archive"       # ... archived (ops/_orphans/archives), deleted, or kept
     apply_on_schedule = false       # the daily Dagster run applies its plan (else it only plans)
+    cron = "30 3 * * *"             # when that run's schedule (`retention_daily`) fires: 03:30 UTC
     [retention.ops_tables]
     compact = true                  # compact small files (delta-rs optimize.compact) and checkpoint the log ...
     compact_min_files = 10          # ... once a table has this many small files
@@ -32,6 +33,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator, Field
 
+from stateops.cron import Cron
 from stateops.config import ConfigFile, Section, layered, refuse
 from stateops.durations import parse_seconds
 from stateops.errors import ConfigError
@@ -60,7 +62,7 @@ def _interval_or_forever(value: str) -> str:
 
 Interval = Annotated[str, AfterValidator(_interval)]
 Count = Annotated[int, Field(ge=0)]
-GLOBAL_KEYS = ("orphan_idle", "orphan_action", "apply_on_schedule")
+GLOBAL_KEYS = ("orphan_idle", "orphan_action", "apply_on_schedule", "cron")
 
 
 class JobPolicy(Section):
@@ -95,6 +97,7 @@ class Globals(Section):
     orphan_idle: Interval = "14 days"
     orphan_action: Literal["archive", "delete", "keep"] = "archive"
     apply_on_schedule: bool = False
+    cron: Cron = "30 3 * * *"
 
 
 class _JobLevel(JobPolicy):
@@ -113,6 +116,7 @@ class Policies:
     orphan_idle: str = Globals().orphan_idle
     orphan_action: str = Globals().orphan_action
     apply_on_schedule: bool = Globals().apply_on_schedule
+    cron: str = Globals().cron
 
     def for_job(self, job: str) -> JobPolicy:
         return self.jobs.get(job, self.default)

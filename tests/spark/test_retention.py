@@ -417,7 +417,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
 
     from stateops.dagster.definitions import defs
     from stateops.dagster.resources import PathsResource
-    from stateops.dagster.retention.asset import plans_dir, retention_daily
+    from stateops.dagster.retention.asset import plans_dir, retention_schedule
 
     monkeypatch.setenv("STATEOPS_CONFIG", write_config(tmp_path / "aggressive.toml", AGGRESSIVE))
     scope = retention_scope(Environment.from_env(layout=Layout(str(home))))
@@ -457,7 +457,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
     assert plan_file.parent == Path(plans_dir(str(home)))
     # The daily schedule: its runs apply only when the config file says so.
     with build_schedule_context(instance=dagster_instance, resources={"paths": PathsResource(home=str(home))}) as ctx:
-        request = retention_daily.evaluate_tick(ctx).run_requests[0]
+        request = retention_schedule().evaluate_tick(ctx).run_requests[0]
     assert request.run_config["ops"]["retention"]["config"]["apply"] is False
 
 

@@ -47,3 +47,32 @@ def test_an_unknown_job_or_a_config_typo_is_refused_in_one_line(tmp_path):
         build_defs(config_path=str(config), home=str(tmp_path / "home"))
     assert "\n" not in str(typo.value)
     assert str(typo.value).startswith("jobs.user_activity.watermark_dely: is not a setting that can be overridden")
+
+
+def test_the_schedules_fire_when_the_config_file_says(tmp_path):
+    """`[audit] deep_audit_cron` (every job, or one) and `[retention] cron` set the schedules' crons; the names stay."""
+    config = tmp_path / "crons.toml"
+    config.write_text('[audit]\ndeep_audit_cron = "*/10 * * * *"\n[audit.jobs.order_payments]\n'
+                      'deep_audit_cron = "5,35 */2 * * 1-5"\n[retention]\ncron = "*/15 * * * *"\n')
+    repo = build_defs(config_path=str(config), home=str(tmp_path / "home")).get_repository_def()
+    crons = {s.name: s.cron_schedule for s in repo.schedule_defs}
+    assert crons["user_activity_deep_audit_hourly"] == "*/10 * * * *"
+    assert crons["order_payments_deep_audit_hourly"] == "5,35 */2 * * 1-5"
+    assert crons["retention_daily"] == "*/15 * * * *"
+    default = build_defs(home=str(tmp_path / "home")).get_repository_def()
+    assert {s.name: s.cron_schedule for s in default.schedule_defs}["retention_daily"] == "30 3 * * *"
+
+
+@pytest.mark.parametrize("table, key, value, why", [
+    ("audit", "deep_audit_cron", "@hourly", "has 1 fields, not 5"),
+    ("audit", "deep_audit_cron", "61 * * * *", "minute '61' is not *"),
+    ("retention", "cron", "0 3 * * MON", "day-of-week 'MON' is not *"),
+    ("retention", "cron", "*/0 * * * *", "minute '*/0' is not *"),
+])
+def test_a_bad_cron_is_refused_naming_the_field(tmp_path, table, key, value, why):
+    config = tmp_path / "bad.toml"
+    config.write_text(f'[{table}]\n{key} = "{value}"\n')
+    with pytest.raises(ConfigError) as bad:
+        build_defs(config_path=str(config), home=str(tmp_path / "home"))
+    assert str(bad.value).startswith(f"{table}.{key}: ") and why in str(bad.value) and "\n" not in str(bad.value)
+    assert "Fix: write five numeric cron fields" in str(bad.value)
