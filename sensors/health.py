@@ -21,7 +21,8 @@ from stateops.sensors.ticks import Paths, Targets, evaluate
 HEALTH_DESCRIPTION = (
     "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "
     "input waits) -> the runbook restarts it (adjust, same settings); a stale lease or a failed last run -> a "
-    "new run of the job, which takes the lease over.")
+    "new run of the job, which takes the lease over (a stale lease's Dagster run, still in flight for Dagster, is "
+    "marked failed first, which frees its slot in the job's pool).")
 
 
 def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDefinition:
@@ -33,6 +34,11 @@ def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDe
             forced = overrides.in_force_by_job(layout)  # one read of each table and of the runs for all jobs
             statuses = {w.job: job_status(layout, w.job, w.checkpoint, settings, forced=forced.get(w.job, {}))
                         for w in watched}
+            for status in statuses.values():
+                if status["state"] == "stale":
+                    ended = runs.end_stale_holder(context.instance, status["lease"])
+                    if ended:
+                        context.log.info(f"{status['job']}: run {ended} of the stale lease marked failed")
             finished = runs.last_finished_by_job(context.instance, [targets.job_run(w.job) for w in watched])
             last = {w.job: finished[targets.job_run(w.job)] for w in watched}
             return health_decisions(layout, watched, statuses, last, now)

@@ -1,11 +1,11 @@
 """The Dagster runs a tick must know about, as plain data for stateops.remediation.guards: what sensors
 launched for a job (remediations and restarts, by tag), its deep audit runs, its last finished run, and
 whether a run of a job is still in flight (the job and audit schedules skip then too: orchestration imports
-this module, never the other way round)."""
+this module, never the other way round); and the one run state a tick changes: a stale lease's run ended."""
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.storage.dagster_run import JobBucket
@@ -66,3 +66,23 @@ def still_running(instance: DagsterInstance, job_name: str) -> str | None:
     """Why a new run of `job_name` must wait (its previous run is queued or running), or None."""
     records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=ACTIVE), limit=1)
     return f"run {records[0].dagster_run.run_id} of {job_name} has not finished yet" if records else None
+
+
+def end_stale_holder(instance: DagsterInstance, lease: Mapping[str, Any]) -> str | None:
+    """Mark the Dagster run of a stale lease failed, and free its concurrency slots; returns its run id, or None
+    when the lease names no run of this instance that is still in flight.
+
+    Why: a run killed with -9 (or frozen past its lease) never reports its own end, and Dagster's default run
+    launcher cannot see a run worker die, so the run stays STARTED and keeps its slot in the job's pool (limit 1,
+    orchestration/dagster.yaml): the run that should take the stale lease over would wait behind it forever. The
+    lease is the authority on who runs the job; a holder that thaws later finds its lease taken and stops."""
+    run_id = lease.get("dagster_run_id")
+    run = instance.get_run_by_id(run_id) if run_id else None
+    if run is None or run.status not in ACTIVE:
+        return None
+    instance.report_run_failed(run, message=f"StateOps: the lease of this run went stale ({lease.get('stale_reason')})"
+                                            "; query_health_sensor marks it failed so that a new run can take the "
+                                            "lease over (a holder that comes back finds its lease taken and stops)")
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    return run_id

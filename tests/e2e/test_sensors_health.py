@@ -83,6 +83,34 @@ def test_stale_lease_restarts_the_job(layout, tmp_path, monkeypatch):
     assert request.tags["stateops/rule"] == "health.stale_lease -> restart"
 
 
+def test_a_stale_leases_run_still_started_in_dagster_is_marked_failed_and_frees_its_pool_slot(layout, tmp_path,
+                                                                                              monkeypatch):
+    """A run killed with -9 never reports its end: Dagster keeps it STARTED, holding the job's pool slot (limit 1)
+    that the restart needs. The tick that sees its lease stale marks it failed and frees the slot."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    _config(tmp_path, monkeypatch, layout)
+    pool = f"stateops_job_{JOB}"
+    with instance_for_test() as instance:
+        dead = create_run_for_test(instance, job_name=f"{JOB}_job", status=DagsterRunStatus.STARTED)
+        live = create_run_for_test(instance, job_name=f"{JOB}_job", status=DagsterRunStatus.STARTED)
+        instance.event_log_storage.set_concurrency_slots(pool, 1)
+        assert instance.event_log_storage.claim_concurrency_slot(pool, dead.run_id, "step").is_claimed
+        code = ("import os; from stateops.layout import Layout; from stateops.control import ControlSettings, "
+                f"acquire; acquire(Layout({layout.home!r}), {JOB!r}, run_id='doomed', dagster_run_id={dead.run_id!r}, "
+                "settings=ControlSettings.from_env()); os._exit(0)")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
+        [request] = Harness(instance).tick(HEALTH).run_requests
+        assert request.tags["stateops/rule"] == "health.stale_lease -> restart"
+        assert instance.get_run_by_id(dead.run_id).status == DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(live.run_id).status == DagsterRunStatus.STARTED, "only the lease's run"
+        assert instance.event_log_storage.get_concurrency_info(pool).active_slot_count == 0
+        assert instance.event_log_storage.claim_concurrency_slot(pool, "the-restart", "step").is_claimed
+        failure = [e for e in instance.all_logs(dead.run_id) if e.dagster_event and e.dagster_event.is_run_failure]
+        assert failure and "lease of this run went stale" in failure[0].message
+
+
 def test_stalled_query_gets_the_guarded_restart(layout, tmp_path, monkeypatch):
     config = _config(tmp_path, monkeypatch, layout)
     settings = ControlSettings(heartbeat_seconds=0.2, lease_timeout_seconds=5)
