@@ -110,7 +110,7 @@ def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
 
 # The modes whose restart keeps the checkpoint: its state must fit the job's query (rebuild starts a new one,
 # restore puts an archive's back; the restart of either is checked as every run is).
-SAME_CHECKPOINT = ("adjust", "repartition", "rewind")
+SAME_CHECKPOINT = ("adjust", "repartition", "rewind", "restart")
 
 
 def _require_fit(runtime: SparkRuntime, spec: JobSpec) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from stateops.errors import StateOpsError
 
-MODES = ("adjust", "repartition", "rebuild", "rewind", "restore")
+MODES = ("adjust", "repartition", "rebuild", "rewind", "restore", "restart")
 OUTCOMES = ("planned", "succeeded", "rolled_back", "failed")
 
 # Step names (also the journal's and the fault points' names).

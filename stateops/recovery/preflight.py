@@ -39,6 +39,7 @@ _NEEDS = {  # mode -> (request field, required?)
     "rebuild": {"watermark_delay": False, "shuffle_partitions": False},
     "rewind": {"to_batch": True},
     "restore": {"archive_id": True},
+    "restart": {},
 }
 NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
                   "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
@@ -240,6 +241,8 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
     if mode == "adjust":
         notes.append("the watermark only moves forward: a longer delay admits later rows from the restart on, but "
                      "cannot bring back rows already dropped or state already evicted (that is what rebuild is for)")
+    if mode == "restart":
+        notes.append("no setting changes: the query restarts from its checkpoint with the settings in force")
     if mode == "repartition":
         notes.append("Spark's offline repartition is experimental (PySpark 4.2); state-metadata keeps reporting the "
                      "old partition count, so the runbook counts partitions from the state files")
@@ -279,7 +282,8 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
             target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)) == \
             parse_seconds(target.watermark_delay):  # "600 seconds" is "10 minutes"
         raise RequestRefused(f"{target.job}: the watermark delay is already {safe(target.watermark_delay)}; nothing "
-                             "to adjust. Fix: pass another {watermark_delay}")
+                             "to adjust. Fix: pass another {watermark_delay}, or use mode restart for a guarded "
+                             "restart with the settings in force")
     if request.mode == "repartition" and current == request.shuffle_partitions:
         raise RequestRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
                              "{shuffle_partitions}")

@@ -36,7 +36,8 @@ class RecoveryRequest:
         "already dropped). repartition: same checkpoint, {shuffle_partitions} state partitions, offline. "
         "rebuild: fresh checkpoint replaying the retained input (optional {watermark_delay}, "
         "{shuffle_partitions}). rewind: back to {to_batch}, replaying what follows. restore: put {archive_id} "
-        "back.", "--mode"))
+        "back. restart: same checkpoint and settings, a guarded restart (stop, archive, restart, verify) of a "
+        "query that stalled.", "--mode"))
     watermark_delay: Optional[str] = Field(None, **_about(
         'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
         "rebuild, not allowed otherwise.", "--watermark", example='"20 minutes"'))

@@ -349,7 +349,7 @@ def launch(attempt: Attempt) -> dict[str, Any]:
 def _verify(attempt: Attempt) -> dict[str, Any]:
     plan, journal = attempt.plan, attempt.journal
     mode, before = plan.mode, journal.details(AUDIT_BEFORE).get("audit")
-    start = {"adjust": before, "repartition": journal.details(REPARTITION).get("audit"),
+    start = {"adjust": before, "restart": before, "repartition": journal.details(REPARTITION).get("audit"),
              "rewind": None, "rebuild": None,
              "restore": (archive.manifest(attempt.target.archive_root, plan.request.get("archive_id") or "")
                          or {}).get("audit_before")}[mode]

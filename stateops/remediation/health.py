@@ -2,8 +2,8 @@
 that failed; each gets a restart.
 
     stalled   live lease, no batch for progress_timeout_seconds although input arrived after the last batch
-              (or, for sources without a listing, no batch at all for that long): the runbook in `adjust` mode
-              with the delay in force (a guarded restart: stop, with termination as the last resort; archive;
+              (or, for sources without a listing, no batch at all for that long): the runbook in `restart` mode
+              (a guarded restart with the settings in force: stop, with termination as the last resort; archive;
               restart; verify), dry run or not by the policy's mode
     stale     the lease's holder died: an ordinary run of the job takes the stale lease over
     failed    the job's last run failed and nothing holds the lease: an ordinary run (restart_failed); but a run
@@ -28,7 +28,7 @@ from stateops.remediation.policy import Policy
 
 def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str, Any] | None,
                   last_run: Mapping[str, Any] | None, newest_input: _dt.datetime | None, policy: Policy, *,
-                  watermark_delay: str, listed: bool, now: _dt.datetime, kafka_lags: Sequence[int] = (),
+                  listed: bool, now: _dt.datetime, kafka_lags: Sequence[int] = (),
                   thresholds: Thresholds | None = None, refusal: Mapping[str, Any] | None = None) -> Decision:
     """`status`: stateops.control.job_status; `latest_batch`: the job's newest progress row; `last_run`: the
     job's last finished Dagster run ({run_id, status, ended_at}); `listed`: whether `newest_input` comes from
@@ -51,14 +51,13 @@ def decide_health(job: str, status: Mapping[str, Any], latest_batch: Mapping[str
         if quiet > policy.progress_timeout_seconds and (waiting or behind or (not listed and not kafka_lags)):
             pending = (f"input waiting since {when(newest_input)}" if waiting else
                        f"{kafka_lags[-1]:,} Kafka records waiting" if behind else "input unknown (no listing)")
-            reason = (f"sensor query_health_sensor, rule health.stalled -> adjust (restart, same settings): run "
+            reason = (f"sensor query_health_sensor, rule health.stalled -> restart (guarded, same settings): run "
                       f"{lease['run_id']} holds the lease, {batch}, {pending}")
             return Decision(job, "remediate", f"run {lease['run_id']} holds the lease but made no progress for "
                             f"{human_duration(quiet)} (progress_timeout_seconds {policy.progress_timeout_seconds}); "
                             f"{batch}; {pending}", key=f"stalled:{lease['lease_id']}:{latest_batch and latest_batch['batch_id']}",
-                            rule="health.stalled -> adjust (restart, same settings)",
-                            runbook=runbook_config(job, "adjust", reason=reason, dry_run=policy.mode == "plan",
-                                                   watermark_delay=watermark_delay))
+                            rule="health.stalled -> restart (guarded, same settings)",
+                            runbook=runbook_config(job, "restart", reason=reason, dry_run=policy.mode == "plan"))
         if kafka_lag.growing(kafka_lags, t.kafka_lag_batches, t.kafka_lag_min_offsets):
             recent = " -> ".join(f"{n:,}" for n in kafka_lags[-(t.kafka_lag_batches + 1):])
             return Decision(job, "alert", f"KAFKA_LAG: run {lease['run_id']} is {kafka_lags[-1]:,} records behind "

@@ -112,7 +112,7 @@ def health_decisions(layout: Layout, watched: Iterable[Watched], statuses: Mappi
     for w in watched:
         decisions[w.job] = decide_health(
             w.job, statuses[w.job], batches.get(w.job), last_runs.get(w.job),
-            newest_file(w.landing) if w.landing else None, w.policy, watermark_delay=w.watermark_delay,
+            newest_file(w.landing) if w.landing else None, w.policy,
             listed=bool(w.landing), now=now, kafka_lags=lags.get(w.job, ()), thresholds=w.thresholds,
             refusal=refusals.get(w.job))
     return decisions

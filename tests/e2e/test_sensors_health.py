@@ -16,6 +16,7 @@ from stateops.control import ControlSettings, acquire, current_lease, maintenanc
 from stateops.remediation.alerts import WebhookSettings, sender_for
 
 from tests.support.code_location import SPECS
+from tests.support.fake_checkpoint import FakeCheckpoint
 from stateops.sensors.health import run_failure_alert
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
 
@@ -137,10 +138,15 @@ def test_stalled_query_gets_the_guarded_restart(layout, tmp_path, monkeypatch):
             with open(os.path.join(layout.landing("events"), "late.json"), "w") as handle:
                 handle.write("{}\n")
             [request] = harness.tick(HEALTH).run_requests
-    assert request.job_name == "state_recovery"
-    assert request.tags["stateops/key"] == f"stalled:{held.lease.lease_id}:7"
-    config = request.run_config["ops"][RUNBOOK_OP]["config"]
-    assert (config["mode"], config["watermark_delay"], config["dry_run"]) == ("adjust", "2 hours", True)
+            assert request.job_name == "state_recovery"
+            assert request.tags["stateops/key"] == f"stalled:{held.lease.lease_id}:7"
+            config = request.run_config["ops"][RUNBOOK_OP]["config"]
+            assert (config["mode"], config.get("watermark_delay"), config["dry_run"]) == ("restart", None, True)
+            # The runbook it launches plans the guarded restart (it was an adjust to the delay in force, which the
+            # runbook refuses: "nothing to adjust", and the stalled query was never restarted).
+            FakeCheckpoint(layout.checkpoint(JOB)).batches(range(8)).store(0, partitions=4)
+            planned = harness.launch(request)
+            assert planned.success, [e.message for e in planned.all_events if e.is_failure]
 
 
 def test_run_failure_alert_posts_to_the_webhook(layout, monkeypatch, tmp_path):

@@ -196,14 +196,14 @@ def _health(status, batch_ago=None, last_run=None, newest_ago=None, listed=True,
             refusal=None):
     batch = {"batch_id": 7, "timestamp": _at(batch_ago)} if batch_ago is not None else None
     newest = _at(newest_ago) if newest_ago is not None else None
-    return decide_health(JOB, status, batch, last_run, newest, policy, watermark_delay="10 minutes", listed=listed,
+    return decide_health(JOB, status, batch, last_run, newest, policy, listed=listed,
                          now=NOW, kafka_lags=lags, refusal=refusal)
 
 
 def test_health_stalled_stale_failed_and_healthy():
     stalled = _health(_status("running"), batch_ago=30, newest_ago=20, policy=Policy(progress_timeout_seconds=600))
-    assert stalled.action == "remediate" and stalled.runbook["mode"] == "adjust"
-    assert stalled.runbook["watermark_delay"] == "10 minutes" and stalled.key == "stalled:L1:7"
+    assert stalled.action == "remediate" and stalled.runbook["mode"] == "restart"  # the settings in force
+    assert stalled.runbook["watermark_delay"] is None and stalled.key == "stalled:L1:7"
     idle_input = _health(_status("running"), batch_ago=30, newest_ago=40, policy=Policy(progress_timeout_seconds=600))
     assert idle_input.action == "skip" and "running" in idle_input.reason  # no input since: quiet, not stalled
     kafka = _health(_status("running"), batch_ago=30, listed=False, policy=Policy(progress_timeout_seconds=600))
