@@ -69,20 +69,25 @@ def still_running(instance: DagsterInstance, job_name: str) -> str | None:
 
 
 def end_stale_holder(instance: DagsterInstance, lease: Mapping[str, Any]) -> str | None:
-    """Mark the Dagster run of a stale lease failed, and free its concurrency slots; returns its run id, or None
-    when the lease names no run of this instance that is still in flight.
+    """End, for Dagster, the run of a stale lease: marked failed while Dagster still has it in flight, and its
+    concurrency slots freed either way; returns its run id when it was marked failed, else None.
 
-    Why: a run killed with -9 (or frozen past its lease) never reports its own end, and Dagster's default run
-    launcher cannot see a run worker die, so the run stays STARTED and keeps its slot in the job's pool (limit 1,
-    orchestration/dagster.yaml): the run that should take the stale lease over would wait behind it forever. The
-    lease is the authority on who runs the job; a holder that thaws later finds its lease taken and stops."""
+    Why: a run killed with -9 (or frozen past its lease) never reports its own end. Dagster's default run launcher
+    either keeps it STARTED (it cannot see a run worker die) or marks it failed from its code server but leaves
+    its slot claimed (slots of ended runs are freed only by run monitoring, off by default). Either way the run that
+    should take the stale lease over waits behind the job's pool (limit 1, orchestration/dagster.yaml) forever,
+    measured in the fleet soak. The lease is the authority on who runs the job; a holder that thaws later finds its
+    lease taken and stops."""
     run_id = lease.get("dagster_run_id")
     run = instance.get_run_by_id(run_id) if run_id else None
-    if run is None or run.status not in ACTIVE:
+    if run is None:
         return None
-    instance.report_run_failed(run, message=f"StateOps: the lease of this run went stale ({lease.get('stale_reason')})"
-                                            "; query_health_sensor marks it failed so that a new run can take the "
-                                            "lease over (a holder that comes back finds its lease taken and stops)")
+    marked = run.status in ACTIVE
+    if marked:
+        instance.report_run_failed(run, message=f"StateOps: the lease of this run went stale ("
+                                                f"{lease.get('stale_reason')}); query_health_sensor marks it failed "
+                                                "so that a new run can take the lease over (a holder that comes back "
+                                                "finds its lease taken and stops)")
     if instance.event_log_storage.supports_global_concurrency_limits:
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)
-    return run_id
+    return run_id if marked else None

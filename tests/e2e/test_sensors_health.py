@@ -84,10 +84,10 @@ def test_stale_lease_restarts_the_job(layout, tmp_path, monkeypatch):
     assert request.tags["stateops/rule"] == "health.stale_lease -> restart"
 
 
-def test_a_stale_leases_run_still_started_in_dagster_is_marked_failed_and_frees_its_pool_slot(layout, tmp_path,
-                                                                                              monkeypatch):
-    """A run killed with -9 never reports its end: Dagster keeps it STARTED, holding the job's pool slot (limit 1)
-    that the restart needs. The tick that sees its lease stale marks it failed and frees the slot."""
+def test_a_stale_leases_dagster_run_is_ended_and_its_pool_slot_freed(layout, tmp_path, monkeypatch):
+    """A run killed with -9 never reports its end: Dagster keeps it STARTED, or its code server marks it failed,
+    and either way its slot in the job's pool (limit 1), which the restart needs, stays claimed. The tick that sees
+    its lease stale marks it failed if need be and frees the slot."""
     from dagster import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
@@ -110,6 +110,15 @@ def test_a_stale_leases_run_still_started_in_dagster_is_marked_failed_and_frees_
         assert instance.event_log_storage.claim_concurrency_slot(pool, "the-restart", "step").is_claimed
         failure = [e for e in instance.all_logs(dead.run_id) if e.dagster_event and e.dagster_event.is_run_failure]
         assert failure and "lease of this run went stale" in failure[0].message
+        # The launcher's code server saw the run worker die and marked it failed itself: the slot stays claimed
+        # (Dagster frees ended runs' slots only with run monitoring on); the tick frees it.
+        killed = create_run_for_test(instance, job_name=f"{JOB}_job", status=DagsterRunStatus.FAILURE)
+        instance.event_log_storage.free_concurrency_slots_for_run("the-restart")
+        assert instance.event_log_storage.claim_concurrency_slot(pool, killed.run_id, "step").is_claimed
+        code = code.replace(dead.run_id, killed.run_id).replace("'doomed'", "'killed'")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
+        Harness(instance).tick(HEALTH)
+        assert instance.event_log_storage.get_concurrency_info(pool).active_slot_count == 0
 
 
 def test_stalled_query_gets_the_guarded_restart(layout, tmp_path, monkeypatch):
