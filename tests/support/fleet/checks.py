@@ -1,0 +1,251 @@
+"""The soak's invariants, checked once every job has stopped and run once more, each a list of violations (empty:
+it held), and the counts the figures print.
+
+    tables        each table equals the oracle's batch recomputation over the input its checkpoint's logs (the
+                  kept copy) say each batch read: nothing lost, duplicated or invented; every bad line is a dead
+                  letter
+    runbooks      every runbook that took a job's maintenance lock released it, completed or rolled back; no two
+                  runbooks held one job at once, and no retention item acted on a job while a runbook held it
+    leases        every takeover took a stale lease (the record names why); at the end no lease, maintenance lock
+                  or retention lock is held; each takeover after a kill or a freeze came within TAKEOVER_BOUND;
+                  every thawed holder stopped by itself
+    restarts      every job's last run (bounded, after the stop) ended 0: retention left every file a restart needs
+    ops tables    the progress and actions tables read, and the retention runs compacted them
+    memory        the daemons' and the long-lived drivers' resident memory flat after warm-up
+    runs          no Dagster run is left queued, starting or started
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from deltalake import DeltaTable
+
+from stateops import actions
+from stateops.control import maintenance
+from stateops.delta import open_table
+from stateops.layout import Layout
+
+from tests.support import engagement_oracle, kafka_oracle, oracle
+from tests.support.delta_rows import table_rows
+from tests.support.fleet.homes import Home, Job
+from tests.support.fleet.nemesis import Fault
+from tests.support.fleet.watch import Watch
+
+TAKEOVER_BOUND = 600.0          # a kill or freeze to the new holder's lease: staleness, a sensor tick, a run's start
+MEMORY_WARM_UP = 600.0          # seconds of a process's life before its memory counts
+DAEMON_GROWTH_MIB, DRIVER_GROWTH_MIB = 150.0, 300.0
+COMPACT_MIN_FILES = 10          # retention's default [retention.ops_tables] compact_min_files
+COLUMNS = {"user_activity": ["window_start", "window_end", "user_id", "events", "value_sum"],
+           "order_payments": ["order_id", "payment_id", "order_time", "payment_time"],
+           "user_sessions": ["session_start", "session_end", "user_id", "events", "first_event_time", "last_event_time"],
+           "user_actions": ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"]}
+
+
+def _engagement_rows(layout: Layout) -> dict[str, tuple]:
+    rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
+    return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
+                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
+            for r in rows}
+
+
+def _expected(job: Job, batches: dict[str, list[list[dict]]], delay_ms: int):
+    if job.name == "user_activity":
+        return oracle.user_activity(batches["events"], delay_ms)
+    if job.name == "order_payments":
+        return oracle.order_payments(batches["orders"], batches["payments"], delay_ms)
+    if job.name == "user_sessions":
+        return oracle.user_sessions(batches["events"], delay_ms)
+    if job.name == "user_actions":
+        return oracle.user_actions(batches["events"], delay_ms)
+    return engagement_oracle.engagement(batches["events"], delay_ms)
+
+
+def table(home: Home, job: Job, landing: Layout, delay_ms: int, records=None) -> tuple[dict, list[str]]:
+    """The job's table against the oracle; `landing`: a local home holding its landing files (S3: a mirror);
+    `records`: per Kafka topic, every record (partition, offset, time, bytes)."""
+    kept = home.kept_logs(job.name)
+    if job.source == "kafka":
+        batches = {name: kafka_oracle.batches(kept, name, records[name]) for name in job.inputs}
+        bad = sum(len(kafka_oracle.rejected(name, records[name])) for name in job.inputs)
+    else:
+        batches = {name: oracle.typed_batches(landing.landing(name), name, kept) for name in job.inputs}
+        bad = sum(oracle.malformed_count(landing.landing(name), name) for name in job.inputs)
+    expected = _expected(job, batches, delay_ms)
+    layout = home.layout
+    if job.name == "user_engagement":
+        got_map, expected_map = _engagement_rows(layout), expected
+        got, expected = set(got_map.items()), set(expected_map.items())
+        rows = len(got_map)
+    else:
+        listed = table_rows(layout.table(job.name), COLUMNS[job.name])
+        got, rows = set(listed), len(listed)
+    dead = len(table_rows(layout.deadletter_table(job.name), ["raw"])) if open_table(
+        layout.deadletter_table(job.name)) else 0
+    counts = {"batches": max(len(b) for b in batches.values()), "rows_in": sum(len(r) for b in batches.values()
+                                                                                for r in b),
+              "rows_out": rows, "expected": len(expected), "lost": len(expected - got), "invented": len(got - expected),
+              "duplicated": rows - len(got), "dead_letters": dead, "bad_lines": bad}
+    problems = [f"{home.kind} {job.name}: {counts[k]} {k} rows" for k in ("lost", "invented", "duplicated") if counts[k]]
+    if dead != bad:
+        problems.append(f"{home.kind} {job.name}: {dead} dead letters for {bad} bad lines")
+    if not expected:
+        problems.append(f"{home.kind} {job.name}: the oracle expects no row: no input was read")
+    return counts, problems
+
+
+def _intervals(rows: list[dict[str, Any]]) -> tuple[list[tuple[datetime, datetime | None, str]], list[str]]:
+    """Maintenance lock holdings (acquired, released or None, runbook id) from the actions rows, oldest first."""
+    held: dict[str, datetime] = {}
+    spans, problems = [], []
+    for row in rows:
+        if row["action"] != "maintenance_lock":
+            continue
+        if row["phase"] == "acquired":
+            held[row["runbook_id"]] = row["at"]
+        elif row["phase"] == "released" and row["runbook_id"] in held:
+            spans.append((held.pop(row["runbook_id"]), row["at"], row["runbook_id"]))
+    spans += [(at, None, runbook) for runbook, at in held.items()]
+    return sorted(spans, key=lambda s: s[0]), problems
+
+
+def runbooks(home: Home, job: str) -> tuple[Counter, list[str]]:
+    """Every runbook of the job ended (completed or rolled back) and released its lock; none overlapped another
+    runbook or a retention item of the same job."""
+    rows = actions.read(home.layout, job)
+    spans, problems = _intervals(rows)
+    outcomes: Counter = Counter()
+    for start, end, runbook in spans:
+        steps = [r for r in rows if r["runbook_id"] == runbook and r["action"].startswith("recovery.")]
+        if end is None:
+            problems.append(f"{home.kind} {job}: runbook {runbook} still holds the maintenance lock")
+        rolled = any("rollback" in r["action"] and r["phase"] == "done" for r in steps)
+        verified = any(r["action"] == "recovery.verify" and r["phase"] == "done" for r in steps)
+        outcome = "rolled back" if rolled else "completed" if verified else "refused or failed before acting"
+        if outcome.startswith("refused") and any(r["phase"] == "done" and r["action"] not in (
+                "recovery.plan", "recovery.preflight") for r in steps):
+            outcome = "ended without verify or rollback"
+            problems.append(f"{home.kind} {job}: runbook {runbook} acted ({[r['action'] for r in steps]}) and "
+                            "neither verified nor rolled back")
+        outcomes[outcome] += 1
+    for (s1, e1, r1), (s2, _e2, r2) in zip(spans, spans[1:]):
+        if e1 is None or s2 < e1:
+            problems.append(f"{home.kind} {job}: runbooks {r1} and {r2} held the job at once")
+    retention = [r for r in rows if r["action"] == "retention" and r["phase"] == "done"]
+    for row in retention:
+        for start, end, runbook in spans:
+            if start <= row["at"] and (end is None or row["at"] <= end):
+                problems.append(f"{home.kind} {job}: retention acted at {row['at']} while runbook {runbook} held it")
+    outcomes["retention items"] += len(retention)
+    return outcomes, problems
+
+
+def leases(home: Home, watch: Watch, faults: list[Fault]) -> tuple[dict, list[str]]:
+    problems = []
+    takeovers = 0
+    for job in home.jobs:
+        for row in actions.read(home.layout, job.name, "lease_takeover"):
+            takeovers += 1
+            if not row["details"].get("stale_reason"):
+                problems.append(f"{home.kind} {job.name}: a live lease was taken over: {row['details']}")
+        lease = home.lease(job.name)
+        if lease is not None:
+            problems.append(f"{home.kind} {job.name}: lease still held at the end: {lease.describe()}")
+        lock = maintenance.current(home.layout, job.name)
+        if lock is not None:
+            problems.append(f"{home.kind} {job.name}: maintenance lock still held at the end: {lock}")
+    times = []
+    for fault in faults:
+        if fault.home != home.kind or fault.kind not in ("kill_run", "freeze_run"):
+            continue
+        taken = watch.takeover_after(home.kind, fault.target, fault.at, fault.detail.get("lease"))
+        times.append(taken)
+        if taken is None or taken > TAKEOVER_BOUND:
+            problems.append(f"{home.kind} {fault.target}: no new holder within {TAKEOVER_BOUND:.0f} s of {fault.line()}")
+        if fault.kind == "freeze_run" and not fault.detail.get("thawed_stopped"):
+            problems.append(f"{home.kind} {fault.target}: the thawed holder did not stop: {fault.line()}")
+    return {"takeovers": takeovers, "takeover_s": [round(t, 1) for t in times if t is not None]}, problems
+
+
+def ops_tables(home: Home) -> tuple[dict, list[str]]:
+    """The progress and actions tables read with delta-rs; one that grew past twice the files retention compacts
+    at (`compact_min_files`, 10) was compacted by a retention run (an OPTIMIZE in its history)."""
+    problems, counts = [], {}
+    for name in ("progress", "actions"):
+        path = home.layout.ops_table(name)
+        try:
+            table = DeltaTable(path)
+            counts[f"{name}_rows"] = table.to_pyarrow_table().num_rows
+            counts[f"{name}_files"] = len(table.file_uris())
+            compactions = sum(1 for c in table.history() if c.get("operation") == "OPTIMIZE")
+        except Exception as err:  # noqa: BLE001 - an unreadable table is the violation
+            problems.append(f"{home.kind}: ops table {name} unreadable: {err}")
+            continue
+        counts[f"{name}_compactions"] = compactions
+        if not compactions and counts[f"{name}_files"] >= 2 * COMPACT_MIN_FILES:
+            problems.append(f"{home.kind}: ops table {name} never compacted ({counts[f'{name}_files']} files)")
+    return counts, problems
+
+
+def memory(watch: Watch) -> tuple[list[str], list[str]]:
+    """Per process that lived past the warm-up: its RSS at the end of the warm-up and at the last sample."""
+    lines, problems = [], []
+    for (what, pid), samples in sorted(watch.memory.items()):
+        first_at = samples[0][0]
+        after = [(t, rss) for t, rss in samples if t - first_at >= MEMORY_WARM_UP]
+        if len(after) < 2:
+            continue
+        growth = after[-1][1] - after[0][1]
+        lines.append(f"{what} (pid {pid}): {after[0][1]:.0f} -> {after[-1][1]:.0f} MiB over "
+                     f"{(after[-1][0] - after[0][0]) / 60:.0f} min after warm-up ({growth:+.0f} MiB)")
+        bound = DAEMON_GROWTH_MIB if "daemon" in what else DRIVER_GROWTH_MIB
+        if growth > bound:
+            problems.append(f"memory grew: {lines[-1]} (bound {bound:.0f} MiB)")
+    return lines, problems
+
+
+@contextlib.contextmanager
+def _instance(home: Home):
+    from dagster import DagsterInstance
+
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = home.dagster_home
+    try:
+        with DagsterInstance.get() as instance:
+            yield instance
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+
+
+IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+def cancel_queued(home: Home) -> None:
+    """Cancel the runs still queued (the daemon that would launch them is stopped)."""
+    with _instance(home) as instance:
+        for run in instance.get_runs():
+            if run.status.value == "QUEUED":
+                instance.report_run_canceled(run, message="the fleet soak stops: the daemon is stopped")
+
+
+def active_runs(home: Home) -> list[str]:
+    """The home's Dagster runs not ended yet: "<run id> of <job> <status>"."""
+    with _instance(home) as instance:
+        return [f"{run.run_id} of {run.job_name} {run.status.value}" for run in instance.get_runs()
+                if run.status.value in IN_FLIGHT]
+
+
+def dagster_runs(home: Home) -> tuple[Counter, list[str]]:
+    """Every Dagster run of the home's instance has ended: counts by job and status."""
+    with _instance(home) as instance:
+        runs = instance.get_runs()
+    by_status = Counter(f"{run.job_name} {run.status.value}" for run in runs)
+    stuck = [f"{home.kind}: run {run.run_id} of {run.job_name} left {run.status.value}" for run in runs
+             if run.status.value in IN_FLIGHT]
+    return by_status, stuck
