@@ -162,10 +162,12 @@ def leases(home: Home, watch: Watch, faults: list[Fault]) -> tuple[dict, list[st
         if fault.home != home.kind or fault.kind not in ("kill_run", "freeze_run"):
             continue
         taken = watch.takeover_after(home.kind, fault.target, fault.at, fault.detail.get("lease"))
+        if fault.kind == "freeze_run":  # only a takeover during the freeze counts: after the thaw the holder is live
+            taken = fault.detail.get("taken_over_after_s")
         times.append(taken)
         if taken is None or taken > TAKEOVER_BOUND:
             problems.append(f"{home.kind} {fault.target}: no new holder within {TAKEOVER_BOUND:.0f} s of {fault.line()}")
-        if fault.kind == "freeze_run" and not fault.detail.get("thawed_stopped"):
+        elif fault.kind == "freeze_run" and not fault.detail.get("thawed_stopped"):
             problems.append(f"{home.kind} {fault.target}: the thawed holder did not stop: {fault.line()}")
     return {"takeovers": takeovers, "takeover_s": [round(t, 1) for t in times if t is not None]}, problems
 

@@ -107,6 +107,7 @@ class Figures:
     runs: dict[str, Counter] = field(default_factory=dict)
     memory: list[str] = field(default_factory=list)
     landed: dict[str, int] = field(default_factory=dict)
+    harness: list[str] = field(default_factory=list)   # the soak's own retries (a broker restarting, a store cut off)
     violations: list[str] = field(default_factory=list)
 
     def render(self) -> str:
@@ -126,6 +127,7 @@ class Figures:
         lines += [f"  memory: {line}" for line in self.memory]
         lines += [f"  fault: {line}" for line in self.fault_lines]
         lines += [f"  not tried: {kind} ({why})" for kind, why in self.skipped_faults.items()]
+        lines += [f"  landed: {json.dumps(self.landed)}; harness retries: {len(self.harness)}"]
         lines.append(f"violations: {len(self.violations)}")
         lines += [f"  VIOLATION {v}" for v in self.violations]
         return "\n".join(lines)
@@ -247,6 +249,7 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
             home.keep_logs()
         _judge(figures, homes, watch, nemesis, broker, work)
         figures.landed = {home.kind: home.landed for home in homes}
+        figures.harness = errors + [f"{watch.errors} lease or memory reads retried"]
         for home in homes:
             with open(os.path.join(home.work, "events.log"), "w") as handle:
                 handle.write("\n".join(home.events + errors))
