@@ -14,7 +14,6 @@ import sys
 
 import pytest
 from dagster import materialize
-from deltalake import DeltaTable
 
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
@@ -45,14 +44,6 @@ def _user_module(tmp_path, monkeypatch, importable, spark):
     return folder
 
 
-def _table(layout) -> dict[str, tuple]:
-    """The job's Delta table in the oracle's terms."""
-    rows = DeltaTable(layout.table(JOB)).to_pyarrow_table().to_pylist()
-    return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
-                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
-            for r in rows}
-
-
 def _state_rows(spark, checkpoint: str, operator_id: int, variable: str) -> int:
     return (spark.read.format("statestore").option("path", checkpoint).option("operatorId", operator_id)
             .option("stateVarName", variable).load().count())
@@ -74,7 +65,7 @@ def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_au
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert f"{JOB}: 2 batches" in cli.stdout, cli.stdout
     landing = layout.landing("events")
-    assert _table(layout) == engagement_oracle.engagement(landing)
+    assert engagement_oracle.table(layout) == engagement_oracle.engagement(landing)
 
     # --- Dagster, in this process, on the same checkpoint: two more files, then the deep audit -------------
     generate(layout, GeneratorConfig(events=300, files=2, seed=6, start="2026-01-01T00:40:00+00:00", **INPUT))
@@ -84,7 +75,7 @@ def test_user_job_from_outside_the_package_runs_in_the_cli_and_dagster_and_is_au
     (run,) = result.asset_materializations_for_node(JOB)
     assert run.metadata["batches"].value == 2
     assert run.metadata["dagster/row_count"].value == len(engagement_oracle.engagement(landing))
-    assert _table(layout) == engagement_oracle.engagement(landing)
+    assert engagement_oracle.table(layout) == engagement_oracle.engagement(landing)
 
     (audit,) = result.asset_materializations_for_node(f"{JOB}_state_audit")
     meta = {k: v.value for k, v in audit.metadata.items()}

@@ -53,3 +53,13 @@ def state_rows(source: Input, delay_ms: int = DELAY_MS) -> dict[str, int]:
     kept = kept_events(source, delay_ms)
     return {"summary": len({r["user_id"] for r in kept}),
             "actions": len({(r["user_id"], r["action"]) for r in kept})}
+
+
+def table(layout) -> dict[str, tuple]:
+    """The user job's Delta table (under `layout`, any storage) in engagement()'s terms."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
+    return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
+                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
+            for r in rows}

@@ -175,3 +175,16 @@ def running(command: Sequence[str], output_path: str, env: Mapping[str, str] | N
         crash(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.popen.wait(KILL_WAIT)
+
+
+def terminate_group(popen: subprocess.Popen, wait: float) -> None:
+    """SIGTERM to the process group `popen` leads (started in a session of its own), SIGKILL if it has not ended
+    within `wait` seconds; nothing when it has already ended."""
+    if popen.poll() is not None:
+        return
+    os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(30)

@@ -16,8 +16,6 @@ it held), and the counts the figures print.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -31,6 +29,7 @@ from stateops.layout import Layout
 
 from tests.support import engagement_oracle, kafka_oracle, oracle
 from tests.support.delta_rows import table_rows
+from tests.support.outcomes import COLUMNS
 from tests.support.fleet.homes import Home, Job
 from tests.support.fleet.nemesis import Fault
 from tests.support.fleet.watch import Watch
@@ -39,17 +38,6 @@ TAKEOVER_BOUND = 600.0          # a kill or freeze to the new holder's lease: st
 MEMORY_WARM_UP = 600.0          # seconds of a process's life before its memory counts
 DAEMON_GROWTH_MIB, DRIVER_GROWTH_MIB = 150.0, 300.0
 COMPACT_MIN_FILES = 10          # retention's default [retention.ops_tables] compact_min_files
-COLUMNS = {"user_activity": ["window_start", "window_end", "user_id", "events", "value_sum"],
-           "order_payments": ["order_id", "payment_id", "order_time", "payment_time"],
-           "user_sessions": ["session_start", "session_end", "user_id", "events", "first_event_time", "last_event_time"],
-           "user_actions": ["user_id", "action_count", "last_action", "first_event_time", "last_event_time"]}
-
-
-def _engagement_rows(layout: Layout) -> dict[str, tuple]:
-    rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
-    return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
-                           int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
-            for r in rows}
 
 
 def _expected(job: Job, batches: dict[str, list[list[dict]]], delay_ms: int):
@@ -77,7 +65,7 @@ def table(home: Home, job: Job, landing: Layout, delay_ms: int, records=None) ->
     expected = _expected(job, batches, delay_ms)
     layout = home.layout
     if job.name == "user_engagement":
-        got_map, expected_map = _engagement_rows(layout), expected
+        got_map, expected_map = engagement_oracle.table(layout), expected
         got, expected = set(got_map.items()), set(expected_map.items())
         rows = len(got_map)
     else:
@@ -209,20 +197,10 @@ def memory(watch: Watch) -> tuple[list[str], list[str]]:
     return lines, problems
 
 
-@contextlib.contextmanager
 def _instance(home: Home):
     from dagster import DagsterInstance
 
-    previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = home.dagster_home
-    try:
-        with DagsterInstance.get() as instance:
-            yield instance
-    finally:
-        if previous is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = previous
+    return DagsterInstance.from_config(home.dagster_home)
 
 
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")

@@ -34,6 +34,7 @@ from stateops.layout import Layout
 from stateops.storage import filesystem
 
 from tests.support import ROOT
+from tests.support.faults.processes import terminate_group
 from tests.support.faults.proxy import FaultProxy
 
 BIN = os.path.dirname(sys.executable)
@@ -179,14 +180,8 @@ class Home:
             self.daemon.wait(30)
 
     def stop_daemon(self) -> None:
-        if self.daemon is None or self.daemon.poll() is not None:
-            return
-        os.killpg(self.daemon.pid, signal.SIGTERM)
-        try:
-            self.daemon.wait(90)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.daemon.pid, signal.SIGKILL)
-            self.daemon.wait(30)
+        if self.daemon is not None:
+            terminate_group(self.daemon, 90)
 
     # --- the jobs ------------------------------------------------------------------------------------------
 

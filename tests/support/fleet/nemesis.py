@@ -175,35 +175,29 @@ class Nemesis:
         home.start_daemon()
         return self._record(fault)
 
-    def partition(self, home: Home) -> Fault:
-        fault = Fault("partition", home.kind, "store", time.time(), detail={"seconds": PARTITION_SECONDS})
-        home.proxy.partition()
-        home.note("nemesis: the store partitioned away")
+    def _held(self, fault: Fault, home: Home, what: str, seconds: float, end: Callable[[], None]) -> Fault:
+        """A fault already started: noted, held `seconds`, then ended by `end` whatever happens."""
+        home.note(f"nemesis: {what}")
         try:
-            time.sleep(PARTITION_SECONDS)
+            time.sleep(seconds)
         finally:
-            home.proxy.heal()
+            end()
         return self._record(fault)
 
+    def partition(self, home: Home) -> Fault:
+        home.proxy.partition()
+        return self._held(Fault("partition", home.kind, "store", time.time(), detail={"seconds": PARTITION_SECONDS}),
+                          home, "the store partitioned away", PARTITION_SECONDS, home.proxy.heal)
+
     def slow_store(self, home: Home) -> Fault:
-        fault = Fault("slow_store", home.kind, "store", time.time(), detail={"delay_s": SLOW_SECONDS})
         home.proxy.delay(SLOW_SECONDS)
-        home.note(f"nemesis: every request {SLOW_SECONDS} s late")
-        try:
-            time.sleep(SLOW_FOR)
-        finally:
-            home.proxy.clear_delays()
-        return self._record(fault)
+        return self._held(Fault("slow_store", home.kind, "store", time.time(), detail={"delay_s": SLOW_SECONDS}),
+                          home, f"every request {SLOW_SECONDS} s late", SLOW_FOR, home.proxy.clear_delays)
 
     def full_disk(self, home: Home) -> Fault:
         fault = Fault("full_disk", home.kind, "archives", time.time())
         fault.detail["filled_mib"] = self.disk.fill() >> 20
-        home.note("nemesis: the archive disk is full")
-        try:
-            time.sleep(FULL_FOR)
-        finally:
-            self.disk.free()
-        return self._record(fault)
+        return self._held(fault, home, "the archive disk is full", FULL_FOR, self.disk.free)
 
     def kafka_restart(self, home: Home) -> Fault:
         fault = Fault("kafka_restart", home.kind if home else "-", "broker", time.time())

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from tests.support import ROOT
+from tests.support.faults.processes import terminate_group
 from tests.support.fleet import checks
 from tests.support.fleet.homes import EXAMPLES, Home, local_jobs, s3_jobs
 from tests.support.fleet.nemesis import FullDisk, Nemesis
@@ -67,12 +68,8 @@ class Broker:
             self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.process is not None:
+            terminate_group(self.process, 60)
 
     def produce(self, topic: str, paths: list[str]) -> None:
         from stateops.jobs.demo.kafka_input import produce_files

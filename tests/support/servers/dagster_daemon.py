@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ from stateops.jobs.definition.targets import resolve_audit
 from stateops.audit import deep_audit, record
 from stateops.layout import Layout
 from tests.support import ROOT
+from tests.support.faults.processes import terminate_group
 
 JOB = "user_activity"
 LOCATION = "stateops_sensors_e2e"
@@ -54,14 +54,8 @@ class Daemon:
         log.close()
 
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+        if self.proc is not None:
+            terminate_group(self.proc, 60)
 
 
 class World:
