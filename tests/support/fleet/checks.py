@@ -29,7 +29,7 @@ from stateops.layout import Layout
 
 from tests.support import engagement_oracle, kafka_oracle, oracle
 from tests.support.delta_rows import table_rows
-from tests.support.outcomes import COLUMNS
+from tests.support.outcomes import TABLE_COLUMNS
 from tests.support.fleet.homes import Home, Job
 from tests.support.fleet.nemesis import Fault
 from tests.support.fleet.watch import Watch
@@ -69,7 +69,7 @@ def table(home: Home, job: Job, landing: Layout, delay_ms: int, records=None) ->
         got, expected = set(got_map.items()), set(expected_map.items())
         rows = len(got_map)
     else:
-        listed = table_rows(layout.table(job.name), COLUMNS[job.name])
+        listed = table_rows(layout.table(job.name), TABLE_COLUMNS[job.name])
         got, rows = set(listed), len(listed)
     dead = len(table_rows(layout.deadletter_table(job.name), ["raw"])) if open_table(
         layout.deadletter_table(job.name)) else 0
