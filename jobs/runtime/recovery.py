@@ -70,12 +70,9 @@ class SparkRuntime:
 
     @property
     def spark(self):
-        if self._spark is None:
-            from stateops.jobs.runtime.session import get_session
+        from stateops.jobs.runtime.session import get_session, session_of
 
-            self._spark = get_session(self.environment.spark)
-        elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):
-            self._spark = self._spark()
+        self._spark = session_of(self._spark or (lambda: get_session(self.environment.spark)))
         return self._spark
 
     def audit(self, checkpoint: str, batch_id: int | None = None) -> dict[str, Any]:

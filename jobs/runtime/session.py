@@ -23,7 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Iterator
+from typing import Any, Iterator
 
 from stateops.errors import ConfigError, StateOpsError
 from stateops.faults import fence_off
@@ -235,6 +235,14 @@ def get_session(settings: SparkSettings, console_log: str | None = None):
     if conf.get("spark.sql.extensions") and SNAPSHOT_PARTITIONS not in conf:  # a cluster master
         cores = spark.sparkContext.defaultParallelism
         spark.conf.set(SNAPSHOT_PARTITIONS, str(max(1, min(DELTA_SNAPSHOT_PARTITIONS, cores))))
+    return spark
+
+
+def session_of(spark: Any):
+    """A session given, or made now by the factory given (a callable): callers that may wait for a lease or
+    a plan pass the factory, so a JVM starts only when a step needs it (minutes on a loaded machine)."""
+    if callable(spark) and not hasattr(spark, "sparkContext"):
+        return spark()
     return spark
 
 

@@ -143,9 +143,9 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
         with redacted_step():
             in_force = resolved(spec)  # its `${env:NAME}` references, read now (stateops.references)
             settings = paths.environment().settings
-            # Refused before Spark starts; run_job decides atomically.
+            # Refused before Spark starts; run_job decides atomically, and starts Spark once it holds the lease.
             control.check_can_start(layout, spec.name, settings=settings.control)
-            result = run_job(spark.spark_session, in_force, layout, settings=settings, mode=config.mode,
+            result = run_job(lambda: spark.spark_session, in_force, layout, settings=settings, mode=config.mode,
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
             store = state_store_report(in_force, layout, paths.environment().spark.extra_conf)

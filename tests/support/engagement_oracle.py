@@ -57,9 +57,9 @@ def state_rows(source: Input, delay_ms: int = DELAY_MS) -> dict[str, int]:
 
 def table(layout) -> dict[str, tuple]:
     """The user job's Delta table (under `layout`, any storage) in engagement()'s terms."""
-    from deltalake import DeltaTable
+    from stateops.delta import open_table
 
-    rows = DeltaTable(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
+    rows = open_table(layout.table("user_engagement")).to_pyarrow_table().to_pylist()
     return {r["user_id"]: (r["events"], round(r["value_sum"], 6), int(r["first_event_time"].timestamp() * 1000),
                            int(r["last_event_time"].timestamp() * 1000), r["top_action"], r["top_action_events"])
             for r in rows}

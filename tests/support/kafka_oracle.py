@@ -12,7 +12,7 @@ def batch_ends(checkpoint: str, topic: str) -> list[dict[int, int]]:
     """Per batch, partition -> the next offset to read after it (offsets/N)."""
     folder = os.path.join(checkpoint, "offsets")
     ends = []
-    for batch in sorted(int(n) for n in os.listdir(folder) if n.isdigit()):
+    for batch in oracle.offset_batches(checkpoint):
         with open(os.path.join(folder, str(batch))) as handle:
             sources = [json.loads(line) for line in handle.read().splitlines()[2:] if line.startswith("{")]
         [offsets] = [s[topic] for s in sources if topic in s]

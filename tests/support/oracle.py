@@ -86,6 +86,18 @@ def _json_lines(path: str) -> list:
         return [json.loads(line) if line.startswith("{") else None for line in handle.read().splitlines()[1:]]
 
 
+def offset_batches(checkpoint: str) -> list[int]:
+    """The batch ids of the checkpoint's `offsets/`, 0 to the newest: the oracle replays every batch, so a log
+    with a batch missing (Spark and retention purge old ones; a kept copy must hold them all) is refused, naming
+    the batches, rather than read as one batch covering them all."""
+    ids = sorted(int(n) for n in os.listdir(os.path.join(checkpoint, "offsets")) if n.isdigit())
+    missing = sorted(set(range(ids[-1] + 1)) - set(ids)) if ids else []
+    if missing:
+        raise ValueError(f"{checkpoint}/offsets misses {len(missing)} batches ({missing[0]} to {missing[-1]}): "
+                         "the oracle cannot tell what they read")
+    return ids
+
+
 def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
     """The landing files each micro-batch of a run read, from the checkpoint's logs.
 
@@ -106,7 +118,7 @@ def files_as_run(checkpoint: str, landing_dir: str) -> list[list[str]]:
     (index, files), = [(i, f) for i, f in log_batches.items() if set(f) <= set(paths)]
     offsets_dir = os.path.join(checkpoint, "offsets")
     batches, covered = [], -1
-    for batch_id in sorted(int(n) for n in os.listdir(offsets_dir) if n.isdigit()):
+    for batch_id in offset_batches(checkpoint):
         offset = _json_lines(os.path.join(offsets_dir, str(batch_id)))[1:][index]
         upto = offset["logOffset"] if offset else -1
         batches.append([paths[name] for _, name in sorted((b, n) for n, b in files.items() if covered < b <= upto)])

@@ -13,7 +13,7 @@ from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.cli.main import main
 from stateops.jobs.runtime.runner import run_job
 from stateops import actions
-from stateops.control import ControlSettings, acquire, current_lease, maintenance
+from stateops.control import ControlSettings, LeaseHeldError, acquire, current_lease, maintenance
 from stateops.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -42,6 +42,30 @@ def test_run_is_refused_in_one_line_while_the_lease_or_the_lock_is_held(layout):
     maintenance.acquire(layout, JOB, runbook_id="rb-9", actor="alice", reason="archive state")
     _one_line_error(_run(layout, "jobs", "run", JOB), "under maintenance", "runbook rb-9", "alice", "archive state")
     _one_line_error(_run(layout, "jobs", "run", JOB, "--runbook-id", "rb-other"), "runbook rb-9")
+
+
+class _Started(Exception):
+    """The session factory was called: the test stops the run there."""
+
+
+def test_run_starts_spark_only_once_it_holds_the_lease(layout):
+    """A JVM starting under load takes minutes: a run that started it before taking the lease left a stale
+    holder's job without a writer that long (the fleet soak). The factory is called with the lease held, and
+    never while another run holds it."""
+    seen = []
+
+    def factory():
+        seen.append(current_lease(layout, JOB))
+        raise _Started
+
+    with acquire(layout, JOB, run_id="holder-run", settings=FAST):
+        with pytest.raises(LeaseHeldError):
+            run_job(factory, get_job(JOB), layout, settings=read_settings(), run_id="second")
+    assert seen == []
+    with pytest.raises(_Started):
+        run_job(factory, get_job(JOB), layout, settings=read_settings(), run_id="mine")
+    assert [lease.run_id for lease in seen] == ["mine"]
+    assert current_lease(layout, JOB) is None, "the run released its lease"
 
 
 @pytest.mark.parametrize("args", [["jobs", "run", JOB], ["jobs", "status", JOB], ["jobs", "stop", JOB],

@@ -20,8 +20,6 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from deltalake import DeltaTable
-
 from stateops import actions
 from stateops.control import maintenance
 from stateops.delta import open_table
@@ -161,13 +159,13 @@ def leases(home: Home, watch: Watch, faults: list[Fault]) -> tuple[dict, list[st
 
 
 def ops_tables(home: Home) -> tuple[dict, list[str]]:
-    """The progress and actions tables read with delta-rs; one that grew past twice the files retention compacts
+    """The progress and actions tables read with delta-rs (none there: unreadable); one that grew past twice the files retention compacts
     at (`compact_min_files`, 10) was compacted by a retention run (an OPTIMIZE in its history)."""
     problems, counts = [], {}
     for name in ("progress", "actions"):
         path = home.layout.ops_table(name)
         try:
-            table = DeltaTable(path)
+            table = open_table(path)
             counts[f"{name}_rows"] = table.to_pyarrow_table().num_rows
             counts[f"{name}_files"] = len(table.file_uris())
             compactions = sum(1 for c in table.history() if c.get("operation") == "OPTIMIZE")

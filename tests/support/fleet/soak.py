@@ -216,9 +216,10 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
                 time.sleep(START_GAP)
         log(f"fleet up: {sum(len(h.jobs) for h in homes)} jobs, 2 daemons, broker {broker.bootstrap}, proxy {proxy.url}")
         watch = Watch(homes).start()
-        stop = threading.Event()
-        threads = [_every(stop, LAND_EVERY, lambda: [h.land(broker.produce) for h in homes], errors, "land"),
-                   _every(stop, KEEP_EVERY, lambda: [h.keep_logs() for h in homes], errors, "keep logs")]
+        stop, stop_keeping = threading.Event(), threading.Event()
+        # The logs are kept until the last runs end: Spark purges old offsets while a run catches up on a backlog.
+        keeping = _every(stop_keeping, KEEP_EVERY, lambda: [h.keep_logs() for h in homes], errors, "keep logs")
+        threads = [_every(stop, LAND_EVERY, lambda: [h.land(broker.produce) for h in homes], errors, "land")]
         nemesis = Nemesis(homes, watch, rng, disk=disk, restart_broker=broker.start, kill_broker=broker.kill)
         end = time.monotonic() + minutes * 60
         while time.monotonic() < end:
@@ -238,11 +239,13 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
             _stop_jobs(home, figures)
         watch.stop()
         for home in homes:
-            home.keep_logs()
             for job in home.jobs:
                 code, output = home.run_once(job.name)
                 if code != 0:
                     figures.violations.append(f"{home.kind} {job.name}: the last run ended {code}: {output[-1500:]}")
+        stop_keeping.set()
+        keeping.join(300)
+        for home in homes:
             home.keep_logs()
         _judge(figures, homes, watch, nemesis, broker, work)
         figures.landed = {home.kind: home.landed for home in homes}
