@@ -18,6 +18,7 @@ from stateops.layout import Layout
 
 TABLE = "actions"
 STATE_CHECK = "state_check"  # a run refused before its queries started (stateops.jobs.runtime.compatibility)
+QUERY_RETRY = "query_retry"  # a run's queries started again after a transient failure (stateops.jobs.runtime.runner)
 
 SCHEMA = pa.schema([
     ("action_id", pa.string()),

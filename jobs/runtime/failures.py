@@ -43,6 +43,13 @@ DEFAULT_ADVICE = ("fix the cause shown in the log, then run `stateops jobs run {
                   "from its last committed batch")
 
 
+# Failures of the machine, not of the query or its state: run again at once, the query resumes from its last committed
+# batch. Spark waits a fixed 10 s (PythonWorkerFactory.createSimpleWorker, not configurable in 4.2) for the Python
+# process that transformWithStateInPandas starts on the driver to plan each run's first batch; on a loaded machine
+# its start takes longer (the fleet soak: four runs in a row of the user's job failed so, at a load average of 40).
+TRANSIENT = ("Python worker failed to connect back",)
+
+
 class QueryFailed(Exception):
     """A job's query stopped with an error; str() is the one line an operator reads."""
 
@@ -53,6 +60,11 @@ class QueryFailed(Exception):
         line = (f"{job}: query {query} failed in batch {batch_id} with {error_class}: {message}. "
                 f"What to do: {advice}. Full trace: {log_path}")
         super().__init__(redact(" ".join(line.split())))
+
+    @property
+    def transient(self) -> bool:
+        """A failure of the machine (TRANSIENT), which the run retries in place."""
+        return any(text in self.message or text in self.error_class for text in TRANSIENT)
 
 
 def _text(err: BaseException) -> str:

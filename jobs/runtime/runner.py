@@ -48,7 +48,7 @@ from stateops.sinkstate import sink_state
 from stateops.jobs.definition.settings import effective_spec
 from stateops.jobs.definition.spec import JobSpec, check_output_columns
 from stateops.jobs.runtime import compatibility
-from stateops.jobs.runtime.failures import query_failed
+from stateops.jobs.runtime.failures import QueryFailed, query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
@@ -58,6 +58,9 @@ from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, start_
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
+
+TRANSIENT_ATTEMPTS = 3          # a run starts its queries at most this often after transient failures
+TRANSIENT_PAUSE_SECONDS = 10.0  # before the next attempt, times the attempts so far
 
 
 def run_job(
@@ -85,6 +88,8 @@ def run_job(
     lease taken only after it would leave a stale holder's job without a writer all that time (the fleet soak
     measured takeovers of 7 to 19 minutes that way).
     settings: the entry point's (the lease's timing, the progress buffer's groups).
+    A query failing for a transient cause (stateops.jobs.runtime.failures.TRANSIENT) is started again in this run,
+    up to TRANSIENT_ATTEMPTS times in all; the result counts the last attempt.
 
     dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
     on_progress: called on this thread with each progress event of the stateful query, within
@@ -97,10 +102,32 @@ def run_job(
     with control.acquire(layout, spec.name, run_id=run_id, dagster_run_id=dagster_run_id, runbook_id=runbook_id,
                          mode=mode, settings=settings.control) as lease:
         in_force = effective_spec(spec, layout)  # a bad override refused before a JVM starts
-        return _run_queries(session_of(spark), in_force, layout, lease, mode=mode, run_id=run_id,
-                            max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
-                            grace_seconds=settings.control.stop_grace_seconds, flush=settings.flush,
-                            on_progress=on_progress)
+        session = session_of(spark)
+        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+            try:
+                return _run_queries(session, in_force, layout, lease, mode=mode, run_id=run_id,
+                                    max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
+                                    grace_seconds=settings.control.stop_grace_seconds, flush=settings.flush,
+                                    on_progress=on_progress)
+            except QueryFailed as failed:
+                if not failed.transient or attempt == TRANSIENT_ATTEMPTS:
+                    raise
+                _retrying(layout, spec.name, lease, run_id, failed, attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _retrying(layout: Layout, job: str, lease: HeldLease, run_id: str, failed: QueryFailed, attempt: int) -> None:
+    """A transient failure (stateops.jobs.runtime.failures.TRANSIENT): journaled as `query_retry`, then the queries
+    start again in this run, after a pause, from the last committed batch (the lease and the JVM kept)."""
+    pause = TRANSIENT_PAUSE_SECONDS * attempt
+    log.warning("%s: %s; starting the queries again in %g s (attempt %d of %d)", job, failed, pause, attempt + 1,
+                TRANSIENT_ATTEMPTS)
+    actions.record(layout, job, actions.QUERY_RETRY, "noted", actor=control.default_actor(), run_id=run_id,
+                   dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,
+                   details={"attempt": attempt, "batch": failed.batch_id, "query": failed.query,
+                            "error_class": failed.error_class, "message": failed.message, "pause_seconds": pause})
+    time.sleep(pause)
+    lease.ensure_held()
 
 
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,

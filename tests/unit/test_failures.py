@@ -93,3 +93,18 @@ def test_a_changed_query_spark_refuses_at_its_first_batch_gets_the_rebuild_advic
                            checkpoint=str(tmp_path / "none"), run_id="r1")
     assert "`stateops recover run clicks --mode rebuild --confirm clicks`" in str(failure)
     assert "`stateops jobs check clicks`" in str(failure)
+
+
+# Measured in the fleet soak (the user's job, transformWithStateInPandas, at a load average of 40 on 2 cores).
+WORKER = """Python worker failed to connect back.
+=== Streaming Query ===
+Identifier: user_engagement [id = 16982470-7521-44ce-ae31-84ab7719ff3d, runId = a6ad2950-672f-4f43-97e5-3404cb5c781d]
+"""
+
+
+@pytest.mark.parametrize("text, transient", [(WORKER, True), (STATE, False), (SINK, False)])
+def test_only_a_failure_of_the_machine_is_transient(text, transient):
+    """A transient failure the run retries in place (stateops.jobs.runtime.runner); a state or sink failure is not."""
+    error_class, message = spark_error(CapturedError(text, None, None))
+    failed = QueryFailed("user_engagement", "user_engagement", 55, error_class, message, "advice", "log")
+    assert failed.transient is transient
