@@ -27,6 +27,7 @@ from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
 from stateops.sparkstate import join_state_format, readable_units
+from stateops.storage import storage_options
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -268,7 +269,7 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(target.output_table)
+        table = DeltaTable(target.output_table, storage_options=storage_options(target.output_table))
     except TableNotFoundError:
         return [] if batch_id == latest else None
     if batch_id != latest:
@@ -277,7 +278,8 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
         version = _version_for_batch(target.output_table, target.output_app_id, batch_id, table.version())
         if version is None:
             return []
-        table = DeltaTable(target.output_table, version=version)
+        table = DeltaTable(target.output_table, version=version,
+                           storage_options=storage_options(target.output_table))
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -307,7 +309,7 @@ def _version_for_batch(uri: str, app_id: str, batch_id: int, latest_version: int
     from deltalake import DeltaTable
 
     def txn(version: int) -> int:
-        value = DeltaTable(uri, version=version).transaction_version(app_id)
+        value = DeltaTable(uri, version=version, storage_options=storage_options(uri)).transaction_version(app_id)
         return -1 if value is None else int(value)
 
     low, high, best = 0, latest_version, None

@@ -21,7 +21,7 @@ from deltalake.exceptions import TableNotFoundError
 from stateops import kafka_lag, progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
 from stateops.errors import OperationFailed, first_line
-from stateops.storage import filesystem
+from stateops.storage import filesystem, storage_options
 from stateops.layout import Layout
 
 STAMP = pa.timestamp("us", tz="UTC")
@@ -61,7 +61,7 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
     uri = layout.ops_table(name)
     where = f"ops table {name} ({uri})"
     try:
-        table = DeltaTable(uri)
+        table = DeltaTable(uri, storage_options=storage_options(uri))
         actual = pa.schema(table.schema().to_arrow())
     except TableNotFoundError:
         return None
