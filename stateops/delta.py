@@ -42,9 +42,12 @@ class BatchWrite:
     attempts: int = 1
 
 
-def open_table(uri: str) -> DeltaTable | None:
+def open_table(uri: str, version: int | None = None) -> DeltaTable | None:
+    """The table at `uri` (at `version`, else its latest) with the storage layer's options; None where there is none.
+    Every reader goes through here: a bare DeltaTable(uri) misses them (an S3 API server over plain HTTP,
+    STATEOPS_STORAGE_OPTIONS, the call bound)."""
     try:
-        return DeltaTable(uri, storage_options=storage_options(uri))
+        return DeltaTable(uri, version=version, storage_options=storage_options(uri))
     except TableNotFoundError:
         return None
 

@@ -216,8 +216,9 @@ def jobs_run(obj: Environment, name: str, mode: str, max_seconds: float | None, 
     # Spark's console output goes to the run's log (a local copy for a home on object storage), so the terminal
     # shows only our lines.
     console_log = console_log_for(layout.run_log(spec.name, run_id))
-    result = run_job(lambda: get_session(obj.spark, console_log=console_log), spec, layout, settings=obj.settings, mode=mode,
-                     max_seconds=max_seconds, run_id=run_id, runbook_id=runbook_id)
+    session = lambda: get_session(obj.spark, console_log=console_log)  # noqa: E731 - started once the lease is held
+    result = run_job(session, spec, layout, settings=obj.settings, mode=mode, max_seconds=max_seconds, run_id=run_id,
+                     runbook_id=runbook_id)
     click.echo(json.dumps(asdict(result), default=str) if as_json else summary(result))
 
 

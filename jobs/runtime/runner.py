@@ -103,7 +103,8 @@ def run_job(
                          mode=mode, settings=settings.control) as lease:
         in_force = effective_spec(spec, layout)  # a bad override refused before a JVM starts
         session = session_of(spark)
-        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+        attempt = 1
+        while True:
             try:
                 return _run_queries(session, in_force, layout, lease, mode=mode, run_id=run_id,
                                     max_seconds=max_seconds, poll_seconds=poll_seconds, dry_run=dry_run,
@@ -113,7 +114,7 @@ def run_job(
                 if not failed.transient or attempt == TRANSIENT_ATTEMPTS:
                     raise
                 _retrying(layout, spec.name, lease, run_id, failed, attempt)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+                attempt += 1
 
 
 def _retrying(layout: Layout, job: str, lease: HeldLease, run_id: str, failed: QueryFailed, attempt: int) -> None:

@@ -27,7 +27,6 @@ from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
 from stateops.sparkstate import join_state_format, readable_units
-from stateops.storage import storage_options
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -265,12 +264,10 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
     """The key's rows in the output table as of batch_id; None when that cannot be determined."""
     if not target.output_table or not target.output_key_columns:
         return None
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from stateops.delta import open_table  # deltalake: only when an output is read (the CLI's start stays light)
 
-    try:
-        table = DeltaTable(target.output_table, storage_options=storage_options(target.output_table))
-    except TableNotFoundError:
+    table = open_table(target.output_table)
+    if table is None:
         return [] if batch_id == latest else None
     if batch_id != latest:
         if not target.output_app_id:
@@ -278,8 +275,7 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
         version = _version_for_batch(target.output_table, target.output_app_id, batch_id, table.version())
         if version is None:
             return []
-        table = DeltaTable(target.output_table, version=version,
-                           storage_options=storage_options(target.output_table))
+        table = open_table(target.output_table, version)
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -306,10 +302,10 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
 
 def _version_for_batch(uri: str, app_id: str, batch_id: int, latest_version: int) -> int | None:
     """The last Delta version whose recorded transaction for app_id is <= batch_id (versions are monotonic)."""
-    from deltalake import DeltaTable
+    from stateops.delta import open_table
 
     def txn(version: int) -> int:
-        value = DeltaTable(uri, version=version, storage_options=storage_options(uri)).transaction_version(app_id)
+        value = open_table(uri, version).transaction_version(app_id)
         return -1 if value is None else int(value)
 
     low, high, best = 0, latest_version, None

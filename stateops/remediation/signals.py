@@ -15,13 +15,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from stateops import kafka_lag, progress
 from stateops.audit.history import AUDITS, AUDITS_SCHEMA, FINDINGS, FINDINGS_SCHEMA, normalize
 from stateops.errors import OperationFailed, first_line
-from stateops.storage import filesystem, storage_options
+from stateops.delta import open_table
+from stateops.storage import filesystem
 from stateops.layout import Layout
 
 STAMP = pa.timestamp("us", tz="UTC")
@@ -61,10 +60,10 @@ def read_ops(layout: Layout, name: str, columns: Sequence[str], rows: pc.Express
     uri = layout.ops_table(name)
     where = f"ops table {name} ({uri})"
     try:
-        table = DeltaTable(uri, storage_options=storage_options(uri))
+        table = open_table(uri)
+        if table is None:
+            return None
         actual = pa.schema(table.schema().to_arrow())
-    except TableNotFoundError:
-        return None
     except Exception as err:  # noqa: BLE001 - a damaged log must become a skip reason, never a daemon crash
         raise OpsTableError(f"{where} cannot be opened: {first_line(err)}. {_FIX}") from None
     expected = SCHEMAS[name]
