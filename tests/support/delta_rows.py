@@ -7,14 +7,12 @@ import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
-
-from stateops.storage import storage_options
+from stateops.delta import open_table
 
 
 def table_rows(uri: str, columns: list[str]) -> list[tuple]:
     """The table's rows under any storage (an S3 API server over plain HTTP too: stateops.storage's options)."""
-    table = DeltaTable(uri, storage_options=storage_options(uri)).to_pyarrow_table(columns=columns)
+    table = open_table(uri).to_pyarrow_table(columns=columns)
     arrays = []
     for name in columns:
         column = table.column(name)
