@@ -12,7 +12,6 @@ from dagster import build_sensor_context, instance_for_test
 
 import stateops.jobs.definition.catalog as catalog_module
 import stateops.delta as delta_module
-import stateops.remediation.signals as signals_module
 from bench.bench_scale import EXAMPLES, build_home, config_text
 from stateops.dagster.resources import PathsResource
 from stateops.sensors.health import build_health_sensor
@@ -41,7 +40,7 @@ def _reads(tmp_path, monkeypatch, jobs: int) -> dict[str, Counter]:
     monkeypatch.setenv("STATEOPS_CONFIG", str(config))
     seen: Counter = Counter()
 
-    class Counted(signals_module.DeltaTable):
+    class Counted(delta_module.DeltaTable):  # every ops table is opened by stateops.delta.open_table
         def __init__(self, uri, *args, **kwargs):
             seen[f"table {str(uri).rstrip('/').rsplit('/', 1)[-1]}"] += 1
             super().__init__(uri, *args, **kwargs)
@@ -52,7 +51,6 @@ def _reads(tmp_path, monkeypatch, jobs: int) -> dict[str, Counter]:
         seen["catalog validations"] += 1
         return validate(*args, **kwargs)
 
-    monkeypatch.setattr(signals_module, "DeltaTable", Counted)
     monkeypatch.setattr(delta_module, "DeltaTable", Counted)
     monkeypatch.setattr(catalog_module, "_load_jobs", counted_validation)
     out = {}
