@@ -50,6 +50,29 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
         with pytest.raises(LeaseHeldError):
             run_job(spark, spec, home, settings=read_settings())
 
+    # Without a JVM, as the sensors' ticks read them: `jobs status` reads the checkpoint and lease (its newest
+    # commit in the bucket's listing), the state check before a run reads the schema files on S3 (the query fits, every stored operator
+    # seen), and the fast audit finds the same operators' state files there. Against the deep audit and Spark's
+    # state reader on S3: the long tier's test below.
+    status = CliRunner().invoke(main, ["jobs", "status", job, "--json"])
+    assert status.exit_code == 0, status.output
+    summary = json.loads(status.output)["checkpoint"]
+    commits = [int(key.rsplit("/", 1)[1]) for key in stored if "/commits/" in key and key[-1].isdigit()]
+    assert (summary["path"], summary["latest_committed_batch"]) == (checkpoint, max(commits))
+    checked = CliRunner().invoke(main, ["jobs", "check", job, "--json"])
+    assert checked.exit_code == 0, checked.output
+    fit = json.loads(checked.output)
+    assert fit["status"] == "compatible", fit["line"]
+    fast = fast_audit(checkpoint, layout=home, job=job)
+    assert {o.operator_id for o in fast.operators} == {s["operator_id"] for s in fit["stored"]}
+    assert all(sum(o.bytes_per_partition.values()) > 0 for o in fast.operators), fast.operators
+
+
+@pytest.mark.long  # the default run: the deep audit against the state reader and explain-key on local disk
+@pytest.mark.parametrize("job", ["user_activity", "order_payments"])
+def test_the_deep_audit_the_fast_audit_and_explain_key_read_a_job_on_s3(spark, s3_scenario, job):
+    home, _ = s3_scenario(job)
+    checkpoint = load_jobs()[job].checkpoint_path(home)
     report = deep_audit(spark, checkpoint)
     assert report.operators
     for op in report.operators:
@@ -57,17 +80,16 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
                                                     else {})}
         expected = oracle_rows(spark, checkpoint, **options)
         assert nonzero(op.rows_per_partition) == expected and op.rows_total == sum(expected.values())
-
-    # Without a JVM, as the sensors' ticks read them: the fast audit (state files on S3, progress rows from the
-    # S3 ops table) agrees with the deep one on stores and bytes; `jobs status` reads the checkpoint and lease.
+    # The fast audit (state files on S3, progress rows from the S3 ops table) agrees with the deep one on stores
+    # and bytes; `jobs status` on the watermark.
     fast = fast_audit(checkpoint, layout=home, job=job)
     assert [(o.operator_id, o.store_name, o.bytes_per_partition) for o in fast.operators] == [
         (o.operator_id, o.store_name, o.bytes_per_partition) for o in report.operators]
     status = CliRunner().invoke(main, ["jobs", "status", job, "--json"])
     assert status.exit_code == 0, status.output
     summary = json.loads(status.output)["checkpoint"]
-    assert (summary["path"], summary["latest_committed_batch"]) == (checkpoint, report.batch_id)
-    assert summary["watermark"] == report.watermark.isoformat()
+    assert (summary["latest_committed_batch"], summary["watermark"]) == (report.batch_id,
+                                                                         report.watermark.isoformat())
     # explain-key on a key the table holds (the state reader, the logs and the table on S3): emitted (a user's
     # latest window may still be in state, waiting for the watermark)
     key = table_rows(home.table(job), [{"order_payments": "order_id", "user_activity": "user_id"}[job]])[0][0]
@@ -76,12 +98,6 @@ def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_hom
     found = json.loads(explained.output)
     assert found["key"] == key and found["reason"] in ({"emitted"} if job == "order_payments" else
                                                        {"emitted", "in_state", "waiting_for_watermark"}), found
-    # The state check before a run reads the schema files on S3: the query fits, every stored operator seen.
-    checked = CliRunner().invoke(main, ["jobs", "check", job, "--json"])
-    assert checked.exit_code == 0, checked.output
-    fit = json.loads(checked.output)
-    assert fit["status"] == "compatible", fit["line"]
-    assert {s["operator_id"] for s in fit["stored"]} == {op.operator_id for op in report.operators}
 
 
 @pytest.mark.long  # the default run: retention planned and applied on local disk, every rule (test_retention)
