@@ -37,15 +37,18 @@ def kafka_topics(kafka, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def kafka_homes(kafka_topics, spark, tmp_path_factory):
-    """Homes built once for the module over its topics (copied per test): `user_activity` run over every record."""
+    """Homes built once for the module over its topics (copied per test): `user_activity` run over every record, on
+    the default Delta writer whichever test asks first."""
     from stateops.jobs.definition.environment import load_jobs
     from stateops.jobs.runtime.runner import run_job
+    from tests.support.delta_writers import delta_writer_in_force
 
     store = scenarios.Store(str(tmp_path_factory.mktemp("kafka-homes")))
 
     def user_activity(layout: Layout) -> None:
         config = scenarios.kafka_config(tmp_path_factory.mktemp("kafka-config"), kafka_topics, "user_activity")
-        run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=read_settings())
+        with delta_writer_in_force(spark, "delta-rs"):
+            run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=read_settings())
 
     return lambda: store.home("user_activity", user_activity)
 
