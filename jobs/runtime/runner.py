@@ -89,7 +89,7 @@ def run_job(
     measured takeovers of 7 to 19 minutes that way).
     settings: the entry point's (the lease's timing, the progress buffer's groups).
     A query failing for a transient cause (stateops.jobs.runtime.failures.TRANSIENT) is started again in this run,
-    up to TRANSIENT_ATTEMPTS times in all; the result counts the last attempt.
+    up to TRANSIENT_ATTEMPTS times in all, unless a stop was requested meanwhile; the result counts the last attempt.
 
     dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
     on_progress: called on this thread with each progress event of the stateful query, within
@@ -111,8 +111,8 @@ def run_job(
                                     grace_seconds=settings.control.stop_grace_seconds, flush=settings.flush,
                                     on_progress=on_progress)
             except QueryFailed as failed:
-                if not failed.transient or attempt == TRANSIENT_ATTEMPTS:
-                    raise
+                if not failed.transient or attempt == TRANSIENT_ATTEMPTS or lease.stop_request() is not None:
+                    raise  # a run asked to stop does not start its queries again
                 _retrying(layout, spec.name, lease, run_id, failed, attempt)
                 attempt += 1
 

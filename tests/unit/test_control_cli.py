@@ -68,6 +68,32 @@ def test_run_starts_spark_only_once_it_holds_the_lease(layout):
     assert current_lease(layout, JOB) is None, "the run released its lease"
 
 
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_run_asked_to_stop_does_not_start_its_queries_again(layout, monkeypatch, stop):
+    """The fleet soak: a run the daemon launched before the fleet's stop took the lease after it, was asked in turn,
+    and went on starting its failing queries again for minutes. A transient failure is retried (3 attempts in all),
+    but not once a stop was requested."""
+    from stateops.jobs.runtime import runner
+    from stateops.jobs.runtime.failures import QueryFailed
+
+    attempts = []
+
+    def failing(session, spec, layout_, lease, **kwargs):
+        attempts.append(lease.lease.run_id)
+        if stop:  # the operator's stop, while the queries start
+            assert _run(layout, "jobs", "stop", JOB, "--reason", "deploy").exit_code == 0
+        raise QueryFailed(JOB, JOB, 47, "StreamingQueryException", "Python worker failed to connect back.",
+                          "advice", "log")
+
+    monkeypatch.setattr(runner, "_run_queries", failing)
+    monkeypatch.setattr(runner, "TRANSIENT_PAUSE_SECONDS", 0.0)
+    with pytest.raises(QueryFailed):
+        run_job(lambda: None, get_job(JOB), layout, settings=read_settings(), run_id="mine")
+    assert attempts == ["mine"] * (1 if stop else runner.TRANSIENT_ATTEMPTS)
+    assert len(actions.read(layout, JOB, actions.QUERY_RETRY)) == len(attempts) - 1
+    assert current_lease(layout, JOB) is None, "the run released its lease"
+
+
 @pytest.mark.parametrize("args", [["jobs", "run", JOB], ["jobs", "status", JOB], ["jobs", "stop", JOB],
                                   ["jobs", "lock", JOB, "--reason", "x"]])
 def test_object_store_home_is_refused(tmp_path, args):
