@@ -104,6 +104,7 @@ class Figures:
     runs: dict[str, Counter] = field(default_factory=dict)
     memory: list[str] = field(default_factory=list)
     landed: dict[str, int] = field(default_factory=dict)
+    late_holders: int = 0   # runs that took a lease after the end's stop request (launched before it), asked in turn
     harness: list[str] = field(default_factory=list)   # the soak's own retries (a broker restarting, a store cut off)
     violations: list[str] = field(default_factory=list)
 
@@ -124,7 +125,8 @@ class Figures:
         lines += [f"  memory: {line}" for line in self.memory]
         lines += [f"  fault: {line}" for line in self.fault_lines]
         lines += [f"  not tried: {kind} ({why})" for kind, why in self.skipped_faults.items()]
-        lines += [f"  landed: {json.dumps(self.landed)}; harness retries: {len(self.harness)}"]
+        lines += [f"  landed: {json.dumps(self.landed)}; harness retries: {len(self.harness)}; holders that took a "
+                  f"lease after the stop request: {self.late_holders}"]
         lines.append(f"violations: {len(self.violations)}")
         lines += [f"  VIOLATION {v}" for v in self.violations]
         return "\n".join(lines)
@@ -146,27 +148,44 @@ def _every(stop: threading.Event, seconds: float, step, errors: list[str], what:
 def _stop_jobs(home: Home, figures: Figures) -> None:
     """The end of the soak, as an operator stops a fleet: the daemon killed (nothing new is launched; its runs go on),
     queued runs cancelled, every job asked to stop and its lease gone, every run in flight (audits, retention,
-    runbooks) ended by itself; then what is left of the daemon's process group (its code server)."""
+    runbooks) ended by itself; then what is left of the daemon's process group (its code server). A run the daemon
+    launched before it was killed may take the lease only after the stop request (its JVM starting under load), when
+    `jobs stop` found nothing to stop: it is asked in turn, and has STOP_WAIT from then."""
     home.kill_daemon()
     checks.cancel_queued(home)
-    for job in home.jobs:
-        subprocess.run([os.path.join(os.path.dirname(sys.executable), "stateops"), "jobs", "stop", job.name,
-                        "--reason", "fleet soak ends"], env=home.env, cwd=ROOT, capture_output=True, timeout=300)
-    deadline = time.monotonic() + STOP_WAIT
-    held = [job.name for job in home.jobs]
-    while held and time.monotonic() < deadline:
+    asked = {job.name: _ask_to_stop(home, job.name) for job in home.jobs}  # job -> (holder asked, when)
+    while True:
+        held = {}
+        for job in home.jobs:
+            lease = home.lease(job.name)
+            if lease is None or lease.stale_reason(_control()):
+                continue
+            if lease.run_id != asked[job.name][0]:
+                asked[job.name] = _ask_to_stop(home, job.name)
+                figures.late_holders += 1
+            held[job.name] = asked[job.name][1]
+        overdue = sorted(job for job, since in held.items() if time.monotonic() - since > STOP_WAIT)
+        if not held or overdue:
+            break
         time.sleep(2)
-        held = [job.name for job in home.jobs if (lease := home.lease(job.name)) is not None and
-                not lease.stale_reason(_control())]
-    if held:
-        figures.violations.append(f"{home.kind}: jobs {held} still held their leases {STOP_WAIT:.0f} s after a stop "
-                                  "request")
+    if overdue:
+        figures.violations.append(f"{home.kind}: jobs {overdue} still held their leases {STOP_WAIT:.0f} s after a "
+                                  "stop request")
+    deadline = time.monotonic()
     active = checks.active_runs(home)
     while active and time.monotonic() < deadline + RUNS_WAIT:
         time.sleep(5)
         active = checks.active_runs(home)
     figures.violations += [f"{home.kind}: run {run} still in flight {RUNS_WAIT:.0f} s after the stop" for run in active]
     home.stop_daemon()
+
+
+def _ask_to_stop(home: Home, job: str) -> tuple[str | None, float]:
+    """`stateops jobs stop JOB`: (the run id of the holder it asked, or None, and when)."""
+    lease = home.lease(job)
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "stateops"), "jobs", "stop", job,
+                    "--reason", "fleet soak ends"], env=home.env, cwd=ROOT, capture_output=True, timeout=300)
+    return (lease.run_id if lease is not None else None), time.monotonic()
 
 
 def _control():
