@@ -12,6 +12,9 @@ it held), and the counts the figures print.
     restarts      every job's last run (bounded, after the stop) ended 0: retention left every file a restart needs
     ops tables    the progress and actions tables read, and the retention runs compacted them
     memory        the daemons' and the long-lived drivers' resident memory flat after warm-up
+    stalls        no job went STALL_BOUND without a batch of its stateful query while the fleet ran (input lands
+                  every 40 s): a job whose every run fails or whose restarts never come is stuck, however exact its
+                  table is once the load is gone
     runs          no Dagster run is left queued, starting or started
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ TAKEOVER_BOUND = 600.0          # a kill or freeze to the new holder's lease: st
 MEMORY_WARM_UP = 600.0          # seconds of a process's life before its memory counts
 DAEMON_GROWTH_MIB, DRIVER_GROWTH_MIB = 150.0, 300.0
 COMPACT_MIN_FILES = 10          # retention's default [retention.ops_tables] compact_min_files
+STALL_BOUND = 1200.0            # a job without a batch: TAKEOVER_BOUND, a run's start under load, its retries
 
 
 def _expected(job: Job, batches: dict[str, list[list[dict]]], delay_ms: int):
@@ -183,6 +187,22 @@ def ops_tables(home: Home) -> tuple[dict, list[str]]:
             problems.append(f"{home.kind}: ops table {name} never compacted ({files_then} files at the last "
                             f"retention run, {counts[f'{name}_files']} at the end)")
     return counts, problems
+
+
+def stalls(home: Home, job: str, started: datetime, stopped: datetime) -> tuple[float, list[str]]:
+    """The longest time (s) between two batches of the job's stateful query from the fleet's start to its stop, by
+    the progress rows' batch times (a batch whose row a killed run never wrote lengthens a gap: never shortens it)."""
+    from stateops import progress
+
+    rows = progress.read(home.layout, job).to_pylist()
+    times = sorted(r["timestamp"] for r in rows if r["query_name"] == job and started <= r["timestamp"] <= stopped)
+    edges = [started, *times, stopped]
+    longest = max((b - a).total_seconds() for a, b in zip(edges, edges[1:]))
+    problems = []
+    if longest > STALL_BOUND:
+        problems.append(f"{home.kind} {job}: no batch for {longest / 60:.0f} min while the fleet ran (bound "
+                        f"{STALL_BOUND / 60:.0f} min)")
+    return round(longest), problems
 
 
 def memory(watch: Watch) -> tuple[list[str], list[str]]:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Iterator
 
 from tests.support import ROOT
@@ -103,6 +104,7 @@ class Figures:
     ops: dict[str, dict] = field(default_factory=dict)
     runs: dict[str, Counter] = field(default_factory=dict)
     memory: list[str] = field(default_factory=list)
+    stalls: dict[str, float] = field(default_factory=dict)  # the longest time (s) each job went without a batch
     landed: dict[str, int] = field(default_factory=dict)
     late_holders: int = 0   # runs that took a lease after the end's stop request (launched before it), asked in turn
     harness: list[str] = field(default_factory=list)   # the soak's own retries (a broker restarting, a store cut off)
@@ -122,6 +124,7 @@ class Figures:
         lines += [f"  runbooks {name}: {dict(found)}" for name, found in sorted(self.runbooks.items()) if found]
         lines += [f"  ops tables {home}: {json.dumps(found)}" for home, found in sorted(self.ops.items())]
         lines += [f"  dagster runs {home}: {dict(found)}" for home, found in sorted(self.runs.items())]
+        lines += [f"  longest without a batch (s): {json.dumps(self.stalls)}"]
         lines += [f"  memory: {line}" for line in self.memory]
         lines += [f"  fault: {line}" for line in self.fault_lines]
         lines += [f"  not tried: {kind} ({why})" for kind, why in self.skipped_faults.items()]
@@ -233,6 +236,7 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
             for job in home.jobs:
                 home.start_job(job.name)
                 time.sleep(START_GAP)
+        fleet = [datetime.now(timezone.utc)]  # its start, then its stop: the stalls are measured between them
         log(f"fleet up: {sum(len(h.jobs) for h in homes)} jobs, 2 daemons, broker {broker.bootstrap}, proxy {proxy.url}")
         watch = Watch(homes).start()
         stop, stop_keeping = threading.Event(), threading.Event()
@@ -253,6 +257,7 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
         stop.set()
         for thread in threads:
             thread.join(300)
+        fleet.append(datetime.now(timezone.utc))
         log("stopping the fleet")
         for home in homes:
             _stop_jobs(home, figures)
@@ -266,7 +271,7 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
         keeping.join(300)
         for home in homes:
             home.keep_logs()
-        _judge(figures, homes, watch, nemesis, broker, work)
+        _judge(figures, homes, watch, nemesis, broker, work, fleet)
         figures.landed = {home.kind: home.landed for home in homes}
         figures.harness = errors + [f"{watch.errors} lease or memory reads retried"]
         for home in homes:
@@ -275,7 +280,8 @@ def run(work: str, minutes: float, seed: int, log=print) -> Figures:
     return figures
 
 
-def _judge(figures: Figures, homes: list[Home], watch: Watch, nemesis: Nemesis, broker: Broker, work: str) -> None:
+def _judge(figures: Figures, homes: list[Home], watch: Watch, nemesis: Nemesis, broker: Broker, work: str,
+           fleet: list[datetime]) -> None:
     from stateops.jobs.definition.environment import get_job
     from stateops.layout import Layout
     from tests.support.servers.kafka import records
@@ -300,6 +306,8 @@ def _judge(figures: Figures, homes: list[Home], watch: Watch, nemesis: Nemesis, 
             figures.violations += problems
             outcomes, problems = checks.runbooks(home, job.name)
             figures.runbooks[f"{home.kind} {job.name}"] = outcomes
+            figures.violations += problems
+            figures.stalls[f"{home.kind} {job.name}"], problems = checks.stalls(home, job.name, *fleet)
             figures.violations += problems
         figures.leases[home.kind], problems = checks.leases(home, watch, nemesis.faults)
         figures.violations += problems
