@@ -33,6 +33,7 @@ from stateops.state_store import CHANGELOG, PROVIDER, ROCKSDB_PROVIDER
 from stateops.storage import s3a_conf
 
 from stateops.jobs.definition.spark_settings import SparkSettings
+from stateops.jobs.runtime.python_workers import install, worker_python
 
 # PySpark's own pandas code (pandas UDFs, applyInPandasWithState) warns about a pandas deprecation once per
 # batch and task, hundreds of lines per run; the Python workers ignore that module's FutureWarnings only.
@@ -93,7 +94,7 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": worker_python(settings.master),  # stateops.jobs.runtime.python_workers
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONWARNINGS": WORKER_WARNINGS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -222,7 +223,9 @@ def get_session(settings: SparkSettings, console_log: str | None = None):
     from pyspark.sql import SparkSession
 
     conf = spark_conf(settings)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if conf["spark.pyspark.python"] == worker_python(settings.master):  # not one the settings give
+        install(conf["spark.pyspark.python"])
+    os.environ.setdefault("PYSPARK_PYTHON", conf["spark.pyspark.python"])  # what pyspark's functions carry
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if SparkSession.getActiveSession() is None:
         check_java()

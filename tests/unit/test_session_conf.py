@@ -11,6 +11,7 @@ from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER, FENCE_JAR, L
 from stateops.jvm.jars import JarsFolder
 from tests.support.fetched_jars import fetched_jars
 
+from stateops.jobs.runtime.python_workers import worker_python
 from stateops.jobs.runtime.session import console_log_for, delta_jars_on_classpath, spark_conf
 from stateops.state_store import ROCKSDB_PROVIDER
 from stateops.storage import s3a_conf
@@ -27,7 +28,7 @@ def test_defaults(monkeypatch):
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
     assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
     assert int(conf["spark.sql.shuffle.partitions"]) < 200
-    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.pyspark.python"] == worker_python("local[*]") != sys.executable  # the launcher
     assert "spark.jars.packages" not in conf
 
 
@@ -36,6 +37,7 @@ def test_master_and_extra_conf_from_env(monkeypatch):
     monkeypatch.setenv("STATEOPS_SPARK_CONF", '{"spark.executor.memory": "4g"}')
     conf = spark_conf(SparkSettings.from_env())
     assert conf["spark.master"] == "spark://head:7077" and conf["spark.executor.memory"] == "4g"
+    assert conf["spark.pyspark.python"] == sys.executable  # the executors' machines: their own interpreter
 
 
 @pytest.mark.parametrize("raw,words", [("{oops", "not valid JSON"), ("[1]", "not a JSON object")])
