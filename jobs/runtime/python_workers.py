@@ -56,13 +56,18 @@ def worker_python(master: str) -> str:
     return os.path.join(cache, "stateops", "python", key, "python")
 
 
-def install(executable: str) -> None:
-    """Write the launcher `worker_python` named (nothing to do for an interpreter), atomically, once."""
+def install(executable: str) -> bool:
+    """Write the launcher `worker_python` named, atomically, once; False where it cannot be written (a read-only
+    home: the workers then run the interpreter as they always did)."""
     if executable == sys.executable or os.path.exists(executable):
-        return
-    os.makedirs(os.path.dirname(executable), exist_ok=True)
+        return True
     partial = f"{executable}.{os.getpid()}"
-    with open(partial, "w") as handle:
-        handle.write(LAUNCHER.format(zip=_own_zip(), python=sys.executable))
-    os.chmod(partial, 0o755)
-    os.replace(partial, executable)
+    try:
+        os.makedirs(os.path.dirname(executable), exist_ok=True)
+        with open(partial, "w") as handle:
+            handle.write(LAUNCHER.format(zip=_own_zip(), python=sys.executable))
+        os.chmod(partial, 0o755)
+        os.replace(partial, executable)
+    except OSError:
+        return False
+    return True

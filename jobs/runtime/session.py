@@ -223,8 +223,8 @@ def get_session(settings: SparkSettings, console_log: str | None = None):
     from pyspark.sql import SparkSession
 
     conf = spark_conf(settings)
-    if conf["spark.pyspark.python"] == worker_python(settings.master):  # not one the settings give
-        install(conf["spark.pyspark.python"])
+    if conf["spark.pyspark.python"] == worker_python(settings.master) and not install(conf["spark.pyspark.python"]):
+        conf["spark.pyspark.python"] = sys.executable  # the launcher cannot be written: the interpreter itself
     os.environ.setdefault("PYSPARK_PYTHON", conf["spark.pyspark.python"])  # what pyspark's functions carry
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if SparkSession.getActiveSession() is None:

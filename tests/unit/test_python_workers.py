@@ -55,3 +55,11 @@ def test_a_cluster_master_keeps_the_interpreter(launcher):
     assert worker_python("spark://head:7077") == sys.executable
     assert open(launcher).read().rstrip().endswith(f"exec '{sys.executable}' \"$@\"")
     assert os.access(launcher, os.X_OK)
+
+
+def test_a_launcher_that_cannot_be_written_leaves_the_interpreter(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # a cache folder that cannot be made
+    path = worker_python("local[*]")
+    assert path != sys.executable and install(path) is False and not os.path.exists(path)
