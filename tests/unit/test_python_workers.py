@@ -15,9 +15,9 @@ pytestmark = pytest.mark.unit
 PROBE = "import os, pyspark; print(os.environ.get('PYTHONPATH', '')); print(pyspark.__file__)"
 
 
-@pytest.fixture
-def launcher(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+def _launcher(cache: str, monkeypatch) -> str:
+    """The launcher for a local master, written under `cache` (XDG_CACHE_HOME)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", cache)
     path = worker_python("local[2]")
     install(path)
     return path
@@ -42,7 +42,8 @@ def _run(launcher: str, pythonpath: str) -> tuple[str, str]:
     ("{zip}", ""),
     ("/another/spark/python/lib/pyspark.zip:/extra", "/another/spark/python/lib/pyspark.zip:/extra"),  # not ours
 ])
-def test_the_launcher_takes_only_its_own_pyspark_zip_off_the_path(launcher, before, after):
+def test_the_launcher_takes_only_its_own_pyspark_zip_off_the_path(tmp_path, monkeypatch, before, after):
+    launcher = _launcher(str(tmp_path), monkeypatch)
     zip_path = _own_zip()
     names = {"zip": zip_path, "py4j": os.path.join(os.path.dirname(zip_path), "py4j-0.10.9.9-src.zip")}
     path, module = _run(launcher, before.format(**names))
@@ -51,7 +52,8 @@ def test_the_launcher_takes_only_its_own_pyspark_zip_off_the_path(launcher, befo
     assert ".zip" not in module  # site-packages' compiled pyspark, the one this interpreter imports
 
 
-def test_a_cluster_master_keeps_the_interpreter(launcher):
+def test_a_cluster_master_keeps_the_interpreter(tmp_path, monkeypatch):
+    launcher = _launcher(str(tmp_path), monkeypatch)
     assert worker_python("spark://head:7077") == sys.executable
     assert open(launcher).read().rstrip().endswith(f"exec '{sys.executable}' \"$@\"")
     assert os.access(launcher, os.X_OK)
