@@ -23,7 +23,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from stateops import actions
+from stateops import actions, progress
 from stateops.control import maintenance
 from stateops.delta import open_table
 from stateops.layout import Layout
@@ -192,8 +192,6 @@ def ops_tables(home: Home) -> tuple[dict, list[str]]:
 def stalls(home: Home, job: str, started: datetime, stopped: datetime) -> tuple[float, list[str]]:
     """The longest time (s) between two batches of the job's stateful query from the fleet's start to its stop, by
     the progress rows' batch times (a batch whose row a killed run never wrote lengthens a gap: never shortens it)."""
-    from stateops import progress
-
     rows = progress.read(home.layout, job).to_pylist()
     times = sorted(r["timestamp"] for r in rows if r["query_name"] == job and started <= r["timestamp"] <= stopped)
     edges = [started, *times, stopped]

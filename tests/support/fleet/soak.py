@@ -28,7 +28,7 @@ from typing import Iterator
 from tests.support import ROOT
 from tests.support.faults.processes import terminate_group
 from tests.support.fleet import checks
-from tests.support.fleet.homes import EXAMPLES, Home, local_jobs, s3_jobs
+from tests.support.fleet.homes import EXAMPLES, STATEOPS, Home, local_jobs, s3_jobs
 from tests.support.fleet.nemesis import FullDisk, Nemesis
 from tests.support.fleet.watch import Watch
 from tests.support.servers.ports import free_port
@@ -186,7 +186,7 @@ def _stop_jobs(home: Home, figures: Figures) -> None:
 def _ask_to_stop(home: Home, job: str) -> tuple[str | None, float]:
     """`stateops jobs stop JOB`: (the run id of the holder it asked, or None, and when)."""
     lease = home.lease(job)
-    subprocess.run([os.path.join(os.path.dirname(sys.executable), "stateops"), "jobs", "stop", job,
+    subprocess.run([STATEOPS, "jobs", "stop", job,
                     "--reason", "fleet soak ends"], env=home.env, cwd=ROOT, capture_output=True, timeout=300)
     return (lease.run_id if lease is not None else None), time.monotonic()
 
