@@ -232,11 +232,16 @@ def _instance(home: Home):
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 
 
+UNLAUNCHED = ("QUEUED", "NOT_STARTED")
+
+
 def cancel_queued(home: Home) -> None:
-    """Cancel the runs still queued (the daemon that would launch them is stopped)."""
+    """Cancel the runs the stopped daemon would have launched: those queued, and those a schedule's tick created
+    and had not submitted yet when the daemon stopped (NOT_STARTED; a daemon started again resumes that tick and
+    submits the run it had created: dagster/_scheduler/scheduler.py, the existing run of the request)."""
     with _instance(home) as instance:
         for run in instance.get_runs():
-            if run.status.value == "QUEUED":
+            if run.status.value in UNLAUNCHED:
                 instance.report_run_canceled(run, message="the fleet soak stops: the daemon is stopped")
 
 
