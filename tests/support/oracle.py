@@ -317,6 +317,7 @@ def user_actions(batches: list[list[dict]], delay_ms: int, after_last: bool = Tr
             state[user] = [count, action, first, last, max(last + ACTION_TIMEOUT_MS, mark + 1)]
         for user in [u for u, s in state.items() if u not in rows and s[4] < mark]:
             close(user)
-    for user in [u for u, s in state.items() if after_last and s[4] < marks[-1]]:
-        close(user)
+    if after_last:
+        for user in [u for u, s in state.items() if s[4] < marks[-1]]:
+            close(user)
     return emitted

@@ -230,12 +230,10 @@ def _instance(home: Home):
 
 
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
-
-
 UNLAUNCHED = ("QUEUED", "NOT_STARTED")
 
 
-def cancel_queued(home: Home) -> None:
+def cancel_unlaunched(home: Home) -> None:
     """Cancel the runs the stopped daemon would have launched: those queued, and those a schedule's tick created
     and had not submitted yet when the daemon stopped (NOT_STARTED; a daemon started again resumes that tick and
     submits the run it had created: dagster/_scheduler/scheduler.py, the existing run of the request)."""

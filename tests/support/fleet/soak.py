@@ -155,7 +155,7 @@ def _stop_jobs(home: Home, figures: Figures) -> None:
     launched before it was killed may take the lease only after the stop request (its JVM starting under load), when
     `jobs stop` found nothing to stop: it is asked in turn, and has STOP_WAIT from then."""
     home.kill_daemon()
-    checks.cancel_queued(home)
+    checks.cancel_unlaunched(home)
     asked = {job.name: _ask_to_stop(home, job.name) for job in home.jobs}  # job -> (holder asked, when)
     while True:
         held = {}
