@@ -78,3 +78,16 @@ def readable_units(operator_id: int, store_name: str, properties: str | None, op
     if names:
         return [(name, base + (("stateVarName", name),)) for name in names]
     return [(store_name, base if store_name == "default" else base + (("storeName", store_name),))]
+
+
+def write_store(spark, checkpoint: str, batch_id: int, operator_id: int, store_name: str, prefix_columns: int,
+                partitions: int, provider_class: str, version: int, state_root: str) -> list[int]:
+    """Rewrite one store of `checkpoint` at `batch_id`, as Spark's state reader reads it, under `state_root` (laid
+    out as a checkpoint's `state/`) as `provider_class` at `version`, through that provider's StateStore API (the
+    runbook's store switch: stateops.recovery.store_switch). The rows written per partition."""
+    ensure_state_coordinator(spark)
+    rows = (spark.read.format("statestore").option("batchId", batch_id).option("operatorId", operator_id)
+            .option("storeName", store_name).load(checkpoint))
+    writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
+    return list(writer.write(rows._jdf, state_root, operator_id, store_name, prefix_columns, provider_class, version,
+                             partitions))

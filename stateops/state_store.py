@@ -155,6 +155,8 @@ def in_force(path: str, asked: str | None, kept: Formats | None, session_conf: M
     formats, batch = existing
     source = f"the checkpoint (offset log batch {batch})"
     files = "the checkpoint's state files"
+    if _recorded(formats, kept) != formats:
+        formats, files = _recorded(formats, kept), kept_source or "the runbook that switched its store"
     block = {"store": {"value": formats.store, "source": source},
              "changelog": {"value": formats.changelog, "source": files},
              "join_format": {"value": formats.join_format, "source": source},
@@ -172,11 +174,29 @@ def run_conf(path: str, asked: str | None, kept: Formats | None, session_conf: M
     existing = of_checkpoint(path)
     if existing is None:
         return for_new_checkpoint(asked, kept, session_conf)[0].conf()
-    formats, _batch = existing
+    formats = _recorded(existing[0], kept)
     conf = {CHECKPOINT_FORMAT: str(formats.checkpoint_format)}
     if formats.changelog is not None:
         conf[CHANGELOG] = str(formats.changelog).lower()
     return conf
+
+
+def _recorded(formats: Formats, kept: Formats | None) -> Formats:
+    """An existing checkpoint's formats, with RocksDB's changelog checkpointing as a runbook recorded it (`kept`)
+    where the files show only snapshots: a store switch writes one snapshot per store and records the changelog
+    setting the checkpoint goes on with."""
+    if kept is not None and kept.store == formats.store == "rocksdb" and not formats.changelog and kept.changelog:
+        return replace(formats, changelog=True)
+    return formats
+
+
+def after_switch(checkpoint: str, target: str, session_conf: Mapping[str, str]) -> Formats:
+    """The formats a checkpoint runs with after the runbook's store switch to `target`: its join format kept, RocksDB's
+    changelog checkpointing as the session has it (the switch writes one snapshot, which tells nothing)."""
+    old = of_checkpoint(checkpoint)
+    join = old[0].join_format if old else int(DEFAULTS[JOIN_FORMAT])
+    changelog = None if target == MEMORY else for_new_checkpoint(None, None, session_conf)[0].changelog
+    return Formats(target, changelog, join, 1)
 
 
 def _asked(formats: Formats, conf: Mapping[str, str]) -> Formats:

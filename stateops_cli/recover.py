@@ -1,7 +1,7 @@
 """`stateops recover plan|run` and `stateops archives list|show`: the guarded runbook from a shell.
 
     stateops recover plan JOB --mode MODE [--watermark "5 minutes"] [--partitions N] [--to-batch N]
-                              [--archive ID] [--json]
+                              [--archive ID] [--to rocksdb|memory] [--json]
     stateops recover run JOB ... --confirm JOB [--reason R]     (without --confirm: a dry run, the plan)
     stateops archives list JOB [--json]
     stateops archives show ID [--json] [--verify]

@@ -89,7 +89,7 @@ def kept_formats(layout: Layout, job: str) -> tuple[state_store.Formats | None, 
     kept = overrides.in_force(layout, job).get(overrides.STATE_FORMATS)
     if kept is None:
         return None, ""
-    return state_store.Formats.from_json(kept.value), f"kept by runbook {kept.runbook_id} from the checkpoint it replaced"
+    return state_store.Formats.from_json(kept.value), f"recorded by runbook {kept.runbook_id}"
 
 
 def state_store_report(spec: JobSpec, layout: Layout, session_conf: Mapping[str, str]) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from stateops.runbooks import StepEvent
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
-from stateops.sparkstate import ensure_state_coordinator
+from stateops.recovery.store_switch import StoreToWrite
+from stateops.sparkstate import ensure_state_coordinator, write_store
 
 from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment
@@ -84,6 +85,11 @@ class SparkRuntime:
         ensure_state_coordinator(self.spark)
         self.spark._streamingCheckpointManager.repartition(checkpoint, partitions)
 
+    def write_store(self, checkpoint: str, batch_id: int, store: StoreToWrite, provider_class: str, version: int,
+                    state_root: str) -> list[int]:
+        return write_store(self.spark, checkpoint, batch_id, store.operator_id, store.store_name,
+                           store.prefix_columns, store.partitions, provider_class, version, state_root)
+
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
         from stateops.jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here
 
@@ -107,7 +113,7 @@ def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
 
 # The modes whose restart keeps the checkpoint: its state must fit the job's query (rebuild starts a new one,
 # restore puts an archive's back; the restart of either is checked as every run is).
-SAME_CHECKPOINT = ("adjust", "repartition", "rewind", "restart")
+SAME_CHECKPOINT = ("adjust", "repartition", "rewind", "restart", "switch-store")
 
 
 def _require_fit(runtime: SparkRuntime, spec: JobSpec) -> None:

@@ -299,9 +299,9 @@ def state_memory_finding(report: AuditReport, t: Thresholds, spark_estimate: int
                f"{share:.0%} of the {human_bytes(t.state_memory_heap_bytes)} the settings give it "
                f"(audit.state_memory_heap_bytes; warn at {t.state_memory_share:.0%}, error at "
                f"{t.state_memory_share_error:.0%})")
-    fix = (f"Move the state to RocksDB before the heap runs out: set jobs.{job}.state_store = \"rocksdb\" and "
-           f"rebuild (`stateops recover run {job} --mode rebuild --confirm {job}`: a new checkpoint, the retained input "
-           "replayed), or give the executors more heap and raise audit.state_memory_heap_bytes to match.")
+    fix = (f"Move the state to RocksDB before the heap runs out: `stateops recover run {job} --mode switch-store --to "
+           f"rocksdb --confirm {job}` (the same checkpoint, no input replayed; the growth sensor does it by itself at "
+           "the error level), or give the executors more heap and raise audit.state_memory_heap_bytes to match.")
     return Finding("STATE_MEMORY", level, None, None, message, fix,
                    {"bytes": used, "heap_bytes": t.state_memory_heap_bytes, "share": round(share, 4),
                     "source": "progress" if spark_estimate else "deep audit"})

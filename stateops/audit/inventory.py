@@ -14,6 +14,7 @@ import json
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from stateops.audit.profile import parse_schema_file
 from stateops.checkpoint import Checkpoint, StateFile
@@ -41,6 +42,8 @@ class OperatorMeta:
     operator_name: str
     stores: tuple[tuple[str, int], ...]  # (store name, num partitions)
     properties: dict | None = None  # transformWithState: state variables
+    prefix_columns: Mapping[str, int] = field(default_factory=dict)  # store -> the key's leading columns it
+    # scans by (numColsPrefixKey: session windows), for stores that have any
 
 
 def files_by_store(checkpoint: Checkpoint, files: list[StateFile] | None = None) -> dict[tuple[int, str], StoreFiles]:
@@ -81,8 +84,10 @@ def operator_meta(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | No
         stores = tuple((s.get("storeName", "default"), int(s.get("numPartitions", 0)))
                        for s in doc.get("stateStoreInfo", []))
         props = doc.get("operatorPropertiesJson")
+        prefix = {s.get("storeName", "default"): int(s["numColsPrefixKey"])
+                  for s in doc.get("stateStoreInfo", []) if s.get("numColsPrefixKey")}
         return OperatorMeta(int(info.get("operatorId", operator_id)), info.get("operatorName", "unknown"),
-                            stores, json.loads(props) if isinstance(props, str) and props else None)
+                            stores, json.loads(props) if isinstance(props, str) and props else None, prefix)
     return None
 
 

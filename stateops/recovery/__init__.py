@@ -7,7 +7,8 @@ implemented by the jobs layer).
     archives: list_archives(root), summary(root, id), verify(root, id)
 
 Modes: adjust (watermark delay), repartition (state partitions, offline), rebuild (fresh checkpoint,
-replaying the retained input), rewind (back to batch N), restore (an archive). See README, Recovery.
+replaying the retained input), rewind (back to batch N), restore (an archive), restart (as it ran),
+switch-store (the state into the other store, offline, nothing replayed). See docs/operations.md, Recovery.
 """
 from stateops.recovery.model import MODES, RecoveryPlan, RecoveryRefused, RecoveryReport
 from stateops.recovery.request import RecoveryRequest, RequestRefused

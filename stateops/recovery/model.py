@@ -12,7 +12,7 @@ from typing import Any
 
 from stateops.errors import StateOpsError
 
-MODES = ("adjust", "repartition", "rebuild", "rewind", "restore", "restart")
+MODES = ("adjust", "repartition", "rebuild", "rewind", "restore", "restart", "switch-store")
 OUTCOMES = ("planned", "succeeded", "rolled_back", "failed")
 
 # Step names (also the journal's and the fault points' names).
@@ -22,6 +22,7 @@ AUDIT_BEFORE = "audit_before"
 ARCHIVE = "archive"
 ADJUST = "adjust"
 REPARTITION = "repartition"
+SWITCH_STORE = "switch_store"
 REWIND_CUT = "rewind_cut"
 FRESH_CHECKPOINT = "fresh_checkpoint"
 RESTORE_CHECKPOINT = "restore_checkpoint"

@@ -25,10 +25,10 @@ from stateops.layout import Layout
 from stateops.runbooks import running
 from stateops.sparkstate import JOIN
 
-from stateops.recovery import archive, coverage, surgery
+from stateops.recovery import archive, coverage, store_switch, surgery
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
-                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
-                                     RecoveryPlan, RecoveryRefused, Step)
+                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
+                                     VERIFY_SOURCE, RecoveryPlan, RecoveryRefused, Step)
 from stateops.recovery.request import RecoveryRequest, RequestRefused, example, refuse_field, safe
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
@@ -40,6 +40,7 @@ _NEEDS = {  # mode -> (request field, required?)
     "rewind": {"to_batch": True},
     "restore": {"archive_id": True},
     "restart": {},
+    "switch-store": {"to_store": True},
 }
 NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
                   "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
@@ -50,7 +51,7 @@ def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
     if request.mode not in MODES:
         raise refuse_field("mode", f"unknown mode {request.mode!r}", f"use one of {', '.join(MODES)}")
     needs = _NEEDS[request.mode]
-    for name in ("watermark_delay", "shuffle_partitions", "to_batch", "archive_id"):
+    for name in ("watermark_delay", "shuffle_partitions", "to_batch", "archive_id", "to_store"):
         value = getattr(request, name)
         if value is not None and name not in needs:
             users = [m for m, n in _NEEDS.items() if name in n]
@@ -62,6 +63,9 @@ def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
         overrides.validate(target.job, overrides.WATERMARK_DELAY, request.watermark_delay, target.bounds)
     if request.shuffle_partitions is not None:
         overrides.validate(target.job, overrides.SHUFFLE_PARTITIONS, request.shuffle_partitions, target.bounds)
+    if request.to_store is not None and request.to_store not in state_store.STORES:
+        raise refuse_field("to_store", f"{request.to_store!r} is not a state store",
+                           f"pass {{to_store}} {' or '.join(sorted(state_store.STORES, reverse=True))}")
     if request.to_batch is not None and request.to_batch < 0:
         raise refuse_field("to_batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
 
@@ -139,7 +143,7 @@ def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, 
 
 # The modes that cut or rewrite state files by version: in checkpoint format 2 a version has a file per unique id,
 # and the commit log says which one is current (STORES-NOTES: the rewind's preflight could read another id's).
-BY_VERSION = ("rewind", "repartition")
+BY_VERSION = ("rewind", "repartition", "switch-store")
 REBUILD_INSTEAD = ("Fix: rebuild it with the partitions you want (stateops recover run {job} --mode rebuild "
                    "--partitions N: a new checkpoint, the input replayed)")
 
@@ -170,6 +174,20 @@ def check_store(job: str, checkpoint: str, mode: str) -> None:
                               + REBUILD_INSTEAD.format(job=job) + ", or with join format 3 in STATEOPS_SPARK_CONF")
 
 
+def check_switch(target: JobTarget, to_store: str) -> None:
+    """Refuse, before anything changes, a switch whose state the target store cannot hold (one line naming why)."""
+    why = store_switch.refusal(target.checkpoint, to_store)
+    if why is None:
+        return
+    if why.startswith("its state is already"):
+        raise RequestRefused(f"{target.job}: {why}; nothing to switch. Fix: pass the other {{to_store}}")
+    fix = (f"keep it in {store_switch.source_store(target.checkpoint)}, or rebuild it with "
+           f"jobs.{target.job}.state_store = \"{to_store}\" (a new checkpoint, the input replayed)")
+    if store_switch.TWS in why:
+        fix = "keep it in RocksDB (transformWithState runs on RocksDB only)"
+    raise RecoveryRefused(f"{target.job}: cannot switch the state to the {to_store} store: {why}. Fix: {fix}")
+
+
 def _joins(checkpoint: str) -> list[int]:
     opened = Checkpoint(checkpoint)
     return [op for op in opened.operator_ids()
@@ -192,6 +210,8 @@ def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest,
     if request.mode == "rebuild":
         after["shuffle_partitions"] = int(request.shuffle_partitions or target.shuffle_partitions)
         after["state_store"] = rebuilt.text() if rebuilt else None
+    if request.mode == "switch-store":
+        after["state_store"] = state_store.after_switch(target.checkpoint, request.to_store, target.state_conf).text()
     if source is not None:
         after["watermark_delay"] = source["settings"]["watermark_delay"]
         after["shuffle_partitions"] = source["settings"]["shuffle_partitions"]
@@ -218,6 +238,11 @@ def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) 
     if mode == "repartition":
         steps.append(Step(REPARTITION, f"repartition the state offline to {request.shuffle_partitions} partitions "
                           "(Spark's checkpoint manager writes one new batch)", True, False))
+    if mode == "switch-store":
+        steps.append(Step(SWITCH_STORE, f"rewrite the state of the latest committed batch, every operator and store, "
+                          f"into the {request.to_store} store through its own StateStore API (same version, no input "
+                          "replayed), swap the state files, record the store in the offset log; the deep audit's rows "
+                          "per operator and partition must equal the audit before", True, True))
     if mode == "rewind":
         steps.append(Step(REWIND_CUT, f"cut the checkpoint back to batch {request.to_batch}: later offsets, commits, "
                           f"source log entries and state versions above {request.to_batch + 1} leave it (the "
@@ -243,6 +268,12 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
                      "cannot bring back rows already dropped or state already evicted (that is what rebuild is for)")
     if mode == "restart":
         notes.append("no setting changes: the query restarts from its checkpoint with the settings in force")
+    if mode == "switch-store":
+        notes.append(f"the state of batch {latest} moves to the {request.to_store} store; the restart reads only input "
+                     "that arrived after it (the offsets stay), and the archive keeps the old store's files")
+        if target.state_store not in (None, request.to_store):
+            notes.append(f"the job's state_store is {target.state_store}: a later rebuild's new checkpoint takes it "
+                         "again")
     if mode == "repartition":
         notes.append("Spark's offline repartition is experimental (PySpark 4.2); state-metadata keeps reporting the "
                      "old partition count, so the runbook counts partitions from the state files")
@@ -288,6 +319,8 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         raise RequestRefused(f"{target.job}: the state already has {current} partitions. Fix: pass another "
                              "{shuffle_partitions}")
     check_store(target.job, target.checkpoint, request.mode)
+    if request.mode == "switch-store":
+        check_switch(target, request.to_store)
     if request.mode == "rewind":
         problems = surgery.rewind_problems(checkpoint, request.to_batch)
         if problems:

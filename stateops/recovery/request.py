@@ -37,7 +37,8 @@ class RecoveryRequest:
         "rebuild: fresh checkpoint replaying the retained input (optional {watermark_delay}, "
         "{shuffle_partitions}). rewind: back to {to_batch}, replaying what follows. restore: put {archive_id} "
         "back. restart: same checkpoint and settings, a guarded restart (stop, archive, restart, verify) of a "
-        "query that stalled.", "--mode"))
+        "query that stalled. switch-store: same checkpoint, its state moved to the {to_store} store offline "
+        "(rewritten at the same batch, no input replayed).", "--mode"))
     watermark_delay: Optional[str] = Field(None, **_about(
         'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
         "rebuild, not allowed otherwise.", "--watermark", example='"20 minutes"'))
@@ -49,6 +50,9 @@ class RecoveryRequest:
     archive_id: Optional[str] = Field(None, **_about(
         "restore only: the archive to put back (stateops archives list JOB).", "--archive",
         example="ID (stateops archives list JOB)"))
+    to_store: Optional[str] = Field(None, **_about(
+        "switch-store only: the store the state moves to, rocksdb or memory (Spark's in-memory, HDFS-backed "
+        "store).", "--to", example="rocksdb"))
     reason: str = Field("", **_about("Why: journaled, shown in the maintenance lock and the archive manifest.",
                                      "--reason"))
     confirm: Optional[str] = Field(None, **_about(
@@ -74,7 +78,7 @@ class RecoveryRequest:
         same runbook, so running it again after a crash resumes it."""
         return {"job": self.job, "mode": self.mode, "watermark_delay": self.watermark_delay,
                 "shuffle_partitions": self.shuffle_partitions, "to_batch": self.to_batch,
-                "archive_id": self.archive_id}
+                "archive_id": self.archive_id, "to_store": self.to_store}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

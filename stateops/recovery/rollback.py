@@ -75,7 +75,8 @@ def _settings(attempt: Attempt) -> dict[str, Any]:
     kept = attempt.manifest()["overrides"]
     epoch = sinkstate.next_epoch(attempt.layout, attempt.target.job)
     wanted = {s: kept.get(s) for s in overrides.SETTINGS}
-    wanted.update({overrides.SINK_EPOCH: str(epoch), overrides.SINK_REPLAY: None})
+    wanted.update({overrides.SINK_EPOCH: str(epoch), overrides.SINK_REPLAY: None,
+                   overrides.STATE_FORMATS: kept.get(overrides.STATE_FORMATS)})  # a rebuild's or switch's
     changes = [c for c in (steps.set_override(attempt, s, v) for s, v in wanted.items()) if c]
     return {"changes": changes, "sink_epoch": epoch}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from stateops.control.fence.lease import Lease
+from stateops.recovery.store_switch import StoreToWrite
 
 # Called by the stop step when the running query has not released its lease within the timeout: end the
 # holder by force (e.g. terminate its Dagster run) and return True, or return False to refuse the runbook.
@@ -22,6 +23,11 @@ class Runtime(Protocol):
 
     def repartition(self, checkpoint: str, partitions: int) -> None:
         """Repartition the stopped query's state offline (writes one new batch)."""
+
+    def write_store(self, checkpoint: str, batch_id: int, store: StoreToWrite, provider_class: str, version: int,
+                    state_root: str) -> list[int]:
+        """Rewrite one store of the stopped query's batch `batch_id` under `state_root` as `provider_class` at
+        `version` (the store switch: stateops.recovery.store_switch); the rows written per partition."""
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
         """Run the job once to the end of its available input, presenting `runbook_id` to the maintenance lock;

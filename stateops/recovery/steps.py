@@ -1,5 +1,5 @@
-"""The runbook's forward steps (verify the source archive, stop, audit, archive, adjust, repartition, rewind cut,
-fresh or restored checkpoint, sink alignment, restart, verify) and what the rollback does with the same hands:
+"""The runbook's forward steps (verify the source archive, stop, audit, archive, adjust, repartition, store switch,
+rewind cut, fresh or restored checkpoint, sink alignment, restart, verify) and what the rollback does with the same hands:
 setting overrides, putting an archived checkpoint back,
 aligning the sink, launching the job.
 
@@ -23,11 +23,11 @@ from stateops.control.records import now_iso
 from stateops.errors import OperationFailed, StateOpsError, error_line
 from stateops.storage import copies, exists
 
-from stateops.recovery import archive, coverage, observation, surgery, verify
+from stateops.recovery import archive, coverage, observation, store_switch, surgery, verify
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
-                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, VERIFY, VERIFY_SOURCE,
-                                     RecoveryRefused)
+                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
+                                     VERIFY_SOURCE, RecoveryRefused)
 
 
 class StepFailed(OperationFailed):
@@ -42,7 +42,7 @@ def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
     """The forward steps by name, each acting on `attempt`."""
     return {name: partial(step, attempt) for name, step in (
         (VERIFY_SOURCE, _verify_source), (STOP, stop), (AUDIT_BEFORE, _audit_before), (ARCHIVE, _archive),
-        (ADJUST, _adjust), (REPARTITION, _repartition), (REWIND_CUT, _rewind_cut),
+        (ADJUST, _adjust), (REPARTITION, _repartition), (SWITCH_STORE, _switch_store), (REWIND_CUT, _rewind_cut),
         (FRESH_CHECKPOINT, _fresh_checkpoint), (RESTORE_CHECKPOINT, _restore_checkpoint),
         (ALIGN_SINK, _align_sink), (RESTART, launch), (VERIFY, _verify))}
 
@@ -215,6 +215,9 @@ def _adjust(attempt: Attempt) -> dict[str, Any]:
     if plan.mode == "rebuild":  # the new checkpoint's store and formats (the runner reads them at its start)
         wanted[overrides.STATE_FORMATS] = state_store.after_rebuild(
             attempt.archived, attempt.target.state_store, attempt.target.state_conf)[0].to_json()
+    if plan.mode == "switch-store":  # the switched checkpoint's (RocksDB's changelog: its files cannot say yet)
+        wanted[overrides.STATE_FORMATS] = state_store.after_switch(
+            attempt.archived, plan.request["to_store"], attempt.target.state_conf).to_json()
     changes = [c for c in (set_override(attempt, s, v) for s, v in wanted.items()) if c]
     return {"changes": changes, "sink_epoch": epoch}
 
@@ -240,6 +243,22 @@ def _repartition(attempt: Attempt) -> dict[str, Any]:
     checkpoint = Checkpoint.open(attempt.target.checkpoint)
     batch = checkpoint.latest_committed_batch()
     return {"batch": batch, "partitions": partitions, "audit": attempt.runtime.audit(attempt.target.checkpoint, batch)}
+
+
+def _switch_store(attempt: Attempt) -> dict[str, Any]:
+    """Move the state to the other store (stateops.recovery.store_switch), then compare the deep audit of the same
+    batch with the one before: rows per operator, store and partition must be equal."""
+    attempt.hold_lease()
+    target = attempt.target
+    checkpoint = target.roots.confine(target.checkpoint, job=target.job)
+    switch = store_switch.plan(attempt.archived, attempt.plan.request["to_store"])
+    done = store_switch.apply(checkpoint, switch, attempt.runtime.write_store)
+    audit = attempt.runtime.audit(checkpoint, switch.batch)
+    details = {**done, "switch": switch.to_dict(), "audit": audit}
+    differences = store_switch.differences(attempt.journal.details(AUDIT_BEFORE).get("audit"), audit)
+    if differences:
+        raise StepFailed(f"the switched state differs from the state before: {differences[0]}", details)
+    return details
 
 
 def _rewind_cut(attempt: Attempt) -> dict[str, Any]:
@@ -350,6 +369,7 @@ def _verify(attempt: Attempt) -> dict[str, Any]:
     plan, journal = attempt.plan, attempt.journal
     mode, before = plan.mode, journal.details(AUDIT_BEFORE).get("audit")
     start = {"adjust": before, "restart": before, "repartition": journal.details(REPARTITION).get("audit"),
+             "switch-store": journal.details(SWITCH_STORE).get("audit"),
              "rewind": None, "rebuild": None,
              "restore": (archive.manifest(attempt.target.archive_root, plan.request.get("archive_id") or "")
                          or {}).get("audit_before")}[mode]

@@ -2,9 +2,10 @@
 advances, rows above the job's budget, or findings that say the state is never evicted.
 
 From the latest deep audit of the query, in this order:
-    STATE_MEMORY                                       alert with the finding's fix: Spark's in-memory store
-                                                       nears the heap the settings give it; its cure (RocksDB)
-                                                       is a new checkpoint, which a person decides
+    STATE_MEMORY                                       Spark's in-memory store nears the heap the settings give
+                                                       it: a warning alerts with the finding's fix; an error
+                                                       switches the state to RocksDB (switch-store, no input
+                                                       replayed; the policy's memory_action)
     UNBOUNDED_DEDUP, EVICTION_STALLED, CLEANUP_STUCK   alert with the finding's fix: the cause is the query
                                                        or the cluster, and no runbook changes code
     STATE_GROWTH, watermark advancing                  the policy's growth_action: adjust (the delay times
@@ -41,10 +42,7 @@ def decide_growth(job: str, trail: Trail, policy: Policy, thresholds: Thresholds
         found = [f for f in trail.findings_of(latest["audit_id"]) if at_least(f["severity"], policy.min_severity)]
         memory = [f for f in found if f["code"] == MEMORY]
         if memory:
-            f = memory[0]
-            return Decision(job, "alert", f"{MEMORY} {f['severity']} (deep audit {f['audit_id'][:8]}): {f['message']}. "
-                            f"Fix: {f['recommendation']}", key=finding_key(f), rule="growth.state_memory -> alert",
-                            finding=f)
+            return _memory(job, policy, memory[0])
         problems = [f for f in found if f["code"] in CODE_PROBLEMS]
         if problems:
             f = min(problems, key=lambda p: CODE_PROBLEMS.index(p["code"]))
@@ -61,6 +59,19 @@ def decide_growth(job: str, trail: Trail, policy: Policy, thresholds: Thresholds
                  f"the job's state_rows_budget {policy.state_rows_budget}", "recommendation": "", "details": {}}
             return _act(job, policy, f, f["message"], "growth.rows_budget", watermark_delay, watermark_min)
     return _progress_signal(job, trail, policy, thresholds, progress)
+
+
+def _memory(job: str, policy: Policy, f: Mapping[str, Any]) -> Decision:
+    """The memory guard: a warning alerts; an error switches the state to RocksDB (policy.memory_action)."""
+    seen = f"{MEMORY} {f['severity']} (deep audit {f['audit_id'][:8]}): {f['message']}"
+    if f["severity"] != "error" or policy.memory_action == "alert":
+        return Decision(job, "alert", f"{seen}. Fix: {f['recommendation']}", key=finding_key(f),
+                        rule="growth.state_memory -> alert", finding=f)
+    rule = "growth.state_memory -> switch-store (rocksdb)"
+    reason = f"sensor state_growth_sensor, rule {rule}, audit {f['audit_id']}: {f['message']}"
+    return Decision(job, "remediate", f"{seen}: switch the state to RocksDB", key=finding_key(f), rule=rule, finding=f,
+                    runbook=runbook_config(job, "switch-store", reason=reason, dry_run=policy.mode == "plan",
+                                           to_store="rocksdb"))
 
 
 def _grown(job: str, trail: Trail, policy: Policy, f: Mapping[str, Any], delay: str, minimum: str) -> Decision:

@@ -69,12 +69,12 @@ def at_least(severity: str | None, minimum: str) -> bool:
 
 
 def runbook_config(job: str, mode: str, *, reason: str, dry_run: bool, watermark_delay: str | None = None,
-                   shuffle_partitions: int | None = None) -> dict[str, Any]:
+                   shuffle_partitions: int | None = None, to_store: str | None = None) -> dict[str, Any]:
     """The `state_recovery` job's config (its Launchpad form), every field present. A dry run carries no
     confirmation: the person who launches it for real types the job's name."""
     return {"job": job, "mode": mode, "watermark_delay": watermark_delay, "shuffle_partitions": shuffle_partitions,
-            "to_batch": None, "archive_id": None, "reason": reason, "confirm": None if dry_run else job,
-            "dry_run": dry_run}
+            "to_batch": None, "archive_id": None, "to_store": to_store, "reason": reason,
+            "confirm": None if dry_run else job, "dry_run": dry_run}
 
 
 def interval(seconds: int) -> str:

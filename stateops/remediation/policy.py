@@ -22,6 +22,7 @@ from stateops.config import ConfigFile, Section, layered
 Mode = Literal["plan", "auto"]
 SkewAction = Literal["repartition", "rebuild", "alert"]
 GrowthAction = Literal["adjust", "rebuild", "alert"]
+MemoryAction = Literal["switch", "alert"]
 AtLeastOne = Annotated[int, Field(ge=1)]
 AtLeastZero = Annotated[int, Field(ge=0)]
 
@@ -52,6 +53,10 @@ class Policy(Section):
     watermark_factor: Annotated[float, Field(gt=0.0, lt=1.0, json_schema_extra={
         "fix": "use a factor between 0 and 1 (exclusive), e.g. 0.5"})] = 0.5
     state_rows_budget: AtLeastZero = 0
+    # STATE_MEMORY (Spark's in-memory store against the heap audit.state_memory_heap_bytes gives it): a warning
+    # alerts; an error (audit.state_memory_share_error) switches the state to RocksDB (the switch-store runbook,
+    # no input replayed), or only alerts with "alert".
+    memory_action: MemoryAction = "switch"
     # Escalation: a tick that sees trouble in cheap numbers requests the job's deep audit, at most once per
     # escalate_interval_seconds.
     escalate_interval_seconds: AtLeastOne = 900

@@ -416,7 +416,8 @@ def test_the_in_memory_store_is_judged_against_the_heap_the_settings_give_it(pro
     if found:
         f = found[0]
         assert "audit.state_memory_heap_bytes" in f.message and "2.0 GiB" in f.message
-        assert 'jobs.user_activity.state_store = "rocksdb"' in f.recommendation
+        assert "stateops recover run user_activity --mode switch-store --to rocksdb --confirm user_activity" in \
+            f.recommendation
         assert f.details["source"] == ("progress" if spark_estimate else "deep audit")
     smaller = Thresholds(state_memory_heap_bytes=2**30)  # a 1 GiB heap: the same state is more of it
     assert [f.code for f in evaluate(report, smaller, state_memory=spark_estimate)

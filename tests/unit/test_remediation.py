@@ -102,7 +102,8 @@ def test_skew_many_keys_needs_m_consecutive_audits_then_launches_the_runbook():
     decision = decide_skew(JOB, two, policy, None)
     assert decision.action == "remediate" and decision.key == "a2:STATE_SKEW:0:default"
     assert decision.runbook == {"job": JOB, "mode": "repartition", "watermark_delay": None, "shuffle_partitions": 9,
-                                "to_batch": None, "archive_id": None, "reason": decision.runbook["reason"],
+                                "to_batch": None, "archive_id": None, "to_store": None,
+                                "reason": decision.runbook["reason"],
                                 "confirm": None, "dry_run": True}
     assert "audit a2" in decision.runbook["reason"] and decision.rule in decision.runbook["reason"]
     auto = decide_skew(JOB, two, Policy(mode="auto", skew_action="rebuild"), None)
@@ -341,14 +342,23 @@ def test_a_repartition_the_runbook_would_refuse_is_an_alert_naming_why(tmp_path,
         assert decision.runbook is None and decision.rule.endswith("(refused) -> alert")
 
 
-def test_the_in_memory_stores_heap_is_an_alert_before_any_growth_rule():
-    """STATE_MEMORY (Spark's in-memory store near the heap the settings give it) comes first: its cure, RocksDB,
-    is a new checkpoint, which a person decides; the alert carries the finding's fix, once per finding."""
+def test_the_in_memory_stores_heap_comes_before_any_growth_rule_warn_alerts_error_switches():
+    """STATE_MEMORY (Spark's in-memory store near the heap the settings give it) comes first: a warning alerts with
+    the finding's fix; an error launches the switch-store runbook to RocksDB (no input replayed), once per finding,
+    or only alerts when the policy's memory_action says so."""
     memory = {"code": "STATE_MEMORY", "severity": "error", "operator_id": None, "store_name": None,
               "message": "Spark's in-memory store holds 1.2 GiB of state in executor heap",
-              "recommendation": 'Move the state to RocksDB: set jobs.user_activity.state_store = "rocksdb"', "details": {}}
+              "recommendation": "Move the state to RocksDB: stateops recover run user_activity --mode switch-store",
+              "details": {}}
     decision = _decide_growth(_trail(("a1", 5, 15, 9000, [_growth(), memory])), Policy(state_rows_budget=5000))
-    assert decision.action == "alert" and decision.rule == "growth.state_memory -> alert"
-    assert decision.key == "a1:STATE_MEMORY:None:None" and 'state_store = "rocksdb"' in decision.reason
+    assert decision.action == "remediate" and decision.rule == "growth.state_memory -> switch-store (rocksdb)"
+    assert decision.key == "a1:STATE_MEMORY:None:None"
+    assert decision.runbook["mode"] == "switch-store" and decision.runbook["to_store"] == "rocksdb"
+    assert decision.runbook["dry_run"] is True and decision.runbook["confirm"] is None  # plan mode: a person acts
+    acting = _decide_growth(_trail(("a1", 5, 15, 9000, [memory])), Policy(mode="auto"))
+    assert acting.runbook["confirm"] == JOB and acting.runbook["dry_run"] is False
+    alert = _decide_growth(_trail(("a1", 5, 15, 9000, [memory])), Policy(memory_action="alert"))
+    assert alert.action == "alert" and alert.rule == "growth.state_memory -> alert" and "switch-store" in alert.reason
     warn = dict(memory, severity="warn")
+    assert _decide_growth(_trail(("a1", 5, 15, 10, [warn])), Policy()).action == "alert"
     assert _decide_growth(_trail(("a1", 5, 15, 10, [warn])), Policy(min_severity="error")).action != "alert"
