@@ -30,6 +30,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("driver_sink", "The two Delta writers on a cluster: delta-rs on the driver vs Delta's Spark writer",
               "bench.bench_driver_sink", own_session=True),
     Benchmark("recovery", "Recovery: the `adjust` runbook vs a bare stop and restart", "bench.bench_recovery"),
+    Benchmark("store_switch", "Store switch: moving the state to the other store vs replaying the input",
+              "bench.bench_store_switch"),
     Benchmark("recovery_live", "Recovery on a live stream: the `adjust` runbook, quiet and busy, vs a bare stop and "
               "restart", "bench.bench_recovery_live"),
     Benchmark("retention", "Retention: plan vs a bare listing, and the progress table before/after compaction",
