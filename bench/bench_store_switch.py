@@ -8,7 +8,8 @@ state: the dedup's event ids within the watermark and the open windows). Then, a
            and the same copy back to memory;
   replay:  the same input run again into a fresh checkpoint on RocksDB (what a rebuild does), the sink included.
 Both leave the state of the same batch in RocksDB; the switch's rows are checked equal to the source's (rows per
-store from the writer against Spark's state reader). The ratio is switch / replay.
+store from the writer against Spark's state reader). The ratio is switch / replay. A discarded warm-up (a small run,
+switched both ways) comes first.
 
   .venv/bin/python -m bench.bench_store_switch [--quick] [--sizes 20000,200000] [--files 6]
 """
@@ -29,7 +30,7 @@ from stateops.recovery import store_switch
 from stateops.sparkstate import write_store
 from stateops.storage import copies
 
-from bench.common import Report, fmt_ms, machine, make_input, new_home, parse_args, workdir
+from bench.common import Report, fmt_ms, machine, make_input, new_home, parse_args, warm_up, workdir
 
 JOB = "user_activity"
 
@@ -63,6 +64,15 @@ def _replay(spark, layout, store: str) -> float:
     return time.perf_counter() - started
 
 
+def _warm_up(spark, memory, layout) -> None:
+    """A discarded run, switch both ways and replay: the JVM writer's classes and Spark's plans load here."""
+    run_job(spark, memory, layout, settings=read_settings())
+    checkpoint = memory.checkpoint_path(layout)
+    rows = _state_rows(spark, checkpoint, Checkpoint.open(checkpoint).latest_committed_batch())
+    _switch(spark, checkpoint, "rocksdb", rows)
+    _switch(spark, checkpoint, "memory", rows)
+
+
 def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     args = parse_args(__doc__.split("\n")[0], argv)
     report = Report("store_switch")
@@ -71,11 +81,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     print(f"job {JOB}; {args.files} micro-batches per run; sizes {list(args.sizes)}; {args.repeats} repeat(s)",
           flush=True)
     rows = []
+    memory = dataclasses.replace(get_job(JOB), state_store="memory")
     with workdir(args) as root:
+        warm_up(root, args.users, lambda layout: _warm_up(spark, memory, layout))
         for size in args.sizes:
             source = make_input(root, size, args.files, args.users)
             built = new_home(root, f"memory-{size}", source)
-            memory = dataclasses.replace(get_job(JOB), state_store="memory")
             run_job(spark, memory, built, settings=read_settings())
             checkpoint = memory.checkpoint_path(built)
             batch = Checkpoint.open(checkpoint).latest_committed_batch()

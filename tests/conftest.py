@@ -173,6 +173,7 @@ HEAVIEST_FIRST = (
     "tests/spark/test_retention.py",
     "tests/e2e/test_home_move.py",
     "tests/e2e/test_dagster_assets.py",
+    "tests/spark/test_store_switch.py",
     "tests/e2e/test_demo.py",
     "tests/spark/test_audit_deep.py",
 )
