@@ -2,12 +2,13 @@
 stops the query, archives, adjusts, restarts it long-running in a process of its own (as it ran), and
 verifies; afterwards the sink table equals the batch oracle.
 
-One job lineage, five runbooks in turn: adjust (10 -> 20 minutes; the oracle switches delay at the first
+One job lineage, seven runbooks in turn: adjust (10 -> 20 minutes; the oracle switches delay at the first
 batch after the restart; the running query does not stop in time and is terminated, the last resort),
 repartition (4 -> 6 state partitions: the state reader sees 6), rewind (from the CLI in a process of its
 own; the first batch after the restart is N+1), rebuild (fresh checkpoint on 3 partitions: the state reader
 sees 3; the table is the old rows MERGEd with the replay's), restore (the rebuild's archive: the old
-checkpoint, settings and table version come back, and the query continues).
+checkpoint, settings and table version come back, and the query continues), switch-store to the in-memory store and
+back to RocksDB (the same state rows each time, the query continues).
 
 Oracles: tests/support/oracle.py over the batches as the checkpoint's logs say the query composed them, the state
 reader (partition ids), the progress table (first batch), the archives' manifests."""
@@ -31,6 +32,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.delta import read_table
 from stateops.recovery import RecoveryRequest, RecoverySettings, archive
+from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 
@@ -210,6 +212,21 @@ def test_every_mode_against_a_long_running_query(spark, layout, tmp_path, monkey
         pids.append(_restart(report)["pid"])
         _consumed(layout, _restart(report)["pid"])
         assert set(_table(layout)) == _expected(checkpoint, layout, delays)
+        assert _state_partitions(spark, checkpoint) == set(range(6))
+
+        # switch-store to the in-memory store and back, the long-running query stopped and started again each time:
+        # the switched batch's state the same rows per operator, store and partition, the table as expected
+        for to, provider in (("memory", HDFS_PROVIDER), ("rocksdb", ROCKSDB_PROVIDER)):
+            report = _run(layout, spark, lander, mode="switch-store", to_store=to)
+            pids.append(_restart(report)["pid"])
+            _consumed(layout, _restart(report)["pid"])
+            (switched,) = [e["details"] for e in report.steps if e["step"] == "switch_store" and e["phase"] == "done"]
+            assert [op["rows_per_partition"] for op in switched["audit"]["operators"]] == [
+                op["rows_per_partition"] for op in report.audit_before["operators"]]
+            cp = Checkpoint(checkpoint)
+            assert cp.state_provider(switched["switch"]["batch"]) == provider
+            assert cp.state_provider(cp.offset_batches()[-1]) == provider
+            assert set(_table(layout)) == _expected(checkpoint, layout, delays)
         assert _state_partitions(spark, checkpoint) == set(range(6))
     finally:
         subprocess.run([f"{BIN}/stateops", "jobs", "stop", JOB, "--wait", "120"], env=env, cwd=ROOT,

@@ -250,3 +250,32 @@ def test_a_plain_kafka_job_is_adopted_and_reads_only_the_records_it_had_not_read
     dead_table = legacy.home.deadletter_table(JOB)
     dead = sorted(v for (v,) in table_rows(dead_table, ["raw_bytes"])) if os.path.exists(dead_table) else []
     assert dead == kafka_oracle.rejected("events", new) and dead  # the new records' bad ones only
+
+
+def test_an_adopted_job_on_the_default_store_is_switched_to_rocksdb_without_a_replay(spark, tmp_path):
+    """The job users already have: a plain job on Spark's default (in-memory) store, adopted, then moved to RocksDB by
+    `recover run --mode switch-store`: the state of its latest batch the same rows in RocksDB (Spark's reader), the
+    restart reading only the new files, the table equal to the oracle."""
+    legacy = _plain(spark, tmp_path, "merge")
+    legacy.ok("jobs", "adopt", JOB, "--confirm")
+    legacy.ok("jobs", "run", JOB)
+    checkpoint = Checkpoint.open(legacy.checkpoint)
+    batch = checkpoint.committed_batches()[-1]
+    read = {path for path, _ in checkpoint.source_files()[0]}
+
+    def state() -> list[str]:
+        return sorted(f"{op} {r}" for op in checkpoint.operator_ids() for r in spark.read.format("statestore").option(
+            "batchId", batch).option("operatorId", op).load(legacy.checkpoint).collect())
+
+    before = state()
+    more_input(legacy.user, hour=7, seed=63)
+    done = legacy.cli("recover", "run", JOB, "--mode", "switch-store", "--to", "rocksdb", "--confirm", JOB)
+    assert done.exit_code == 0, done.output
+    switched = Checkpoint.open(legacy.checkpoint)
+    assert switched.state_provider(batch) == ROCKSDB_PROVIDER and switched.committed_batches()[-1] > batch
+    assert state() == before and before
+    new = {path for path, _ in switched.source_files()[0]} - read
+    assert len(new) == 2, new  # the two new files, each read once
+    expected = oracle.user_activity(oracle.typed_batches(legacy.landing, "events", legacy.checkpoint), DELAY_MS)
+    got = table_rows(legacy.table, ACTIVITY)
+    assert len(got) == len(set(got)) and set(got) == expected
