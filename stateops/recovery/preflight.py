@@ -273,7 +273,7 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
                      "that arrived after it (the offsets stay), and the archive keeps the old store's files")
         if target.state_store not in (None, request.to_store):
             notes.append(f"the job's state_store is {target.state_store}: a later rebuild's new checkpoint takes it "
-                         "again")
+                         f"again (set jobs.{target.job}.state_store = \"{request.to_store}\" to keep the switch)")
     if mode == "repartition":
         notes.append("Spark's offline repartition is experimental (PySpark 4.2); state-metadata keeps reporting the "
                      "old partition count, so the runbook counts partitions from the state files")

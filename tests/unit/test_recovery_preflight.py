@@ -380,3 +380,40 @@ def test_repartition_is_refused_where_sparks_offline_repartition_cannot_rewrite_
     line = str(_refused(layout, request))
     assert refused in line and "--mode rebuild --partitions N" in line and "\n" not in line
     assert _plan(layout, RecoveryRequest(JOB, "rewind", to_batch=3)).mode == "rewind"  # the store allows a rewind
+
+
+@pytest.mark.parametrize("store, operator, join_format, refused", [
+    ("memory", "dedupeWithinWatermark", "2", None),
+    ("rocksdb", "symmetricHashJoin", "2", None),
+    ("rocksdb", "symmetricHashJoin", "4", "stream-stream join in state format 4"),
+    ("rocksdb", "transformWithStateInPandasExec", "2", "transformWithState"),
+    ("memory", "dedupeWithinWatermark", "2", "already in the"),
+])
+def test_switch_store_plans_its_step_or_refuses_what_the_target_cannot_hold(layout, store, operator, join_format,
+                                                                            refused):
+    cp = _alpha_checkpoint(layout, HDFS if store == "memory" else ROCKSDB, {JOIN_FORMAT: join_format})
+    cp.operator(0, operator)
+    to = "memory" if store == "rocksdb" else ("memory" if refused == "already in the" else "rocksdb")
+    request = RecoveryRequest(JOB, "switch-store", to_store=to)
+    if refused is None:
+        plan = _plan(layout, request)
+        assert [s.name for s in plan.steps] == ["stop", "audit_before", "archive", "adjust", "switch_store",
+                                                "align_sink", "restart", "verify"]
+        assert plan.step("switch_store").destructive and plan.step("switch_store").idempotent
+        assert plan.settings_after["state_store"].startswith(to) and plan.settings_before["state_store"].startswith(
+            store)
+        return
+    line = str(_refused(layout, request))
+    assert refused in line and "\n" not in line
+    if refused != "already in the":
+        assert line.startswith(f"{JOB}: cannot switch the state to the memory store: ") and "Fix: " in line
+
+
+def test_switch_store_needs_a_store_it_knows(layout):
+    _alpha_checkpoint(layout)
+    assert "to_store: is required for mode switch-store" in str(
+        _refused(layout, RecoveryRequest(JOB, "switch-store"), ConfigError))
+    assert "to_store: 'disk' is not a state store. Fix: pass to_store rocksdb or memory" in str(
+        _refused(layout, RecoveryRequest(JOB, "switch-store", to_store="disk"), ConfigError))
+    assert "to_store: does not apply to mode adjust" in str(_refused(
+        layout, RecoveryRequest(JOB, "adjust", watermark_delay="20 minutes", to_store="memory"), ConfigError))
