@@ -3,6 +3,8 @@
   job:    the job through the real runner (run_job: its stateful query into Delta and its dead-letter query)
   state:  the job's stateful query alone into Spark's `noop` sink (no dead-letter query, no Delta write):
           what the job's state operators cost on top of the parse, whatever the runner does around them
+  sink:   the stateful query with the job's Delta sink and no dead-letter query: sink - state is the Delta write,
+          job - sink what the dead-letter query (a second read and parse of every line) costs the stateful query
   floor:  one stateless query over the same landing files: the same `raw_lines` + `valid_rows` parse of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
   json:   Spark's JSON reader on the same files (`readStream.schema(...).json(landing)` of every input of the job,
@@ -46,6 +48,7 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import deadletter_query_name, run_job
 from stateops.jobs.runtime.start import start_query, stateful_frame
 from stateops.jobs.runtime.session import TRACK_ROWS, get_session
+from stateops.jobs.runtime.sink import DeltaSink
 from stateops.jobs.runtime.sources import raw_lines, valid_rows
 from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CHECKPOINT_FILE_MANAGER
 from stateops.layout import Layout
@@ -54,7 +57,7 @@ from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home
                           warm_up, workdir)
 
 JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
-BASE_SIDES = ("job", "state", "floor", "json")
+BASE_SIDES = ("job", "state", "sink", "floor", "json")
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 # A variant: the job through the real runner with these session settings (fresh checkpoints: settings Spark records
 # in a checkpoint, such as the provider and the join's state format, take effect).
@@ -163,6 +166,17 @@ def run_json(spark, spec: JobSpec, layout: Layout) -> None:
 def run_state(spark, spec: JobSpec, layout: Layout) -> None:
     query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded",
                         spec.output_mode, spec, f"{layout.home}/checkpoints/_state")
+    query.awaitTermination()
+
+
+def run_sink(spark, spec: JobSpec, layout: Layout) -> None:
+    """The stateful query into the job's Delta table (delta-rs, as `auto` picks on a local master), no dead-letter
+    query and no fence around the writer."""
+    checkpoint = f"{layout.home}/checkpoints/_sink"
+    writer = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, row_key=spec.idempotent_key,
+                       time_column=spec.output_time_column)
+    query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__sink", writer, "bounded",
+                        spec.output_mode, spec, checkpoint)
     query.awaitTermination()
 
 
@@ -284,10 +298,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             rates.setdefault((name, size, side), []).append(sustained(events, dl))
                             steady.setdefault((name, size, side), []).extend(events[1:])
                         else:
-                            {"state": run_state, "floor": run_floor, "json": run_json}[side](spark, spec, layout)
+                            {"state": run_state, "sink": run_sink, "floor": run_floor,
+                             "json": run_json}[side](spark, spec, layout)
                             listener.wait(f"{name}__{side}", args.files)
                             events = listener.take(f"{name}__{side}")
-                            if side == "state":
+                            if side in ("state", "sink"):
                                 steady.setdefault((name, size, side), []).extend(events[1:])
                         durations = [e["batchDuration"] for e in events]
                         measured.setdefault((name, size, side), Measured(size, side)).add(durations, args.files)
@@ -297,10 +312,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     rows, parts, operators, restarted = [], [], [], []
     for size in args.sizes:
         for name in args.jobs:
-            job, state, floor, json_ = (measured[name, size, side] for side in BASE_SIDES)
+            job, state, sink, floor, json_ = (measured[name, size, side] for side in BASE_SIDES)
             events = size  # events per micro-batch (orders + payments for the join: about the same)
             json_rate, run_rate = events / json_.median_ms * 1000, statistics.median(rates[name, size, "job"])
-            rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(floor.median_ms),
+            rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(sink.median_ms),
+                         fmt_ms(floor.median_ms),
                          fmt_ms(json_.median_ms), f"{events / job.median_ms * 1000:,.0f}", f"{run_rate:,.0f}",
                          f"{json_rate:,.0f}", fmt_ratio(ratio(job, json_)), fmt_ratio(json_rate / run_rate),
                          fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, json_)),
@@ -314,7 +330,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                                   fmt_ms(_median([e["batchDuration"] for e in first])),
                                   fmt_ms(_median([e["durationMs"].get("addBatch", 0) for e in first])),
                                   fmt_ms(_median(load))])
-            for side in job_sides + ("state",):
+            for side in job_sides + ("state", "sink"):
                 b = breakdown(steady[name, size, side])
                 counted = VARIANTS.get(side, {}).get(TRACK_ROWS) != "false"
                 parts.append([name, f"{size:,}", side,
@@ -331,8 +347,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                                       f"{times['numRowsTotal'] or 0:,.0f}" if counted else "not counted"])
     report.table("median micro-batch (ms) and events/s; ratio = job / Spark's JSON reader on the same files, measured "
                  "side by side; floor = StateOps' own parse into noop; state only = the stateful query alone (no "
-                 "dead-letter query, no Delta write); each variant: its ms (its ratio to the JSON reader)",
-                 ["job", "events/batch", "job ms", "state only ms", "floor ms", "JSON reader ms", "job events/s",
+                 "dead-letter query, no Delta write); state + sink = with the Delta write, no dead-letter query; each "
+                 "variant: its ms (its ratio to the JSON reader)",
+                 ["job", "events/batch", "job ms", "state only ms", "state + sink ms", "floor ms", "JSON reader ms", "job events/s",
                   "job sustained events/s", "JSON reader events/s", "ratio", "sustained ratio", "job / floor",
                   "state only / JSON reader", *args.variants], rows)
     report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
