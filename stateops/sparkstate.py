@@ -7,6 +7,8 @@ import contextlib
 import json
 from typing import Iterator
 
+from stateops.errors import OperationFailed
+
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 ReaderOptions = tuple[tuple[str, str], ...]
@@ -89,5 +91,12 @@ def write_store(spark, checkpoint: str, batch_id: int, operator_id: int, store_n
     rows = (spark.read.format("statestore").option("batchId", batch_id).option("operatorId", operator_id)
             .option("storeName", store_name).load(checkpoint))
     writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
-    return list(writer.write(rows._jdf, state_root, operator_id, store_name, prefix_columns, provider_class, version,
-                             partitions))
+    try:
+        return list(writer.write(rows._jdf, state_root, operator_id, store_name, prefix_columns, provider_class,
+                                 version, partitions))
+    except Exception as err:  # py4j's error says only which call failed; the JVM's exception says why
+        cause = getattr(err, "java_exception", None)
+        if cause is None:
+            raise
+        raise OperationFailed(f"writing operator {operator_id} store {store_name} as "
+                              f"{provider_class.rsplit('.', 1)[-1]} failed: {cause.toString()}") from err

@@ -111,13 +111,17 @@ def refusal(checkpoint: str, target: str) -> str | None:
 def plan(checkpoint: str, target: str) -> SwitchPlan:
     """The stores to rewrite (the caller checked `refusal` first)."""
     opened = Checkpoint.open(checkpoint)
+    batch = opened.latest_committed_batch()
+    # the batch's own partition count, as Spark's reader takes it: the operator metadata keeps the count the
+    # operator was created with, also after an offline repartition
+    batch_partitions = opened.shuffle_partitions(batch)
     stores = []
     for op in opened.operator_ids():
         meta = operator_meta(opened, op)
         for name, partitions in meta.stores:
-            stores.append(StoreToWrite(op, name, meta.prefix_columns.get(name, 0), partitions))
+            stores.append(StoreToWrite(op, name, meta.prefix_columns.get(name, 0), batch_partitions or partitions))
     formats = state_store.of_checkpoint(checkpoint)[0]
-    return SwitchPlan(opened.latest_committed_batch(), formats.store, target, tuple(stores))
+    return SwitchPlan(batch, formats.store, target, tuple(stores))
 
 
 def _job(checkpoint: str) -> str:

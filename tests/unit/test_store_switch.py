@@ -22,9 +22,10 @@ def _offsets(conf: dict) -> str:
     return "v1\n" + json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf}) + '\n{"logOffset":2}'
 
 
-def _checkpoint(tmp_path, operator="dedupeWithinWatermark", join_format=2, provider=state_store.HDFS_PROVIDER):
+def _checkpoint(tmp_path, operator="dedupeWithinWatermark", join_format=2, provider=state_store.HDFS_PROVIDER,
+                **conf_extra):
     root = tmp_path / "checkpoints" / "clicks"
-    conf = {state_store.PROVIDER: provider, state_store.JOIN_FORMAT: str(join_format)}
+    conf = {state_store.PROVIDER: provider, state_store.JOIN_FORMAT: str(join_format), **conf_extra}
     (root / "offsets").mkdir(parents=True)
     (root / "commits").mkdir()
     (root / "metadata").write_text('{"id":"q-1"}')
@@ -140,3 +141,11 @@ def test_audits_differ_by_rows_per_operator_store_and_partition():
     assert store_switch.differences(audit({"0": 3}), audit({"0": 2})) == [
         "operator 0 store default partition 0: 3 rows before, 2 after"]
     assert store_switch.differences(audit({"0": 3}), {"operators": []}) == ["operator 0 store default: missing after"]
+
+
+def test_the_switch_writes_every_partition_the_batch_has_not_the_count_the_operator_was_created_with(tmp_path):
+    """After Spark's offline repartition the operator metadata keeps the old count; the batch's offsets say how many
+    partitions its state has (and Spark's reader reads that many)."""
+    checkpoint = _checkpoint(tmp_path, **{"spark.sql.shuffle.partitions": "3"})
+    assert [s.partitions for s in store_switch.plan(checkpoint, "rocksdb").stores] == [3]
+    assert [s.partitions for s in store_switch.plan(_checkpoint(tmp_path / "b"), "rocksdb").stores] == [2]
