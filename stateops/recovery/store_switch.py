@@ -34,6 +34,7 @@ from stateops import state_store
 from stateops.audit.inventory import operator_meta
 from stateops.checkpoint import Checkpoint
 from stateops.faults import fault_point
+from stateops.sparkstate import JOIN
 from stateops.storage import filesystem
 
 SCRATCH = "state.switch"
@@ -102,7 +103,7 @@ def refusal(checkpoint: str, target: str) -> str | None:
         if target == state_store.MEMORY and TWS in meta.operator_name:
             return (f"operator {op} is transformWithState, whose state variables live in column families, which "
                     "the in-memory store does not have")
-        if target == state_store.MEMORY and meta.operator_name == "symmetricHashJoin" and formats.join_format > 2:
+        if target == state_store.MEMORY and meta.operator_name == JOIN and formats.join_format > 2:
             return (f"operator {op} is a stream-stream join in state format {formats.join_format}, whose stores are "
                     "column families, which the in-memory store does not have (it holds format 2 at most)")
     return None
