@@ -285,6 +285,51 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
 
 
+@pytest.mark.long  # the default run: the switch on files, both ways on four jobs (test_store_switch); Kafka's own
+# offsets are its difference
+def test_the_store_switch_on_a_kafka_job_reads_on_from_the_offsets_it_recorded(spark, kafka_topics, tmp_path,
+                                                                                monkeypatch):
+    """`recover --mode switch-store` on a Kafka job that ran on Spark's in-memory store (its own home): the state of
+    its latest batch the same rows in RocksDB (Spark's reader), the restart reading on from the offsets the batches
+    before it ended at, the table equal to the oracle over the records each batch read. Runs before the test that
+    deletes records (it adds records to `events`, like the adjust test)."""
+    from stateops.checkpoint import Checkpoint
+    from stateops.jobs.runtime.recovery import recover
+    from stateops.recovery import RecoveryRequest
+    from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+
+    monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+    broker, job = kafka_topics, "user_activity"
+    config = kafka_config(tmp_path, broker, job)
+    with open(config, "a") as handle:
+        handle.write('state_store = "memory"\n')
+    layout = Layout(str(tmp_path / "stateops"))
+    spec = load_jobs(config, layout)[job]
+    run_job(spark, spec, layout, settings=read_settings())
+    checkpoint = spec.checkpoint_path(layout)
+    batch = Checkpoint.open(checkpoint).latest_committed_batch()
+    assert Checkpoint.open(checkpoint).state_provider(batch) == HDFS_PROVIDER
+
+    def state() -> list[str]:
+        return sorted(f"{op} {r}" for op in Checkpoint(checkpoint).operator_ids() for r in spark.read.format(
+            "statestore").option("batchId", batch).option("operatorId", op).load(checkpoint).collect())
+
+    before, ends = state(), kafka_oracle.batch_ends(checkpoint, "events")
+    done = CliRunner().invoke(main, ["--home", str(tmp_path / "more"), "generate", "--events=300", "--files=2",
+                                     "--users=40", "--start=2026-01-01T04:00:00+00:00", "--seed=8", "--kafka", broker])
+    assert done.exit_code == 0, done.output
+    environment = Environment.from_env(layout=layout, config_path=config)
+    report = recover(environment, RecoveryRequest(job, "switch-store", to_store="rocksdb", reason="outgrew memory",
+                                                  confirm=job, dry_run=False), spark=spark)
+    assert report.outcome == "succeeded", report.error
+    assert Checkpoint(checkpoint).state_provider(batch) == ROCKSDB_PROVIDER and state() == before and before
+    after = kafka_oracle.batch_ends(checkpoint, "events")
+    assert len(after) > len(ends) and after[:len(ends)] == ends, "the batches before the switch stay as they were"
+    batches = kafka_oracle.batches(checkpoint, "events", records(broker, "events"))
+    got = table_rows(layout.table(job), ["window_start", "window_end", "user_id", "events", "value_sum"])
+    assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
+
+
 def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafka_topics, kafka_user_activity,
                                                                      tmp_path):
     """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:
