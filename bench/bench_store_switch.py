@@ -19,6 +19,7 @@ import dataclasses
 import os
 import shutil
 import time
+from functools import partial
 from typing import Sequence
 
 from stateops.checkpoint import Checkpoint
@@ -35,13 +36,6 @@ from bench.common import Report, fmt_ms, machine, make_input, new_home, parse_ar
 JOB = "user_activity"
 
 
-def _writer(spark):
-    def write(checkpoint, batch, store, provider, version, root):
-        return write_store(spark, checkpoint, batch, store.operator_id, store.store_name, store.prefix_columns,
-                           store.partitions, provider, version, root)
-    return write
-
-
 def _state_rows(spark, checkpoint: str, batch: int) -> int:
     return sum(spark.read.format("statestore").option("batchId", batch).option("operatorId", op).load(checkpoint)
                .count() for op in Checkpoint(checkpoint).operator_ids())
@@ -50,7 +44,7 @@ def _state_rows(spark, checkpoint: str, batch: int) -> int:
 def _switch(spark, checkpoint: str, to: str, expected_rows: int) -> float:
     started = time.perf_counter()
     switch = store_switch.plan(checkpoint, to)
-    done = store_switch.apply(checkpoint, switch, _writer(spark))
+    done = store_switch.apply(checkpoint, switch, partial(write_store, spark))
     seconds = time.perf_counter() - started
     written = sum(sum(counts) for counts in done["rows"].values())
     assert written == expected_rows, f"the switch wrote {written} rows, the state has {expected_rows}"

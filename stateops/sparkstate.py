@@ -82,18 +82,20 @@ def readable_units(operator_id: int, store_name: str, properties: str | None, op
     return [(store_name, base if store_name == "default" else base + (("storeName", store_name),))]
 
 
-def write_store(spark, checkpoint: str, batch_id: int, operator_id: int, store_name: str, prefix_columns: int,
-                partitions: int, provider_class: str, version: int, state_root: str) -> list[int]:
+def write_store(spark, checkpoint: str, batch_id: int, store, provider_class: str, version: int,
+                state_root: str) -> list[int]:
     """Rewrite one store of `checkpoint` at `batch_id`, as Spark's state reader reads it, under `state_root` (laid
     out as a checkpoint's `state/`) as `provider_class` at `version`, through that provider's StateStore API (the
-    runbook's store switch: stateops.recovery.store_switch). The rows written per partition."""
+    runbook's store switch: `store` is a stateops.recovery.store_switch.StoreToWrite, and `partial(write_store,
+    spark)` its Writer). The rows written per partition."""
+    operator_id, store_name = store.operator_id, store.store_name
     ensure_state_coordinator(spark)
     rows = (spark.read.format("statestore").option("batchId", batch_id).option("operatorId", operator_id)
             .option("storeName", store_name).load(checkpoint))
     writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
     try:
-        return list(writer.write(rows._jdf, state_root, operator_id, store_name, prefix_columns, provider_class,
-                                 version, partitions))
+        return list(writer.write(rows._jdf, state_root, operator_id, store_name, store.prefix_columns,
+                                 provider_class, version, store.partitions))
     except Exception as err:  # py4j's error says only which call failed; the JVM's exception says why
         cause = getattr(err, "java_exception", None)
         if cause is None:

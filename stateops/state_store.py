@@ -155,8 +155,9 @@ def in_force(path: str, asked: str | None, kept: Formats | None, session_conf: M
     formats, batch = existing
     source = f"the checkpoint (offset log batch {batch})"
     files = "the checkpoint's state files"
-    if _recorded(formats, kept) != formats:
-        formats, files = _recorded(formats, kept), kept_source or "the runbook that switched its store"
+    recorded = _recorded(formats, kept)
+    if recorded != formats:
+        formats, files = recorded, kept_source or "the runbook that switched its store"
     block = {"store": {"value": formats.store, "source": source},
              "changelog": {"value": formats.changelog, "source": files},
              "join_format": {"value": formats.join_format, "source": source},

@@ -87,8 +87,7 @@ class SparkRuntime:
 
     def write_store(self, checkpoint: str, batch_id: int, store: StoreToWrite, provider_class: str, version: int,
                     state_root: str) -> list[int]:
-        return write_store(self.spark, checkpoint, batch_id, store.operator_id, store.store_name,
-                           store.prefix_columns, store.partitions, provider_class, version, state_root)
+        return write_store(self.spark, checkpoint, batch_id, store, provider_class, version, state_root)
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
         from stateops.jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here

@@ -15,8 +15,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from deltalake import DeltaTable
@@ -27,10 +25,10 @@ from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
 from stateops.control import maintenance, overrides
 from stateops.delta import read_table
-from stateops.faults import ENV
 from stateops.recovery import archive
 from stateops.runbooks import read_entries
 from tests.support import oracle
+from tests.support.cli_attempts import attempt
 from tests.support.delta_rows import table_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
@@ -39,7 +37,6 @@ JOB = "user_activity"
 TO_BATCH = 4
 INPUT = GeneratorConfig(events=660, files=12, users=25, late_share=0.05, duplicate_share=0.05, minutes_per_file=15,
                         seed=41)
-BIN = os.path.dirname(sys.executable)
 KILLS = [("runbook.after_step", "stop"), ("runbook.after_step", "audit_before"), ("runbook.before_done", "archive"),
          ("runbook.after_step", "adjust"), ("runbook.before_done", "rewind_cut"),
          ("runbook.before_done", "align_sink"), ("runbook.after_step", "restart"), ("runbook.after_step", "verify")]
@@ -53,21 +50,6 @@ def _sums(root: str) -> dict[str, str]:
             with open(os.path.join(folder, name), "rb") as handle:
                 out[os.path.relpath(os.path.join(folder, name), root)] = hashlib.sha256(handle.read()).hexdigest()
     return out
-
-
-def _attempt(home: str, fault: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != ENV}
-    env.update({"STATEOPS_HOME": home, **({ENV: fault} if fault else {})})
-    proc = subprocess.Popen([f"{BIN}/stateops", *COMMAND], env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=900)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its JVM, if the fault left one behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_killed_after_every_step_the_runbook_resumes_and_converges(spark, layout, monkeypatch):
@@ -88,7 +70,7 @@ def test_killed_after_every_step_the_runbook_resumes_and_converges(spark, layout
 
     runbook = None
     for point, step in KILLS:
-        done = _attempt(layout.home, f"{point}:step={step}")
+        done = attempt(layout.home, COMMAND, f"{point}:step={step}")
         assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
         assert f"fault {point} job={JOB} step={step}" in done.stderr
         runbook = runbook or maintenance.current(layout, JOB).runbook_id
@@ -102,7 +84,7 @@ def test_killed_after_every_step_the_runbook_resumes_and_converges(spark, layout
         else:
             assert _sums(checkpoint) == original, "nothing changed before the archive exists"
 
-    final = _attempt(layout.home, None)
+    final = attempt(layout.home, COMMAND, None)
     assert final.returncode == 0, final.stderr[-3000:]
     report = json.loads(final.stdout)
     assert report["outcome"] == "succeeded" and report["runbook_id"] == runbook

@@ -18,6 +18,7 @@ from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.store_switch import SCRATCH
 from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from stateops.storage import exists
+from tests.support.audit_queries import state_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror
 from tests.support.scenarios import S3_INPUT, builtin, more_input
 from tests.support.trees import object_hashes
@@ -51,14 +52,6 @@ def test_rewind_rebuild_and_restore_on_s3(spark, s3_layout, monkeypatch):
     assert Checkpoint(spec.checkpoint_path(home)).latest_committed_batch() > kept["latest_committed_batch"]
 
 
-def _state(spark, checkpoint: str, batch: int) -> list[str]:
-    rows = []
-    for op in Checkpoint(checkpoint).operator_ids():
-        read = spark.read.format("statestore").option("batchId", batch).option("operatorId", op).load(checkpoint)
-        rows += [f"{op} {r}" for r in read.select("key", "value", "partition_id").collect()]
-    return sorted(rows)
-
-
 def test_switch_store_both_ways_on_s3(spark, s3_layout, tmp_path, monkeypatch):
     """The store switch on S3: the JVM writer through S3A, the swap and the offset log through s3fs (no rename: a
     copy, then the delete), memory -> RocksDB -> memory, the state equal to the reader's before each switch, the
@@ -75,7 +68,7 @@ def test_switch_store_both_ways_on_s3(spark, s3_layout, tmp_path, monkeypatch):
     checkpoint = spec.checkpoint_path(home)
     for hour, to, provider in ((3, "rocksdb", ROCKSDB_PROVIDER), (4, "memory", HDFS_PROVIDER)):
         batch = Checkpoint.open(checkpoint).latest_committed_batch()
-        before = _state(spark, checkpoint, batch)
+        before = state_rows(spark, checkpoint, batch)
         more_input(home, hour, seed=hour)
         report = recover(Environment.from_env(layout=home), RecoveryRequest(
             job, "switch-store", to_store=to, reason="on S3", confirm=job, dry_run=False), spark=spark)
@@ -83,6 +76,6 @@ def test_switch_store_both_ways_on_s3(spark, s3_layout, tmp_path, monkeypatch):
         assert not archive.verify(spec.archive_path(home), report.runbook_id), to
         switched = Checkpoint.open(checkpoint)
         assert switched.state_provider(batch) == provider and switched.latest_committed_batch() > batch
-        assert _state(spark, checkpoint, batch) == before, to
+        assert state_rows(spark, checkpoint, batch) == before, to
         assert not exists(f"{checkpoint}/{SCRATCH}")
     assert_equals_oracle(home, builtin(home, job), local_mirror(home, spec, str(tmp_path / "mirror")))

@@ -14,55 +14,30 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from stateops.checkpoint import Checkpoint
 from stateops.control import maintenance
-from stateops.faults import ENV
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.demo.generator import generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.recovery import archive
 from stateops.runbooks import read_entries
 from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from tests.support.audit_queries import state_rows
+from tests.support.cli_attempts import attempt
 from tests.support.outcomes import assert_equals_oracle
 from tests.support.scenarios import SMALL, builtin, more_input
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 JOB = "user_activity"
-BIN = os.path.dirname(sys.executable)
 SEED = int(os.environ.get("STATEOPS_TEST_SEED", "7"))
 INSIDE = ["part=write,n=0", "part=write,n=1", "part=cleared,n=0", "part=moved,n=1", "part=moved,n=5",
           "part=moved,n=9", "part=recorded"]
 AROUND = [("runbook.before_done", "step=switch_store"), ("runbook.after_step", "step=switch_store"),
           ("runbook.after_step", "step=restart")]
-
-
-def _attempt(home: str, command: list[str], fault: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != ENV}
-    env.update({"STATEOPS_HOME": home, **({ENV: fault} if fault else {})})
-    proc = subprocess.Popen([f"{BIN}/stateops", *command], env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=900)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its JVM, if the fault left one behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _state(spark, checkpoint: str, batch: int) -> list[str]:
-    rows = []
-    for op in Checkpoint(checkpoint).operator_ids():
-        read = spark.read.format("statestore").option("batchId", batch).option("operatorId", op).load(checkpoint)
-        rows += [f"{op} {r}" for r in read.select("key", "value", "partition_id").collect()]
-    return sorted(rows)
 
 
 def test_a_switch_killed_anywhere_resumes_and_the_old_state_stays_restorable(spark, layout, tmp_path, monkeypatch):
@@ -76,8 +51,8 @@ def test_a_switch_killed_anywhere_resumes_and_the_old_state_stays_restorable(spa
     run_job(spark, environment.catalog.job(JOB), layout, settings=environment.settings)
     checkpoint = layout.checkpoint(JOB)
     batch = Checkpoint.open(checkpoint).latest_committed_batch()
-    before = _state(spark, checkpoint, batch)
-    assert before
+    before = state_rows(spark, checkpoint, batch)
+    assert any(before.values())
     more_input(layout, hour=2, seed=71)
     draw = random.Random(SEED)
     kills = [("switch.part", f"job={JOB},{at}") for at in sorted(draw.sample(INSIDE, 4), key=INSIDE.index)]
@@ -87,14 +62,14 @@ def test_a_switch_killed_anywhere_resumes_and_the_old_state_stays_restorable(spa
 
     runbook = None
     for point, at in kills:
-        done = _attempt(layout.home, command, f"{point}:{at}")
+        done = attempt(layout.home, command, f"{point}:{at}")
         assert done.returncode == -signal.SIGKILL, (point, at, done.stderr[-3000:])
         assert f"fault {point} job={JOB}" in done.stderr
         runbook = runbook or maintenance.current(layout, JOB).runbook_id
         assert maintenance.current(layout, JOB).runbook_id == runbook, "one runbook, resumed each time"
         assert archive.verify(root, runbook) == [], f"the archive verifies after the kill at {point}:{at}"
 
-    final = _attempt(layout.home, command, None)
+    final = attempt(layout.home, command, None)
     assert final.returncode == 0, final.stderr[-3000:]
     report = json.loads(final.stdout)
     assert report["outcome"] == "succeeded" and report["runbook_id"] == runbook
@@ -102,14 +77,14 @@ def test_a_switch_killed_anywhere_resumes_and_the_old_state_stays_restorable(spa
     assert [e["phase"] for e in journal if e["step"] == "switch_store"].count("done") == 1
     switched = Checkpoint.open(checkpoint)
     assert switched.state_provider(batch) == ROCKSDB_PROVIDER
-    assert _state(spark, checkpoint, batch) == before, "the switched batch's state, row for row"
+    assert state_rows(spark, checkpoint, batch) == before, "the switched batch's state, row for row"
     assert_equals_oracle(layout, builtin(layout, JOB))
 
     # The old state is in the archive: restored, the job is back on the in-memory store and runs on, exact.
-    restored = _attempt(layout.home, ["recover", "run", JOB, "--mode", "restore", "--archive", runbook, "--confirm",
+    restored = attempt(layout.home, ["recover", "run", JOB, "--mode", "restore", "--archive", runbook, "--confirm",
                                       JOB, "--json"], None)
     assert restored.returncode == 0, restored.stderr[-3000:]
     back = Checkpoint.open(checkpoint)
     assert back.state_provider(back.offset_batches()[-1]) == HDFS_PROVIDER
-    assert _state(spark, checkpoint, batch) == before
+    assert state_rows(spark, checkpoint, batch) == before
     assert_equals_oracle(layout, builtin(layout, JOB))

@@ -22,7 +22,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from stateops.audit import deep_audit, fast_audit
 from stateops.audit.context import build_context
@@ -45,7 +44,7 @@ from stateops.relocation.rewrite import SOURCE_LOG, pairs, rewrite_source_log
 from stateops.sparkstate import reading_format
 from stateops.state_store import CHANGELOG
 
-from tests.support.audit_queries import EVENTS_SCHEMA, nonzero, oracle_rows, run_bounded, with_conf
+from tests.support.audit_queries import EVENTS_SCHEMA, nonzero, oracle_rows, run_bounded, state_rows, with_conf
 from tests.support.store_matrix import CELLS, CHANGED, KINDS, RUN, join
 from tests.support.trees import file_hashes
 
@@ -96,25 +95,6 @@ def _copy(checkpoint: str, tmp_path) -> str:
     return target
 
 
-def _state(spark, checkpoint: str, batch: int | None = None, *, by_partition: bool = True) -> dict:
-    """Every store's rows (key and value as JSON) as Spark's state reader reads them at `batch` (default latest),
-    read in the checkpoint's own format: (operator, store) -> sorted rows."""
-    opened = Checkpoint.open(checkpoint)
-    batch = opened.latest_committed_batch() if batch is None else batch
-    found = {}
-    with reading_format(spark, opened.checkpoint_format(batch)):
-        for ref in store_refs(spark, build_context(checkpoint, batch, Thresholds())):
-            reader = spark.read.format("statestore").option("path", checkpoint).option("batchId", batch)
-            for key, value in dict(ref.options).items():
-                reader = reader.option(key, value)
-            frame = reader.load()
-            row = F.to_json(F.struct(*[c for c in frame.columns if c != "partition_id"]))
-            rows = frame.select("partition_id", row.alias("row")).collect()
-            found[(ref.operator_id, ref.store_name)] = sorted(
-                (r.partition_id if by_partition else 0, r.row) for r in rows)
-    return found
-
-
 def _same_state(cell: str, got: dict, expected: dict) -> None:
     if cell in PROCESSING_TIME:
         got, expected = ({k: len(v) for k, v in s.items()} for s in (got, expected))
@@ -157,9 +137,9 @@ def test_rewind_loads_the_earlier_state_and_the_replay_rebuilds_the_same_or_is_r
     assert surgery.rewind_problems(Checkpoint.open(copy), 1) == []
     surgery.rewind(copy, 1)
     assert Checkpoint.open(copy).latest_committed_batch() == 1
-    _same_state(cell, _state(spark, copy), _state(spark, matrix[cell], 1))
+    _same_state(cell, state_rows(spark, copy), state_rows(spark, matrix[cell], 1))
     _restart(spark, os.path.dirname(os.path.dirname(matrix[cell])), cell, copy)
-    _same_state(cell, _state(spark, copy), _state(spark, matrix[cell]))
+    _same_state(cell, state_rows(spark, copy), state_rows(spark, matrix[cell]))
 
 
 @pytest.mark.parametrize("cell", RUN)
@@ -169,7 +149,7 @@ def test_retention_removes_only_what_a_restart_from_the_latest_batch_does_not_re
     said so."""
     copy = _copy(matrix[cell], tmp_path)
     latest = Checkpoint.open(copy).latest_committed_batch()
-    expected = _state(spark, copy)
+    expected = state_rows(spark, copy)
     history = restart.history(_files(copy, latest), latest, live=False)
     if _format2(copy):
         assert any("checkpoint format v2" in p for p in history.problems), history
@@ -180,7 +160,7 @@ def test_retention_removes_only_what_a_restart_from_the_latest_batch_does_not_re
     for rel in gone:
         os.remove(os.path.join(copy, rel))
     assert latest in _files(copy, latest).restorable_batches()
-    _same_state(cell, _state(spark, copy), expected)
+    _same_state(cell, state_rows(spark, copy), expected)
 
 
 # Spark's offline repartition reads RocksDB only (it fails after writing the next offsets/N), rewrites a join in
@@ -195,7 +175,7 @@ def test_the_offline_repartition_keeps_every_row_or_is_refused_first(spark, matr
     from the new partitions. Where the runbook refuses the cell, it does so before anything changes."""
     copy = _copy(matrix[cell], tmp_path)
     before = file_hashes(copy)
-    expected = _state(spark, copy, by_partition=False)
+    expected = state_rows(spark, copy, by_partition=False)
     try:
         check_store(cell, copy, "repartition")
     except RecoveryRefused as refused:
@@ -207,7 +187,7 @@ def test_the_offline_repartition_keeps_every_row_or_is_refused_first(spark, matr
     spark._streamingCheckpointManager.repartition(copy, partitions + 2)
     opened = Checkpoint.open(copy)
     assert max(opened.state_partitions(opened.latest_committed_batch()).values()) == partitions + 2
-    _same_state(cell, _state(spark, copy, by_partition=False), expected)
+    _same_state(cell, state_rows(spark, copy, by_partition=False), expected)
 
 
 def _explain_target(cell: str, checkpoint: str) -> ExplainTarget:
@@ -244,7 +224,7 @@ def test_explain_key_finds_the_key_where_the_state_reader_holds_it(spark, matrix
     reader has the key; its change feed has the key's history where the store keeps one (changelog checkpointing or
     the in-memory store), and says why not otherwise."""
     checkpoint = matrix[cell]
-    state = _state(spark, checkpoint)
+    state = state_rows(spark, checkpoint)
     key = _a_key(state)
     found = explain_key(spark, _explain_target(cell, checkpoint), key)
     expected = {(op, partition) for (op, store), rows in state.items() for partition, row in rows
@@ -295,7 +275,7 @@ def test_a_moved_checkpoint_holds_the_same_state_and_reads_no_file_again(spark, 
             rewritten += changed
     assert rewritten >= 3, rewritten  # a file a batch, three batches
     latest = Checkpoint.open(str(moved)).latest_committed_batch()
-    _same_state(cell, _state(spark, str(moved)), _state(spark, matrix[cell]))
+    _same_state(cell, state_rows(spark, str(moved)), state_rows(spark, matrix[cell]))
     _restart(spark, str(tmp_path / "moved"), cell, str(moved))
     assert Checkpoint.open(str(moved)).latest_committed_batch() == latest, cell
 

@@ -23,7 +23,7 @@ from stateops.jobs.runtime.runner import run_job
 from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.store_switch import SCRATCH
 from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
-from stateops.audit.inventory import operator_meta
+from tests.support.audit_queries import state_rows
 from tests.support.outcomes import assert_equals_oracle
 from tests.support.scenarios import SMALL, builtin, more_input
 from tests.support.trees import file_hashes
@@ -49,23 +49,11 @@ def _run(spark, layout, job: str) -> None:
     run_job(spark, environment.catalog.job(job), layout, settings=environment.settings)
 
 
-def _state(spark, checkpoint: str, batch: int) -> dict[tuple[int, str], list[str]]:
-    """Every store's rows at `batch`, as Spark's state reader reads them (key, value, partition)."""
-    opened = Checkpoint(checkpoint)
-    rows = {}
-    for op in opened.operator_ids():
-        for store, _ in operator_meta(opened, op).stores:
-            read = (spark.read.format("statestore").option("batchId", batch).option("operatorId", op)
-                    .option("storeName", store).load(checkpoint).select("key", "value", "partition_id"))
-            rows[(op, store)] = sorted(map(str, read.collect()))
-    return rows
-
-
 def _switch(spark, layout, job: str, to: str, seed: int, hour: int):
     """Land new input, switch the job's store, and check the switch against Spark's own reader and logs."""
     checkpoint = Checkpoint.open(layout.checkpoint(job))
     batch = checkpoint.latest_committed_batch()
-    before = _state(spark, checkpoint.path, batch)
+    before = state_rows(spark, checkpoint.path, batch)
     read_before = {p for p, _ in checkpoint.source_files().get(0, [])}
     if job == "order_payments":  # orders numbered apart from the earlier ones
         generate(layout, replace(INPUT[job], files=2, events=0, orders=40, seed=seed, first_order=seed * 1000,
@@ -80,7 +68,7 @@ def _switch(spark, layout, job: str, to: str, seed: int, hour: int):
     after = Checkpoint.open(checkpoint.path)
     assert after.state_provider(batch) == provider and after.state_provider(after.offset_batches()[-1]) == provider
     assert {f.kind for f in after.state_files() if f.version == batch + 1} == KINDS[provider]
-    assert _state(spark, checkpoint.path, batch) == before, "the state of the switched batch is the same rows"
+    assert state_rows(spark, checkpoint.path, batch) == before, "the state of the switched batch is the same rows"
     assert any(before.values()), "there was state to switch"
     (step,) = [e["details"] for e in report.steps if e["step"] == "switch_store" and e["phase"] == "done"]
     assert sum(sum(counts) for counts in step["rows"].values()) == sum(len(v) for v in before.values())
@@ -150,7 +138,7 @@ def test_the_memory_guard_switches_a_job_whose_state_passes_the_threshold(spark,
     _run(spark, layout, job)
     checkpoint = layout.checkpoint(job)
     batch = Checkpoint.open(checkpoint).latest_committed_batch()
-    before = _state(spark, checkpoint, batch)
+    before = state_rows(spark, checkpoint, batch)
     environment = Environment.from_env(layout=layout)
     target = environment.catalog.job(job)
     from stateops.jobs.definition.targets import resolve_audit
@@ -177,5 +165,5 @@ def test_the_memory_guard_switches_a_job_whose_state_passes_the_threshold(spark,
     switched = Checkpoint.open(checkpoint)
     assert switched.state_provider(batch) == ROCKSDB_PROVIDER
     assert switched.state_provider(switched.offset_batches()[-1]) == ROCKSDB_PROVIDER
-    assert _state(spark, checkpoint, batch) == before
+    assert state_rows(spark, checkpoint, batch) == before
     assert_equals_oracle(layout, builtin(layout, target.name))

@@ -16,12 +16,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from stateops.audit import deep_audit
+from stateops.audit.context import build_context
+from stateops.audit.deep import store_refs
+from stateops.audit.thresholds import Thresholds
+from stateops.checkpoint import Checkpoint
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.start import stateful_frame
+from stateops.sparkstate import reading_format
 from stateops.state_store import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 
@@ -249,3 +254,23 @@ def build_deep_audit_states(spark, root: Path) -> dict:
     write_batches(root / "collections", [hot_user + events(1, 100, users=30), events(2, 100, users=30)])
     cps["collections"] = collections_query(spark, root / "collections", str(root / "cp" / "collections"))
     return {"cps": cps, "layout": layout, "generated": generated, "root": root}
+
+
+def state_rows(spark, checkpoint: str, batch: int | None = None, *, by_partition: bool = True) -> dict:
+    """Every store's rows (key and value as JSON) as Spark's state reader reads them at `batch` (default latest),
+    read in the checkpoint's own format, each store the audits read (a join's four stores, or its column families,
+    one by one): (operator, store) -> sorted (partition, row)."""
+    opened = Checkpoint.open(checkpoint)
+    batch = opened.latest_committed_batch() if batch is None else batch
+    found = {}
+    with reading_format(spark, opened.checkpoint_format(batch)):
+        for ref in store_refs(spark, build_context(checkpoint, batch, Thresholds())):
+            reader = spark.read.format("statestore").option("path", checkpoint).option("batchId", batch)
+            for key, value in dict(ref.options).items():
+                reader = reader.option(key, value)
+            frame = reader.load()
+            row = F.to_json(F.struct(*[c for c in frame.columns if c != "partition_id"]))
+            rows = frame.select("partition_id", row.alias("row")).collect()
+            found[(ref.operator_id, ref.store_name)] = sorted(
+                (r.partition_id if by_partition else 0, r.row) for r in rows)
+    return found
