@@ -15,12 +15,15 @@ import json
 import operator
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql import functions as F
 
 from stateops.layout import Layout
 
 from stateops.jobs.definition.spec import InputSpec, JobSpec
+
+ODD = "odd"  # the dead-letter frame's column: a line the JSON source judges (odd_line)
 
 
 def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec,
@@ -52,17 +55,14 @@ def _too_far_ahead(inp: InputSpec, spec: JobSpec) -> Column:
     return F.unix_micros(F.col(f"row.{inp.time_column}")) > limit
 
 
-def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+def rejection(inp: InputSpec, spec: JobSpec) -> Column:
+    """Why a parsed row (`row`, with `arrival_time`) is not the stateful query's input; null when it is."""
     columns = list(inp.columns())
-    parsed = F.from_json("value", inp.schema, {"mode": "PERMISSIVE"})
-    # One row in, one row out; the explode only keeps the optimizer from copying from_json into the filter
-    # below (one parse per field checked, then one more: measured 952 vs 706 ms per 200k lines).
-    checked = raw.select(F.col("value").alias("raw"), "arrival_time", F.explode(F.array(parsed)).alias("row"))
     # Plain null checks and concat_ws (it skips nulls), not an array filtered by a lambda, which Spark
     # interprets row by row (the same parse of 200k lines took 878 ms that way; README, Throughput).
     nulls = [F.col(f"row.{c}").isNull() for c in columns]
     missing = F.concat_ws(", ", *[F.when(null, F.lit(c)) for null, c in zip(nulls, columns)])
-    error = (
+    return (
         F.when(reduce(operator.and_, nulls), F.lit("not a JSON object with any expected field"))
         .when(reduce(operator.or_, nulls), F.concat(F.lit("missing or invalid field(s): "), missing))
         .when(_too_far_ahead(inp, spec), F.concat(
@@ -71,22 +71,57 @@ def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
             F.col("arrival_time").cast("string"),
             F.lit(": a time this far ahead would move the watermark past every later row")))
     )
-    return checked.withColumn("error", error)
 
 
-def valid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+    parsed = F.from_json("value", inp.schema, {"mode": "PERMISSIVE"})
+    # One row in, one row out; the explode only keeps the optimizer from copying from_json into the filter
+    # below (one parse per field checked, then one more: measured 952 vs 706 ms per 200k lines).
+    checked = raw.select(F.col("value").alias("raw"), "arrival_time", F.explode(F.array(parsed)).alias("row"))
+    return checked.withColumn("error", rejection(inp, spec))
+
+
+def json_reader(reader: DataStreamReader | DataFrameReader, inp: InputSpec):
+    """Spark's JSON source as the stateful query reads a file input (and the dead-letter batch its odd lines)."""
+    return reader.schema(inp.schema).option("mode", "PERMISSIVE")
+
+
+def _parsed_files(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
+    """A file input parsed by Spark's JSON source: `row` and `arrival_time`."""
+    return (
+        json_reader(spark.readStream, inp).option("maxFilesPerTrigger", spec.max_files_per_trigger)
+        .json(inp.landing(layout))
+        .select(F.struct(*inp.columns()).alias("row"), F.col("_metadata.file_modification_time").alias("arrival_time"))
+    )
+
+
+def valid_rows(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
     """Rows with every schema field present and typed, and a plausible time (the stateful query's input)."""
-    return _checked(raw, inp, spec).where(F.col("error").isNull()).select("row.*")
+    parsed = _checked(raw_lines(spark, spec, layout, inp), inp, spec) if spec.source == "kafka" else \
+        _parsed_files(spark, spec, layout, inp)
+    return parsed.where(rejection(inp, spec).isNull()).select("row.*")
+
+
+def odd_line(value: Column) -> Column:
+    """Lines Spark's JSON source may judge otherwise than `from_json`: not valid UTF-8 (its byte parser refuses
+    most invalid sequences where `from_json`'s reader puts U+FFFD), a leading byte-order mark (it skips one) and
+    a top-level array (it reads each element as a row). Every other line parses alike in both (tests/spark/
+    test_bad_input.py holds the corpus)."""
+    return ~F.is_valid_utf8(value) | F.startswith(value, F.lit("\ufeff")) | \
+        F.startswith(F.ltrim(value, F.lit(" \t")), F.lit("["))
 
 
 def invalid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
     """Rows that failed parsing or the time check: the input they came from, the line as valid UTF-8 text
     (`raw`, each invalid byte sequence replaced by U+FFFD), the line's exact bytes (`raw_bytes`) and the reason.
+    A file input's odd lines (`odd_line`) come too, whatever `from_json` said: the dead-letter batch has Spark's
+    JSON source judge them (stateops.jobs.runtime.deadletters), since it parses the stateful query's rows.
 
     Spark strings carry whatever bytes the source read; written as they are, one line of invalid UTF-8 made
     the whole dead-letter table unreadable to Arrow readers (delta-rs, pandas, the dead-letter retention)."""
+    odd = F.lit(False) if spec.source == "kafka" else odd_line(F.col("raw"))
     return (
-        _checked(raw, inp, spec).where(F.col("error").isNotNull())
+        _checked(raw, inp, spec).withColumn(ODD, odd).where(F.col("error").isNotNull() | F.col(ODD))
         .select(F.lit(inp.name).alias("input"), F.make_valid_utf8("raw").alias("raw"),
-                F.col("raw").cast("binary").alias("raw_bytes"), "error")
+                F.col("raw").cast("binary").alias("raw_bytes"), "error", "arrival_time", ODD)
     )

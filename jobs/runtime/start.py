@@ -48,8 +48,7 @@ def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFr
     """The job's transformation applied to its valid input rows, each stream watermarked on its time column
     with the delay in force."""
     delay = spark_interval(spec.watermark_seconds)
-    streams = {inp.name: valid_rows(raw_lines(spark, spec, layout, inp), inp, spec).withWatermark(inp.time_column,
-                                                                                                  delay)
+    streams = {inp.name: valid_rows(spark, spec, layout, inp).withWatermark(inp.time_column, delay)
                for inp in spec.inputs}
     transformation.ship(spec, spark.sparkContext.environment)
     return transformation.apply(spec, streams)

@@ -94,6 +94,61 @@ def test_invalid_utf8_dead_letters_stay_readable_keep_their_bytes_and_expire(spa
     assert DeltaTable(uri).to_pyarrow_table().num_rows == 0
 
 
+def _event(n: int, **changed) -> bytes:
+    fields = {"event_id": f"e{n}", "user_id": f"u{n}", "event_time": "2026-03-01T11:00:00Z", "action": "view",
+              "value": 1.0, **changed}
+    return json.dumps(fields).encode()
+
+
+# (line, the events the stateful query keeps from it, the dead letters it makes): the lines Spark's JSON source
+# and `from_json` could judge apart (sources.odd_line), and the plain cases beside them.
+CORPUS = [
+    (_event(1), {"u1"}, 0),
+    (b"", set(), 1),
+    (b" \t ", set(), 1),
+    (b"null", set(), 1),
+    (b"12", set(), 1),
+    (b"[" + _event(2) + b", " + _event(3) + b"]", {"u2", "u3"}, 0),           # each element a row
+    (b" [" + _event(4) + b', {"event_id": "x"}]', {"u4"}, 1),                # the bad element a dead letter
+    (b"[" + _event(5) + b", " + _event(6, value="abc") + b"]", {"u5"}, 1),  # a bad field: that element
+    (b"[]", set(), 1),
+    (b"[null, " + _event(7) + b"]", set(), 1),
+    (b"[1, " + _event(8) + b"]", set(), 1),
+    (b"[[" + _event(9) + b"]]", set(), 1),
+    (b"\xef\xbb\xbf" + _event(10), {"u10"}, 0),                              # a byte-order mark: skipped
+    (_event(11, action="v\udcff").replace(b'\\udcff', b"\xff"), set(), 1),  # invalid UTF-8 in a field
+    (_event(12).replace(b"}", b', "x": "\xc3("}'), set(), 1),                # ... in a field not read
+    (_event(13, action="a\ud800x").replace(b"\\ud800", b"\xed\xa0\x80"), set(), 1),  # an encoded surrogate
+    (_event(14, action="a/").replace(b"/", b"\xc0\xaf"), {"u14"}, 0),        # overlong '/': Jackson decodes it
+    (_event(15) + b" trailing", {"u15"}, 0),
+    (_event(16, value="abc"), set(), 1),
+    (_event(17).replace(b"}", b', "x": }'), set(), 1),
+    (_event(18, action="a\tb").replace(b"\\t", b"\t"), set(), 1),            # a raw control character
+]
+
+
+def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark, tmp_path):
+    """The stateful query reads files with Spark's JSON source, the dead-letter query with `from_json` (it keeps
+    each bad line's bytes); the lines they could judge apart are judged by the JSON source in the dead-letter
+    batch (stateops.jobs.runtime.deadletters): every event of the corpus is kept once or its line is a dead
+    letter, never both, never neither."""
+    layout = Layout(str(tmp_path / "stateops"))
+    landing = tmp_path / "stateops" / "landing" / "events"
+    landing.mkdir(parents=True)
+    (landing / "part-0000.json").write_bytes(b"\n".join(line for line, _, _ in CORPUS) + b"\n")
+    result = run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
+
+    kept = table_rows(layout.table("user_activity"), ["user_id", "events"])
+    assert sorted(kept) == sorted((user, 1) for _, users, _ in CORPUS for user in users)
+    dead = table_rows(layout.deadletter_table("user_activity"), ["raw_bytes", "error"])
+    assert sorted(raw for raw, _ in dead) == sorted(line for line, _, n in CORPUS for _ in range(n))
+    assert result.deadletter_rows == sum(n for _, _, n in CORPUS)
+    errors = {raw: error for raw, error in dead}
+    assert errors[b"[]"].startswith("no event")
+    assert errors[CORPUS[13][0]].startswith("not valid UTF-8 text")
+    assert not os.listdir(layout.deadletter_scratch("user_activity"))  # each batch's folder removed
+
+
 def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, tmp_path, caplog):
     layout = Layout(str(tmp_path / "stateops"))
     generate(layout, SMALL)
