@@ -5,11 +5,12 @@
           what the job's state operators cost on top of the parse, whatever the runner does around them
   sink:   the stateful query with the job's Delta sink and no dead-letter query: sink - state is the Delta write,
           job - sink what the dead-letter query (a second read and parse of every line) costs the stateful query
-  floor:  one stateless query over the same landing files: the same `raw_lines` + `valid_rows` parse of
+  floor:  one stateless query over the same landing files: the stateful query's own parse (`valid_rows`) of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
   json:   Spark's JSON reader on the same files (`readStream.schema(...).json(landing)` of every input of the job,
           into `noop`): the cheapest streaming read of the input, the baseline of the ratios' targets
-  variants (--variants): the job as `job` with some Spark settings changed, one lever at a time (VARIANTS), e.g.
+  variants (--variants): the job as `job` with one thing changed (VARIANTS): `other_store` (the default): the
+          job on the store it is not configured with; or some Spark settings, one lever at a time, e.g.
           `uncounted`: RocksDB's row counting off (trackTotalNumberOfRows=false: one read less per state write;
           numRowsTotal then reads 0 and StateOps records the state's rows as unknown)
 
@@ -34,6 +35,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from functools import reduce
 from typing import Any, Sequence
@@ -49,7 +51,7 @@ from stateops.jobs.runtime.runner import deadletter_query_name, run_job
 from stateops.jobs.runtime.start import start_query, stateful_frame
 from stateops.jobs.runtime.session import TRACK_ROWS, get_session
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.sources import raw_lines, valid_rows
+from stateops.jobs.runtime.sources import valid_rows
 from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CHECKPOINT_FILE_MANAGER
 from stateops.layout import Layout
 
@@ -74,8 +76,12 @@ VARIANTS = {
     # Spark's own checkpoint file manager instead of the fence's create-once one (stateops.control.fence.session):
     # its cost
     "stock_checkpoints": {CHECKPOINT_FILE_MANAGER_KEY: STOCK_CHECKPOINT_FILE_MANAGER},
+    # the job on the store it is not configured with (its `state_store`: a job's own store wins over the session's
+    # provider, so `memory` and `memory_join_v2` change only the jobs configured without one)
+    "other_store": {},
 }
-DEFAULT_VARIANTS = ("uncounted",)
+OTHER_STORE = "other_store"
+DEFAULT_VARIANTS = (OTHER_STORE,)
 ROCKSDB_METRICS = ("rocksdbGetLatency", "rocksdbPutLatency", "rocksdbCommitFileSyncLatencyMs",
                    "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitCheckpointLatency",
                    "rocksdbChangeLogWriterCommitLatencyMs", "rocksdbLoadLatencyMs")
@@ -142,8 +148,12 @@ def restart_batch(spark, spec: JobSpec, layout: Layout, later: Layout, listener:
     return events[0]
 
 
+def other_store(spec: JobSpec) -> str:
+    return "rocksdb" if spec.state_store == "memory" else "memory"
+
+
 def floor_frame(spark, spec: JobSpec, layout: Layout) -> DataFrame:
-    frames = [valid_rows(raw_lines(spark, spec, layout, inp), inp, spec) for inp in spec.inputs]
+    frames = [valid_rows(spark, spec, layout, inp) for inp in spec.inputs]
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
@@ -283,14 +293,15 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             before = {key: spark.conf.get(key, None) for key in settings}
                             for key, value in settings.items():
                                 spark.conf.set(key, value)
+                            run_spec = replace(spec, state_store=other_store(spec)) if side == OTHER_STORE else spec
                             try:
-                                run_job(spark, spec, layout, settings=read_settings())
+                                run_job(spark, run_spec, layout, settings=read_settings())
                                 listener.wait(name, args.files)
                                 dl = [e for e in listener.events.get(deadletter_query_name(name), [])
                                       if e.get("numInputRows", 0) > 0]
                                 events = listener.take(name)
                                 restarts.setdefault((name, size, side), []).append(
-                                    restart_batch(spark, spec, layout, later, listener))
+                                    restart_batch(spark, run_spec, layout, later, listener))
                             finally:
                                 for key, value in before.items():
                                     spark.conf.unset(key) if value is None else spark.conf.set(key, value)

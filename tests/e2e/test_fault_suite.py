@@ -36,6 +36,7 @@ from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, archive
 from stateops.recovery.model import RecoveryRefused
 from stateops.cli.main import main
+from stateops.checkpoint_files.restart import DELTAS
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.delta_writers import spark_writer_available
@@ -93,7 +94,7 @@ def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_arch
     run_job(spark, get_job(JOB), layout, settings=read_settings())
 
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
-    newest = max((f for f in checkpoint.state_files() if f.kind == "changelog"), key=lambda f: f.version)
+    newest = max((f for f in checkpoint.state_files() if f.kind in DELTAS), key=lambda f: f.version)  # the store's own
     data = Path(newest.path).read_bytes()
     Path(newest.path).write_bytes(data[: len(data) // 2])  # a torn write
 

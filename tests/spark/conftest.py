@@ -46,7 +46,8 @@ def kafka_homes(kafka_topics, spark, tmp_path_factory):
     store = scenarios.Store(str(tmp_path_factory.mktemp("kafka-homes")))
 
     def user_activity(layout: Layout) -> None:
-        config = scenarios.kafka_config(tmp_path_factory.mktemp("kafka-config"), kafka_topics, "user_activity")
+        config = scenarios.kafka_config(tmp_path_factory.mktemp("kafka-config"), kafka_topics, "user_activity",
+                                        scenarios.KAFKA_CHAIN_STORE)
         with delta_writer_in_force(spark, "delta-rs"):
             run_job(spark, load_jobs(config, layout)["user_activity"], layout, settings=read_settings())
 

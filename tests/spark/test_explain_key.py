@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from stateops.explain import REASONS, ExplainError, explain_key
+from stateops.state_store import of_checkpoint
 
 
 pytestmark = pytest.mark.spark
@@ -55,7 +56,8 @@ def test_each_generated_case_gets_its_reason(spark, explain_join):
     order_time, arrived = orders[never]
     early = explain_key(spark, target, never, batch_id=arrived)
     assert early.reason == _expected_never_paid(order_time, checkpoint.watermark(arrived)) == "waiting_for_match"
-    assert [r["store_name"] for r in early.in_state] == ["left-keyWithTsToValues"]
+    rows = "keyWithTsToValues" if of_checkpoint(checkpoint.path)[0].join_format == 4 else "keyWithIndexToValue"
+    assert [r["store_name"] for r in early.in_state] == [f"left-{rows}"]
     state_row = early.in_state[0]
     assert state_row["operator_id"] == 0 and isinstance(state_row["partition_id"], int)
     assert state_row["value"]["order_id"] == never and state_row["value"]["matched"] is False
@@ -78,7 +80,7 @@ def test_each_generated_case_gets_its_reason(spark, explain_join):
     result = explain_key(spark, target, outside)
     assert result.reason == "matched_outside_bound", result.explanation
     assert {e["store_name"] for e in result.history if e["change_type"] in ("update", "append")} == {
-        "left-keyWithTsToValues", "right-keyWithTsToValues"}
+        f"left-{rows}", f"right-{rows}"}
 
     # A key that never existed.
     assert explain_key(spark, target, "o999999").reason == "never_arrived"

@@ -26,7 +26,7 @@ from tests.support import kafka_oracle, oracle
 from tests.support.audit_queries import state_rows
 from tests.support.delta_rows import table_rows
 from tests.support.delta_writers import spark_writer_in_long_tier
-from tests.support.scenarios import KAFKA_BAD_BYTES as BAD_BYTES, KAFKA_PER_TRIGGER as PER_TRIGGER, kafka_config
+from tests.support.scenarios import KAFKA_BAD_BYTES as BAD_BYTES, KAFKA_PER_TRIGGER as PER_TRIGGER, kafka_config, KAFKA_CHAIN_STORE
 from tests.support.servers.kafka import records
 
 pytestmark = pytest.mark.spark
@@ -36,7 +36,8 @@ def _run(spark, tmp_path, broker: str, job: str, layout: Layout | None = None):
     """The job over the module's topics (in a new home, or on from `layout`'s checkpoint), its dead letters
     checked; returns (spec, layout, the run's result, the records each batch read per input)."""
     layout = layout or Layout(str(tmp_path / "stateops"))
-    spec = load_jobs(kafka_config(tmp_path, broker, job), layout)[job]
+    store = KAFKA_CHAIN_STORE if job == "user_activity" else None  # the chain on the module's home
+    spec = load_jobs(kafka_config(tmp_path, broker, job, store), layout)[job]
     assert spec.source == "kafka"
     result = run_job(spark, spec, layout, settings=read_settings())
     every = {i.name: records(broker, i.name) for i in spec.inputs}

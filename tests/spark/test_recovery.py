@@ -22,6 +22,7 @@ from stateops.jobs.runtime.failures import QueryFailed
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
 from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from tests.support.scenarios import rocksdb_config
 from stateops.checkpoint import Checkpoint
 from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD
@@ -133,8 +134,10 @@ def _break_provider(checkpoint: str):
     return hook
 
 
-def test_a_restart_that_fails_rolls_back_and_the_query_runs_on_the_archived_state(spark, layout, monkeypatch):
+def test_a_restart_that_fails_rolls_back_and_the_query_runs_on_the_archived_state(spark, layout, monkeypatch,
+                                                                                  tmp_path):
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
+    monkeypatch.setenv("STATEOPS_CONFIG", rocksdb_config(tmp_path, JOB))  # the failure: its RocksDB state on memory
     generate(layout, INPUT)
     spec = get_job(JOB)
     checkpoint = spec.checkpoint_path(layout)

@@ -128,12 +128,28 @@ KAFKA_BAD_BYTES = b'{"event_id": "e-\xff", "user_id": "u-1"} \xc3\x28'
 KAFKA_PER_TRIGGER = "350"
 
 
-def kafka_config(folder, bootstrap: str, job: str) -> str:
-    """A config file in `folder` that makes `job` read the broker's topics, KAFKA_PER_TRIGGER records per batch."""
+# The Kafka module's user_activity home (tests/spark/conftest.py kafka_homes) ends in a repartition, which Spark does
+# on RocksDB state only: that chain runs on RocksDB (the job's own store, memory, in the Kafka store switch test).
+KAFKA_CHAIN_STORE = "rocksdb"
+
+
+def rocksdb_config(folder, *jobs: str) -> str:
+    """A config file in `folder` that puts `jobs` on RocksDB: for the tests of what RocksDB's own files or Spark's
+    RocksDB-only tools do (user_activity and order_payments run in memory: jobs/examples/builtin.py)."""
+    path = os.path.join(str(folder), "rocksdb.toml")
+    with open(path, "w") as handle:
+        handle.write("".join(f'[jobs.{job}]\nstate_store = "rocksdb"\n\n' for job in jobs))
+    return path
+
+
+def kafka_config(folder, bootstrap: str, job: str, state_store: str | None = None) -> str:
+    """A config file in `folder` that makes `job` read the broker's topics, KAFKA_PER_TRIGGER records per batch (on
+    `state_store` when given)."""
     path = os.path.join(str(folder), "kafka.toml")
     with open(path, "w") as handle:
         handle.write(f'[jobs.{job}]\nsource = "kafka"\nkafka_bootstrap_servers = "{bootstrap}"\n'
-                     f'kafka_options = {{ maxOffsetsPerTrigger = "{KAFKA_PER_TRIGGER}" }}\n')
+                     f'kafka_options = {{ maxOffsetsPerTrigger = "{KAFKA_PER_TRIGGER}" }}\n'
+                     + (f'state_store = "{state_store}"\n' if state_store else ""))
     return path
 
 

@@ -31,6 +31,7 @@ SENSOR_CONFIG = f"""
 [jobs.{SENSOR_JOB}]
 shuffle_partitions = 4
 watermark_delay = "2 hours"
+state_store = "rocksdb"   # the skew remediation repartitions, which Spark does on RocksDB state only
 
 [audit.jobs.{SENSOR_JOB}]
 skew_min_rows = 50        # the default (1000) calls a few hundred rows noise; this data is small
