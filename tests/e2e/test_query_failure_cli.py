@@ -16,6 +16,7 @@ from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoint import Checkpoint
+from tests.support.scenarios import rocksdb_config
 
 # Long tier (the default run: the one line, the exit code and the log's place, from a failed query's error, in
 # tests/unit/test_failures.py).
@@ -25,7 +26,8 @@ INPUT = GeneratorConfig(events=300, files=2, users=20, seed=1)
 STATEOPS = os.path.join(os.path.dirname(sys.executable), "stateops")
 
 
-def test_corrupt_state_is_one_line_exit_1_and_a_full_log(spark, layout):
+def test_corrupt_state_is_one_line_exit_1_and_a_full_log(spark, layout, tmp_path, monkeypatch):
+    monkeypatch.setenv("STATEOPS_CONFIG", rocksdb_config(tmp_path, "user_activity"))  # a torn RocksDB changelog
     generate(layout, INPUT)
     spec = load_jobs()["user_activity"]
     run_job(spark, spec, layout, settings=read_settings())

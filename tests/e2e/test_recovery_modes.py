@@ -70,8 +70,9 @@ class Lander:
 
 
 def _env(layout, tmp_path, monkeypatch):
+    # on RocksDB: the chain repartitions, which Spark does on RocksDB state only (and switches to memory and back)
     return runbook_env(layout, tmp_path, monkeypatch, JOB, verify_batches=2, verify_timeout=DEADLINE,
-                       stop_timeout=DEADLINE)
+                       stop_timeout=DEADLINE, state_store="rocksdb")
 
 
 def _consumed(layout, pid: int | None = None):

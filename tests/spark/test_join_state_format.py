@@ -14,14 +14,14 @@ from click.testing import CliRunner
 from stateops.audit import deep_audit
 from stateops.checkpoint import Checkpoint
 from stateops.cli.main import main
-from stateops.jobs.definition.environment import read_settings
+from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.session import JOIN_STATE_FORMAT
 from stateops.sparkstate import join_state_format
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
-from tests.support.scenarios import builtin
+from tests.support.scenarios import rocksdb_config
 from tests.support.spark_confs import sql_confs
 
 # Long tier (the default run: format 4 in force on every new join: test_jobs_oracle, test_kill_restart, the audits).
@@ -52,8 +52,10 @@ def _equals_oracle(layout, spec) -> None:
     assert expected and len(got) == len(set(got)) and set(got) == expected
 
 
-def test_a_format_2_checkpoint_keeps_its_format_and_a_rebuild_moves_it_to_4_when_asked(spark, layout, monkeypatch):
-    spec = builtin(layout, JOB)
+def test_a_format_2_checkpoint_keeps_its_format_and_a_rebuild_moves_it_to_4_when_asked(spark, layout, monkeypatch,
+                                                                                      tmp_path):
+    monkeypatch.setenv("STATEOPS_CONFIG", rocksdb_config(tmp_path, JOB))  # format 4 needs RocksDB's column families
+    spec = load_jobs(layout=layout)[JOB]
     assert _described(layout) == {"value": 4, "source": "a new checkpoint's, from the session"}
     generate(layout, INPUT)
     with sql_confs(spark, {JOIN_STATE_FORMAT: "2"}):  # as a checkpoint written before format 4 was the default
