@@ -48,7 +48,7 @@ from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import deadletter_query_name, run_job
-from stateops.jobs.runtime.start import start_query, stateful_frame
+from stateops.jobs.runtime.start import start_query, state_conf, stateful_frame
 from stateops.jobs.runtime.session import TRACK_ROWS, get_session
 from stateops.jobs.runtime.sink import DeltaSink
 from stateops.jobs.runtime.sources import valid_rows
@@ -175,7 +175,8 @@ def run_json(spark, spec: JobSpec, layout: Layout) -> None:
 
 def run_state(spark, spec: JobSpec, layout: Layout) -> None:
     query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__state", None, "bounded",
-                        spec.output_mode, spec, f"{layout.home}/checkpoints/_state")
+                        spec.output_mode, spec, f"{layout.home}/checkpoints/_state",
+                        state_conf=state_conf(spark, spec, layout))
     query.awaitTermination()
 
 
@@ -186,7 +187,7 @@ def run_sink(spark, spec: JobSpec, layout: Layout) -> None:
     writer = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, row_key=spec.idempotent_key,
                        time_column=spec.output_time_column)
     query = start_query(stateful_frame(spark, spec, layout), f"{spec.name}__sink", writer, "bounded",
-                        spec.output_mode, spec, checkpoint)
+                        spec.output_mode, spec, checkpoint, state_conf=state_conf(spark, spec, layout))
     query.awaitTermination()
 
 
