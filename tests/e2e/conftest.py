@@ -99,10 +99,10 @@ def s3_scenarios(s3_homes, s3_spark):
 
 @pytest.fixture
 def s3_scenario(s3_scenarios, monkeypatch):
-    """`s3_scenario(job)`: a fresh copy of the module's home where `job` ran over S3_INPUT, as STATEOPS_HOME (the
-    control records with it); returns (its Layout, the batches the run committed)."""
-    def restore(job: str):
-        layout, batches = s3_scenarios.restore(job)
+    """`s3_scenario(job, store=None)`: a fresh copy of the module's home where `job` ran over S3_INPUT (on `store` when
+    given), as STATEOPS_HOME (the control records with it); returns (its Layout, the batches the run committed)."""
+    def restore(job: str, store: str | None = None):
+        layout, batches = s3_scenarios.restore(job, store)
         monkeypatch.setenv("STATEOPS_HOME", layout.home)
         monkeypatch.delenv("STATEOPS_CONTROL_HOME", raising=False)
         return layout, batches

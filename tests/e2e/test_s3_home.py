@@ -28,7 +28,7 @@ from stateops.control import ControlSettings
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.delta_rows import table_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror
-from tests.support.scenarios import S3_INPUT, more_input
+from tests.support.scenarios import S3_INPUT, more_input, rocksdb_config
 from tests.support.servers.moto import keys
 from tests.support.trees import object_hashes
 
@@ -161,17 +161,19 @@ def _break_provider(checkpoint: str):
     return hook
 
 
-def _ran_on_s3(s3_scenario, monkeypatch):
-    """The module's home where `user_activity` ran over S3_INPUT, one verified batch per runbook; (home, spec)."""
+def _ran_on_s3(s3_scenario, monkeypatch, tmp_path):
+    """The module's home where `user_activity` ran over S3_INPUT on RocksDB (the tests repartition, or fail a restart
+    by putting its RocksDB state on the in-memory store), one verified batch per runbook; (home, spec)."""
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
-    home, _ = s3_scenario("user_activity")
+    monkeypatch.setenv("STATEOPS_CONFIG", rocksdb_config(tmp_path, "user_activity"))
+    home, _ = s3_scenario("user_activity", "rocksdb")
     return home, load_jobs()["user_activity"]
 
 
 @pytest.mark.long  # the default run's acting runbooks: adjust and repartition on Kafka, adjust from Dagster
-def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, monkeypatch):
+def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, monkeypatch, tmp_path):
     job = "user_activity"
-    home, spec = _ran_on_s3(s3_scenario, monkeypatch)
+    home, spec = _ran_on_s3(s3_scenario, monkeypatch, tmp_path)
     checkpoint = spec.checkpoint_path(home)
     for hour, (mode, change) in enumerate((("adjust", {"watermark_delay": "20 minutes"}),
                                            ("repartition", {"shuffle_partitions": 6})), start=3):
@@ -189,9 +191,9 @@ def test_adjust_and_repartition_on_s3_complete_and_verify(spark, s3_scenario, mo
 
 @pytest.mark.long  # the default run: the rollback on local disk (test_recovery), the S3 copies, renames and journal
 # of a runbook (test_runbook_s3), retention acting on this home and the job restarting (above)
-def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark, s3_scenario, monkeypatch):
+def test_a_failed_restart_on_s3_rolls_back_leaving_every_object_as_it_was(spark, s3_scenario, monkeypatch, tmp_path):
     job = "user_activity"
-    home, spec = _ran_on_s3(s3_scenario, monkeypatch)
+    home, spec = _ran_on_s3(s3_scenario, monkeypatch, tmp_path)
     checkpoint = spec.checkpoint_path(home)
     more_input(home, 6, seed=6)
     before = object_hashes(checkpoint)

@@ -99,24 +99,27 @@ class S3Store:
     def __init__(self, homes, spark):
         self.homes, self.spark, self.batches = homes, spark, {}
 
-    def restore(self, job: str) -> tuple[Layout, int]:
-        """A fresh copy of `job`'s home (built on the first call) and how many batches its run committed."""
+    def restore(self, job: str, store: str | None = None) -> tuple[Layout, int]:
+        """A fresh copy of `job`'s home (built on the first call; on `store` when given, else the job's own) and how
+        many batches its run committed."""
         from tests.support.servers.moto import copy_prefix
 
-        live, built = f"{self.homes.prefix}/{job}", f"{self.homes.prefix}/.built/{job}"
-        layout = Layout.of(self.homes.url(job))
-        if job not in self.batches:  # the module's bucket is new: nothing under `live` yet
+        name = f"{job}-{store}" if store else job
+        live, built = f"{self.homes.prefix}/{name}", f"{self.homes.prefix}/.built/{name}"
+        layout = Layout.of(self.homes.url(name))
+        if name not in self.batches:  # the module's bucket is new: nothing under `live` yet
             generate(layout, S3_INPUT)
             from stateops.jobs.runtime.runner import run_job
             from tests.support.spark_confs import sql_confs
 
             with sql_confs(self.spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
-                self.batches[job] = run_job(self.spark, builtin(layout, job), layout,
-                                            settings=read_settings()).batches
+                spec = builtin(layout, job)
+                self.batches[name] = run_job(self.spark, replace(spec, state_store=store or spec.state_store), layout,
+                                             settings=read_settings()).batches
             copy_prefix(self.homes.env, self.homes.bucket, live, built)
         else:
             copy_prefix(self.homes.env, self.homes.bucket, built, live)
-        return layout, self.batches[job]
+        return layout, self.batches[name]
 
 
 # The Kafka jobs' input: the generator's lines produced file by file, each input to the topic of its name, plus
