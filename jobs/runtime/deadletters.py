@@ -4,8 +4,8 @@ The stateful query reads a file input with Spark's JSON source (its byte parser 
 `from_json`'s character reader: BENCHMARKS.md, Throughput); the dead-letter query reads the lines as text, to keep
 each bad line's exact bytes, and judges them with `from_json`. Both parse every line alike but the odd ones
 (stateops.jobs.runtime.sources.odd_line: invalid UTF-8, a leading byte-order mark, a top-level array). The batch
-writes those few lines one per folder under the run's scratch folder and reads them back with the stateful
-query's own reader, so that each row of an odd line lands in exactly one of the two queries: a row the stateful
+writes those few lines one per folder (a folder per run and batch, removed once the batch is written; what a killed
+run left, the next run removes as it starts) and reads them back with the stateful query's own reader, so that each row of an odd line lands in exactly one of the two queries: a row the stateful
 query keeps is no dead letter, every other row of the line is one, and so is the whole line when the JSON source
 reads no row from it (`[]`).
 """
@@ -25,6 +25,11 @@ from stateops.jobs.definition.spec import InputSpec, JobSpec
 from stateops.jobs.runtime.sources import ODD, json_reader, rejection
 
 NO_ROW = "no event: Spark's JSON reader reads no row from the line"
+
+
+def clear_scratch(scratch: str) -> None:
+    """What killed runs left in the job's scratch folder (called by a run that holds the job's lease)."""
+    remove_tree(scratch)
 
 
 @dataclass

@@ -136,6 +136,8 @@ def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark
     landing = tmp_path / "stateops" / "landing" / "events"
     landing.mkdir(parents=True)
     (landing / "part-0000.json").write_bytes(b"\n".join(line for line, _, _ in CORPUS) + b"\n")
+    left = os.path.join(layout.deadletter_scratch("user_activity"), "killed-run-3", "events", "line=0")
+    os.makedirs(left)  # what a run killed in the middle of a batch leaves
     result = run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
 
     kept = table_rows(layout.table("user_activity"), ["user_id", "events"])
@@ -146,7 +148,7 @@ def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark
     errors = {raw: error for raw, error in dead}
     assert errors[b"[]"].startswith("no event")
     assert errors[CORPUS[13][0]].startswith("not valid UTF-8 text")
-    assert not os.listdir(layout.deadletter_scratch("user_activity"))  # each batch's folder removed
+    assert not os.listdir(layout.deadletter_scratch("user_activity"))  # each batch's folder, and the killed run's
 
 
 def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, tmp_path, caplog):
