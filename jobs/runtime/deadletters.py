@@ -5,9 +5,10 @@ The stateful query reads a file input with Spark's JSON source (its byte parser 
 each bad line's exact bytes, and judges them with `from_json`. Both parse every line alike but the odd ones
 (stateops.jobs.runtime.sources.odd_line: invalid UTF-8, a leading byte-order mark, a top-level array). The batch
 writes those few lines one per folder (a folder per run and batch, removed once the batch is written; what a killed
-run left, the next run removes as it starts) and reads them back with the stateful query's own reader, so that each row of an odd line lands in exactly one of the two queries: a row the stateful
-query keeps is no dead letter, every other row of the line is one, and so is the whole line when the JSON source
-reads no row from it (`[]`).
+run left, the next run removes as it starts) and reads them back with the stateful query's own reader, so that each
+row of an odd line lands in exactly one of the two queries: a row the stateful query keeps is no dead letter, every
+other row of the line is one, and so is the whole line when the JSON source reads no row from it (`[]`). A Kafka
+job's two queries both parse with `from_json`: its batches have no odd line and are written as they come.
 """
 from __future__ import annotations
 
@@ -27,11 +28,6 @@ from stateops.jobs.runtime.sources import ODD, json_reader, rejection
 NO_ROW = "no event: Spark's JSON reader reads no row from the line"
 
 
-def clear_scratch(scratch: str) -> None:
-    """What killed runs left in the job's scratch folder (called by a run that holds the job's lease)."""
-    remove_tree(scratch)
-
-
 @dataclass
 class JudgedDeadLetters:
     """A dead-letter query's writer: the batch's odd lines judged (module doc), then `write`."""
@@ -42,6 +38,9 @@ class JudgedDeadLetters:
     write: BatchWriter
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self.spec.source == "kafka":
+            self.write(df.drop(ODD, "arrival_time"), batch_id)
+            return
         df = df.persist()  # the batch's dead letters and odd lines only: a few rows, read twice below
         folder = posixpath.join(self.scratch, f"{self.run_id}-{batch_id}")
         try:

@@ -46,8 +46,13 @@ def raw_lines(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec
         )
     return (
         spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(inp.landing(layout))
-        .select("value", F.col("_metadata.file_modification_time").alias("arrival_time"))
+        .select("value", _file_arrival())
     )
+
+
+def _file_arrival() -> Column:
+    """A file row's arrival (the module doc): its file's modification time, alike in both queries' file sources."""
+    return F.col("_metadata.file_modification_time").alias("arrival_time")
 
 
 def _too_far_ahead(inp: InputSpec, spec: JobSpec) -> Column:
@@ -91,7 +96,7 @@ def _parsed_files(spark: SparkSession, spec: JobSpec, layout: Layout, inp: Input
     return (
         json_reader(spark.readStream, inp).option("maxFilesPerTrigger", spec.max_files_per_trigger)
         .json(inp.landing(layout))
-        .select(F.struct(*inp.columns()).alias("row"), F.col("_metadata.file_modification_time").alias("arrival_time"))
+        .select(F.struct(*inp.columns()).alias("row"), _file_arrival())
     )
 
 

@@ -302,9 +302,7 @@ def test_the_store_switch_on_a_kafka_job_reads_on_from_the_offsets_it_recorded(s
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
     broker, job = kafka_topics, "user_activity"
-    config = kafka_config(tmp_path, broker, job)
-    with open(config, "a") as handle:
-        handle.write('state_store = "memory"\n')
+    config = kafka_config(tmp_path, broker, job, "memory")
     layout = Layout(str(tmp_path / "stateops"))
     spec = load_jobs(config, layout)[job]
     run_job(spark, spec, layout, settings=read_settings())
