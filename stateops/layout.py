@@ -146,11 +146,6 @@ class Layout:
         names them field0, field1, ...; stateops.jobs.runtime.compatibility compares them)."""
         return _join(self.ops_dir(job), "join_keys.json")
 
-    def deadletter_scratch(self, job: str) -> str:
-        """Where the job's dead-letter batches put their odd lines for Spark's JSON source to judge, a folder per
-        run and batch, removed once the batch is written (stateops.jobs.runtime.deadletters)."""
-        return _join(self.ops_dir(job), "deadletter_scratch")
-
     def archives(self, job: str) -> str:
         return self.folder(Part.ARCHIVES, job)
 

@@ -44,12 +44,10 @@ from stateops.layout import Layout
 from stateops.relocation.placement import check_placement
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
-from stateops.storage.copies import remove_tree
 
 from stateops.jobs.definition.settings import effective_spec
 from stateops.jobs.definition.spec import JobSpec, check_output_columns
 from stateops.jobs.runtime import compatibility
-from stateops.jobs.runtime.deadletters import JudgedDeadLetters
 from stateops.jobs.runtime.failures import QueryFailed, query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from stateops.jobs.runtime.plan import stateful_plan
@@ -155,9 +153,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     queries: list[StreamingQuery] = []
     # the moment the loss is found, no write of the JVM's under the job's folders, a batch write under way ended, no
     # progress row or idle report; then no batch (the queries stop): stateops.control.fence.writes
-    remove_tree(layout.deadletter_scratch(spec.name))  # what killed runs left (this run holds the lease)
-    judged = JudgedDeadLetters(spec, layout.deadletter_scratch(spec.name), run_id, dl_sink)
-    writers = fence_run(spark, lease, (sink, judged), [*checkpoints, sink.table_uri, dl_sink.table_uri],
+    writers = fence_run(spark, lease, (sink, dl_sink), [*checkpoints, sink.table_uri, dl_sink.table_uri],
                         silence=recorder.silence,
                         stop=lambda: [query.stop() for query in list(queries) if query.isActive])
     started = time.monotonic()

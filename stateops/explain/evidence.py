@@ -206,10 +206,11 @@ def _file_records(spark, logs: dict[int, list[tuple[str, int]]], log: BatchLog, 
         return []
     by_path = {_norm_path(p): where for p, where in files.items()}
     try:
-        rows = (spark.read.text(sorted(files)).select(
+        read = spark.read.schema(inp.schema).option("mode", "PERMISSIVE").json(sorted(files))  # as the query reads
+        rows = (read.select(
             F.col("_metadata.file_path").alias("file"),
             F.col("_metadata.file_modification_time").alias("arrival"),
-            F.from_json("value", inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
+            F.struct(*[F.col(f"`{c}`") for c in read.columns]).alias("row"))
             .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
             .collect())
     except Exception:  # noqa: BLE001 - input files may be gone (retention); state evidence remains

@@ -61,6 +61,8 @@ def read_records(spark, inp, batches: KafkaBatches, key: str, batch_id: int) -> 
     arrival (the record timestamp) and the parsed row (None where the value does not parse)."""
     from pyspark.sql import functions as F
 
+    from stateops.lineparse import parse_rows
+
     topic = inp.topic
     ends = batches.ends.get(batch_id, {}).get(topic)
     if not ends:
@@ -74,7 +76,7 @@ def read_records(spark, inp, batches: KafkaBatches, key: str, batch_id: int) -> 
               .option("failOnDataLoss", "false"))
     rows = (reader.load().select(
         F.col("partition").cast("string").alias("partition"), "offset", F.col("timestamp").alias("arrival"),
-        F.from_json(F.col("value").cast("string"), inp.schema, {"mode": "PERMISSIVE"}).alias("row"))
+        F.explode(parse_rows(spark, F.col("value").cast("string"), inp.schema)).alias("row"))
         .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
         .collect())
     return [{"partition": r["partition"], "offset": r["offset"], "arrival": r["arrival"], "row": r["row"]}

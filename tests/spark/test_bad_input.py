@@ -100,8 +100,8 @@ def _event(n: int, **changed) -> bytes:
     return json.dumps(fields).encode()
 
 
-# (line, the events the stateful query keeps from it, the dead letters it makes): the lines Spark's JSON source
-# and `from_json` could judge apart (sources.odd_line), and the plain cases beside them.
+# (line, the events the stateful query keeps from it, the dead letters it makes): the lines Spark's JSON source and
+# `from_json` (a parse over the line's characters) judge apart, and the plain cases beside them.
 CORPUS = [
     (_event(1), {"u1"}, 0),
     (b"", set(), 1),
@@ -124,20 +124,19 @@ CORPUS = [
     (_event(16, value="abc"), set(), 1),
     (_event(17).replace(b"}", b', "x": }'), set(), 1),
     (_event(18, action="a\tb").replace(b"\\t", b"\t"), set(), 1),            # a raw control character
+    (b"\xef\xbb\xbf [" + _event(19) + b"]", {"u19"}, 0),                      # an array after a byte-order mark
 ]
 
 
 def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark, tmp_path):
-    """The stateful query reads files with Spark's JSON source, the dead-letter query with `from_json` (it keeps
-    each bad line's bytes); the lines they could judge apart are judged by the JSON source in the dead-letter
-    batch (stateops.jobs.runtime.deadletters): every event of the corpus is kept once or its line is a dead
-    letter, never both, never neither."""
+    """The stateful query reads files with Spark's JSON source, the dead-letter query reads them as text (it keeps
+    each bad line's bytes) and parses each line with the JSON source's own parser over its bytes
+    (stateops.lineparse): every event of the corpus is kept once or its line is a dead letter, never both, never
+    neither; a line of an array with a bad element is a dead letter for that element."""
     layout = Layout(str(tmp_path / "stateops"))
     landing = tmp_path / "stateops" / "landing" / "events"
     landing.mkdir(parents=True)
     (landing / "part-0000.json").write_bytes(b"\n".join(line for line, _, _ in CORPUS) + b"\n")
-    left = os.path.join(layout.deadletter_scratch("user_activity"), "killed-run-3", "events", "line=0")
-    os.makedirs(left)  # what a run killed in the middle of a batch leaves
     result = run_job(spark, load_jobs()["user_activity"], layout, settings=read_settings())
 
     kept = table_rows(layout.table("user_activity"), ["user_id", "events"])
@@ -148,7 +147,6 @@ def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark
     errors = {raw: error for raw, error in dead}
     assert errors[b"[]"].startswith("no event")
     assert errors[CORPUS[13][0]].startswith("not valid UTF-8 text")
-    assert not os.listdir(layout.deadletter_scratch("user_activity"))  # each batch's folder, and the killed run's
 
 
 def test_a_failed_progress_append_is_counted_and_the_output_stays_right(spark, tmp_path, caplog):
