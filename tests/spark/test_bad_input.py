@@ -128,6 +128,27 @@ CORPUS = [
 ]
 
 
+def test_the_line_parser_reads_each_line_as_the_json_source_reads_it(spark, tmp_path):
+    """The oracle is Spark's JSON source itself: each corpus line, in a file of its own, read by it and by
+    `parse_rows` over the line as text gives the same rows (as a multiset), where `from_json` differs on some."""
+    from pyspark.sql import functions as F
+
+    from stateops.lineparse import parse_rows
+
+    schema = load_jobs()["user_activity"].inputs[0].schema
+    differs_from_from_json = 0
+    for n, (line, _, _) in enumerate(CORPUS):
+        path = tmp_path / f"line-{n}.json"
+        path.write_bytes(line + b"\n")
+        source = spark.read.schema(schema).option("mode", "PERMISSIVE").json(str(path))
+        parsed = spark.read.text(str(path)).select(F.explode(parse_rows(spark, F.col("value"), schema)).alias("r"))
+        expected = sorted(map(tuple, source.collect()), key=repr)
+        assert sorted(map(tuple, parsed.select("r.*").collect()), key=repr) == expected, line
+        by_from_json = spark.read.text(str(path)).select(F.from_json("value", schema).alias("r")).select("r.*")
+        differs_from_from_json += sorted(map(tuple, by_from_json.collect()), key=repr) != expected
+    assert differs_from_from_json >= 5  # arrays, a byte-order mark, invalid UTF-8: the corpus holds what it claims
+
+
 def test_every_line_lands_in_exactly_one_query_as_the_json_source_reads_it(spark, tmp_path):
     """The stateful query reads files with Spark's JSON source, the dead-letter query reads them as text (it keeps
     each bad line's bytes) and parses each line with the JSON source's own parser over its bytes
