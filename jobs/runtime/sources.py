@@ -106,8 +106,9 @@ def valid_rows(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpe
 def invalid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
     """Rows that failed parsing or the time check: the input they came from, the whole line as valid UTF-8 text
     (`raw`, each invalid byte sequence replaced by U+FFFD), the line's exact bytes (`raw_bytes`) and the reason.
-    Every row the stateful query's JSON source reads from a line is judged (a top-level array: each element), and a
-    line it reads no row from is one dead letter (NO_ROW): each line's events land in exactly one of the two queries.
+    Every row Spark's JSON reader reads from a line is judged (a top-level array: each element), as the stateful
+    query reads it, and a line it reads no row from is one dead letter (NO_ROW): each line's events land in exactly
+    one of the two queries.
 
     Spark strings carry whatever bytes the source read; written as they are, one line of invalid UTF-8 made
     the whole dead-letter table unreadable to Arrow readers (delta-rs, pandas, the dead-letter retention)."""
