@@ -21,6 +21,8 @@ class Benchmark:
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("state_store", "State store: project defaults vs a tutorial's configuration", "bench.bench_state_store"),
     Benchmark("throughput", "Throughput: every job against the stateless floor", "bench.bench_throughput"),
+    Benchmark("parse", "Parse: the dead-letter query's line parser vs `from_json` and Spark's JSON source",
+              "bench.bench_parse"),
     Benchmark("kafka", "Kafka throughput: `user_activity` on a real broker vs the stateless Kafka floor",
               "bench.bench_kafka"),
     Benchmark("s3", "A batch with the whole home on an S3 API (moto, loopback) vs on local disk", "bench.bench_s3",
