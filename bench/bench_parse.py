@@ -29,14 +29,13 @@ SIDES = ("json", "text", "from_json", "lineparser")
 
 
 def _frames(spark, landing: str, schema: str) -> dict[str, DataFrame]:
-    from stateops.lineparse import parse_rows
+    from stateops.lineparse import json_source, parse_rows
 
     def text() -> DataFrame:
         return spark.readStream.option("maxFilesPerTrigger", 1).text(landing)
 
     return {
-        "json": spark.readStream.schema(schema).option("mode", "PERMISSIVE").option("maxFilesPerTrigger", 1)
-        .json(landing),
+        "json": json_source(spark.readStream, schema).option("maxFilesPerTrigger", 1).json(landing),
         "text": text(),
         "from_json": text().select(F.explode(F.array(F.from_json("value", schema, {"mode": "PERMISSIVE"})))
                                    .alias("row")).select("row.*"),
@@ -53,9 +52,9 @@ def _batches(frame: DataFrame, checkpoint: str, name: str) -> list[int]:
 
 
 def _differing_rows(spark, landing: str, schema: str) -> int:
-    from stateops.lineparse import parse_rows
+    from stateops.lineparse import json_source, parse_rows
 
-    source = spark.read.schema(schema).option("mode", "PERMISSIVE").json(landing)
+    source = json_source(spark.read, schema).json(landing)
     parsed = spark.read.text(landing).select(F.explode(parse_rows(spark, F.col("value"), schema)).alias("row")) \
         .select("row.*")
     return source.exceptAll(parsed).count() + parsed.exceptAll(source).count()

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from stateops.layout import Layout
-from stateops.lineparse import parse_rows
+from stateops.lineparse import json_source, parse_rows
 
 from stateops.jobs.definition.spec import InputSpec, JobSpec
 
@@ -90,8 +90,8 @@ def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
 def _parsed_files(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpec) -> DataFrame:
     """A file input parsed by Spark's JSON source: `row` and `arrival_time`."""
     return (
-        spark.readStream.schema(inp.schema).option("mode", "PERMISSIVE")
-        .option("maxFilesPerTrigger", spec.max_files_per_trigger).json(inp.landing(layout))
+        json_source(spark.readStream, inp.schema).option("maxFilesPerTrigger", spec.max_files_per_trigger)
+        .json(inp.landing(layout))
         .select(F.struct(*inp.columns()).alias("row"), _file_arrival())
     )
 

@@ -201,12 +201,14 @@ def _file_records(spark, logs: dict[int, list[tuple[str, int]]], log: BatchLog, 
     `logs`: the checkpoint's file-source logs (Checkpoint.source_files)."""
     from pyspark.sql import functions as F
 
+    from stateops.lineparse import json_source
+
     files = _input_files(logs, log, inp, batch_id)
     if not files:
         return []
     by_path = {_norm_path(p): where for p, where in files.items()}
     try:
-        read = spark.read.schema(inp.schema).option("mode", "PERMISSIVE").json(sorted(files))  # as the query reads
+        read = json_source(spark.read, inp.schema).json(sorted(files))
         rows = (read.select(
             F.col("_metadata.file_path").alias("file"),
             F.col("_metadata.file_modification_time").alias("arrival"),

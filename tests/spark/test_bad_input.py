@@ -133,14 +133,14 @@ def test_the_line_parser_reads_each_line_as_the_json_source_reads_it(spark, tmp_
     `parse_rows` over the line as text gives the same rows (as a multiset), where `from_json` differs on some."""
     from pyspark.sql import functions as F
 
-    from stateops.lineparse import parse_rows
+    from stateops.lineparse import json_source, parse_rows
 
     schema = load_jobs()["user_activity"].inputs[0].schema
     differs_from_from_json = 0
     for n, (line, _, _) in enumerate(CORPUS):
         path = tmp_path / f"line-{n}.json"
         path.write_bytes(line + b"\n")
-        source = spark.read.schema(schema).option("mode", "PERMISSIVE").json(str(path))
+        source = json_source(spark.read, schema).json(str(path))
         parsed = spark.read.text(str(path)).select(F.explode(parse_rows(spark, F.col("value"), schema)).alias("r"))
         expected = sorted(map(tuple, source.collect()), key=repr)
         assert sorted(map(tuple, parsed.select("r.*").collect()), key=repr) == expected, line
