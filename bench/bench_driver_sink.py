@@ -102,7 +102,7 @@ def peak_rss_mib() -> tuple[float | None, float | None]:
 
 
 def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float, dict]:
-    from stateops.jobs.runtime.sink import _write_with_jvm
+    from stateops.jobs.runtime.sink import write_with_jvm
     from stateops.delta import write_batch
 
     df = batch_frame(spark, rows)
@@ -114,7 +114,7 @@ def run_side(spark, side: str, rows: int, root: str, batch: int) -> tuple[float,
         df.write.mode("overwrite").parquet(os.path.join(root, "parquet"))
         return time.perf_counter() - started, {}
     if side == "delta-spark":
-        written = _write_with_jvm(df, os.path.join(root, "delta-spark"), "bench/delta_spark", batch, ())
+        written = write_with_jvm(df, os.path.join(root, "delta-spark"), "bench/delta_spark", batch, ())
         if written != rows:
             raise RuntimeError(f"Delta's Spark writer wrote {written} rows, expected {rows}")
         return time.perf_counter() - started, {}

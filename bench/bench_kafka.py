@@ -5,7 +5,7 @@ A broker per size (scripts/kafka, KRaft, loopback) holds the topic `events` (2 p
 offset on a fresh checkpoint, `maxOffsetsPerTrigger` = records / files (so about `files` micro-batches of
 `size` records):
 
-  job:    the job through the real runner (run_job: its stateful query into Delta and its dead-letter query)
+  job:    the job through the real runner (run_job: its query, its output and dead letters into Delta)
   floor:  one stateless query over the same topic: the same `raw_lines` + `valid_rows` parse into Spark's
           `noop` sink (what the machine does with the records and no state, no output)
 

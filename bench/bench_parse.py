@@ -1,11 +1,11 @@
-"""Parse: the dead-letter query's line parser against `from_json` and Spark's JSON source, on the same files.
+"""Parse: the jobs' line parser against `from_json` and Spark's JSON source, on the same files.
 
-  json:       Spark's JSON source (`readStream.schema(...).json(landing)`): how the stateful query reads a file input,
+  json:       Spark's JSON source (`readStream.schema(...).json(landing)`): the cheapest streaming read of the input,
               and the baseline of the ratios
   text:       the text source alone (`readStream.text(landing)`): the read every line-keeping parse starts from
   from_json:  text + `from_json` in PERMISSIVE mode (a java.io.InputStreamReader per row)
   lineparser: text + StateOps' LineParser (`stateops.lineparse.parse_rows`: the JSON source's own parser over the
-              line's bytes), exploded as the dead-letter query explodes it: how the dead-letter query parses
+              line's bytes), exploded as a job's query explodes it: how a job's query parses
 
 Every side streams the same user_activity landing files (one per micro-batch) into Spark's `noop` sink, on fresh
 checkpoints, alternating A B C D D C B A; per side the median `batchDuration` of its micro-batches (each run's

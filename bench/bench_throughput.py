@@ -1,11 +1,12 @@
 """Throughput benchmark: every job against the stateless floor over the same input, in one run.
 
-  job:    the job through the real runner (run_job: its stateful query into Delta and its dead-letter query)
-  state:  the job's stateful query alone into Spark's `noop` sink (no dead-letter query, no Delta write):
-          what the job's state operators cost on top of the parse, whatever the runner does around them
-  sink:   the stateful query with the job's Delta sink and no dead-letter query: sink - state is the Delta write,
-          job - sink what the dead-letter query (a second read and parse of every line) costs the stateful query
-  floor:  one stateless query over the same landing files: the stateful query's own parse (`valid_rows`) of
+  job:    the job through the real runner (run_job: its query, whose scan judges every line once, its output and
+          its dead letters into Delta with each batch)
+  state:  the job's query alone into Spark's `noop` sink (dead letters collected, nothing written): what the job's
+          state operators cost on top of the parse, whatever the runner does around them
+  sink:   the query with the job's Delta sink for its output and no dead-letter write: sink - state is the output's
+          Delta write, job - sink the dead-letter write and the runner around the query
+  floor:  one stateless query over the same landing files: the query's own parse and judgment (`valid_rows`) of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
   json:   Spark's JSON reader on the same files (`readStream.schema(...).json(landing)` of every input of the job,
           into `noop`): the cheapest streaming read of the input, the baseline of the ratios' targets
@@ -15,13 +16,13 @@
           numRowsTotal then reads 0 and StateOps records the state's rows as unknown)
 
 Both sides of one job and size read byte-identical copies of the same input (one file per input and
-micro-batch) on fresh checkpoints, alternating A B C C B A. Per side: the median `batchDuration` of the
+micro-batch) on fresh checkpoints, alternating A B C C B A, after a discarded warm-up run of user_activity at the
+largest size measured. Per side: the median `batchDuration` of the
 micro-batches with input (each run's first excluded), events/s from it, and ratio = job / floor. The job
-also gets a sustained events/s with the CPU its dead-letter query takes counted (`sustained`): the median
-batch alone flatters it, since that query runs in the stateful query's gaps and, faster, ends first. Where the
-job's time goes (medians over the same batches): Spark's `durationMs` phases, the state operators' update,
-removal and commit times, RocksDB's own metrics, and the dead-letter query's batch time (it runs alongside
-the stateful query and shares the cores), and per state operator its own update, removal and commit times. For
+also gets a sustained events/s (`sustained`): its steady batches' events over the time from the first one's start
+to the last one's end, the gaps between batches counted. Where the job's time goes (medians over the same
+batches): Spark's `durationMs` phases, the state operators' update, removal and commit times, RocksDB's own
+metrics, and per state operator its own update, removal and commit times. For
 `user_actions` the state operator's update time includes the Python worker (applyInPandasWithState).
 
   .venv/bin/python -m bench.bench_throughput [--quick] [--sizes 20000,200000] [--files 6] [--repeats 2]
@@ -47,7 +48,7 @@ from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.demo.generator import GeneratorConfig, generate
-from stateops.jobs.runtime.runner import deadletter_query_name, run_job
+from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.start import start_query, state_conf, stateful_frame
 from stateops.jobs.runtime.session import TRACK_ROWS, get_session
 from stateops.jobs.runtime.sink import DeltaSink
@@ -122,7 +123,7 @@ class Progress(StreamingQueryListener):
 
 def make_input(root: str, job: JobSpec, size: int, files: int, users: int) -> tuple[Layout, Layout]:
     """`files` micro-batches of about `size` events for `job` (orders and payments for the join), with
-    duplicates and a few malformed lines so the dead-letter query has rows to keep; and one more micro-batch apart
+    duplicates and a few malformed lines so the dead-letter table has rows to keep; and one more micro-batch apart
     (the landing files of a second layout), for the restart."""
     source, later = Layout(f"{root}/input-{job.name}-{size}"), Layout(f"{root}/later-{job.name}-{size}")
     joined = {i.name for i in job.inputs} == {"orders", "payments"}
@@ -181,8 +182,8 @@ def run_state(spark, spec: JobSpec, layout: Layout) -> None:
 
 
 def run_sink(spark, spec: JobSpec, layout: Layout) -> None:
-    """The stateful query into the job's Delta table (delta-rs, as `auto` picks on a local master), no dead-letter
-    query and no fence around the writer."""
+    """The query into the job's Delta table (delta-rs, as `auto` picks on a local master), its dead letters collected
+    and not written, no fence around the writer."""
     checkpoint = f"{layout.home}/checkpoints/_sink"
     writer = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, row_key=spec.idempotent_key,
                        time_column=spec.output_time_column)
@@ -198,12 +199,10 @@ def _span_seconds(events: list[dict[str, Any]]) -> float:
     return max(ends) - min(starts)
 
 
-def sustained(stateful: list[dict[str, Any]], deadletter: list[dict[str, Any]]) -> float:
-    """Events/s of a job's steady batches with both of its queries counted: the stateful query's input over
-    the time from the first steady batch of either query to the last batch end of either (the dead-letter
-    query runs ahead when it can, and what it did during the warm-up batch is left out, so this errs low)."""
-    events = sum(e["numInputRows"] for e in stateful[1:])
-    return events / _span_seconds(stateful[1:] + deadletter[1:])
+def sustained(events: list[dict[str, Any]]) -> float:
+    """Events/s of a job's steady batches (the first excluded): their input over the time from the first one's start
+    to the last one's end, the gaps between batches counted."""
+    return sum(e["numInputRows"] for e in events[1:]) / _span_seconds(events[1:])
 
 
 def _median(values: list[float]) -> float | None:
@@ -275,13 +274,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
           f"excluded); {args.repeats} run(s) per side, job and size; sizes {list(args.sizes)}", flush=True)
     measured: dict[tuple[str, int, str], Measured] = {}
     steady: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    deadletter: dict[tuple[str, int], list[int]] = {}
-    rates: dict[tuple[str, int], list[float]] = {}  # sustained events/s of each job run (both queries)
+    rates: dict[tuple[str, int], list[float]] = {}  # sustained events/s of each job run
     restarts: dict[tuple[str, int, str], list[dict[str, Any]]] = {}  # each job run's restart batch
     try:
         with workdir(args) as root:
+            # at the largest size measured: a small warm-up left the JIT cold for the first side measured (its
+            # first run was the slowest of the job's, by up to a third)
             warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout,
-                                                             settings=read_settings()))
+                                                             settings=read_settings()), events=max(args.sizes))
             listener.take("")
             for i, size in enumerate(args.sizes):
                 for name in args.jobs:
@@ -298,16 +298,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             try:
                                 run_job(spark, run_spec, layout, settings=read_settings())
                                 listener.wait(name, args.files)
-                                dl = [e for e in listener.events.get(deadletter_query_name(name), [])
-                                      if e.get("numInputRows", 0) > 0]
                                 events = listener.take(name)
                                 restarts.setdefault((name, size, side), []).append(
                                     restart_batch(spark, run_spec, layout, later, listener))
                             finally:
                                 for key, value in before.items():
                                     spark.conf.unset(key) if value is None else spark.conf.set(key, value)
-                            deadletter.setdefault((name, size, side), []).extend(e["batchDuration"] for e in dl[1:])
-                            rates.setdefault((name, size, side), []).append(sustained(events, dl))
+                            rates.setdefault((name, size, side), []).append(sustained(events))
                             steady.setdefault((name, size, side), []).extend(events[1:])
                         else:
                             {"state": run_state, "sink": run_sink, "floor": run_floor,
@@ -350,25 +347,24 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                               fmt_ms(b.get("allUpdatesTimeMs")), fmt_ms(b.get("allRemovalsTimeMs")),
                               fmt_ms(b.get("commitTimeMs")), fmt_ms(b.get("rocksdbGetLatency")),
                               fmt_ms(b.get("rocksdbPutLatency")), fmt_ms(b.get("rocksdbCommitFileSyncLatencyMs")),
-                              f"{b.get('stateRows') or 0:,.0f}" if counted else "not counted",
-                              fmt_ms(_median(deadletter.get((name, size, side), [])))])
+                              f"{b.get('stateRows') or 0:,.0f}" if counted else "not counted"])
                 for operator, times in per_operator(steady[name, size, side]):
                     operators.append([name, f"{size:,}", side, operator, fmt_ms(times["allUpdatesTimeMs"]),
                                       fmt_ms(times["allRemovalsTimeMs"]), fmt_ms(times["commitTimeMs"]),
                                       f"{times['numRowsUpdated'] or 0:,.0f}", f"{times['numRowsRemoved'] or 0:,.0f}",
                                       f"{times['numRowsTotal'] or 0:,.0f}" if counted else "not counted"])
     report.table("median micro-batch (ms) and events/s; ratio = job / Spark's JSON reader on the same files, measured "
-                 "side by side; floor = StateOps' own parse into noop; state only = the stateful query alone (no "
-                 "dead-letter query, no Delta write); state + sink = with the Delta write, no dead-letter query; each "
+                 "side by side; floor = StateOps' own parse and judgment into noop; state only = the job's query "
+                 "alone (no Delta write); state + sink = with the output's Delta write, no dead-letter write; each "
                  "variant: its ms (its ratio to the JSON reader)",
                  ["job", "events/batch", "job ms", "state only ms", "state + sink ms", "floor ms", "JSON reader ms", "job events/s",
                   "job sustained events/s", "JSON reader events/s", "ratio", "sustained ratio", "job / floor",
                   "state only / JSON reader", *args.variants], rows)
     report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
-                 "and partitions, so on 2 cores they can exceed the batch); dead-letter = the job's second query",
+                 "and partitions, so on 2 cores they can exceed the batch)",
                  ["job", "events/batch", "side", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",
-                  "state removals", "state commit", "rocksdb get", "rocksdb put", "rocksdb fsync", "state rows",
-                  "dead-letter batch"], parts)
+                  "state removals", "state commit", "rocksdb get", "rocksdb put", "rocksdb fsync", "state rows"],
+                 parts)
     report.table("restart: the job run again on its checkpoint with one more file per input (its first micro-batch "
                  "loads the state: the newest snapshot and the changelogs after it; medians over the runs)",
                  ["job", "events/batch", "side", "steady batch", "restart batch", "restart addBatch",

@@ -21,7 +21,7 @@ class Benchmark:
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("state_store", "State store: project defaults vs a tutorial's configuration", "bench.bench_state_store"),
     Benchmark("throughput", "Throughput: every job against the stateless floor", "bench.bench_throughput"),
-    Benchmark("parse", "Parse: the dead-letter query's line parser vs `from_json` and Spark's JSON source",
+    Benchmark("parse", "Parse: the jobs' line parser vs `from_json` and Spark's JSON source",
               "bench.bench_parse"),
     Benchmark("kafka", "Kafka throughput: `user_activity` on a real broker vs the stateless Kafka floor",
               "bench.bench_kafka"),

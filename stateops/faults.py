@@ -18,7 +18,9 @@ long GC pause, a stopped container), `then=freeze-python` this process alone (it
 the fault sends SIGCONT, and the process goes on from the point as if nothing happened (the fence tests,
 tests/e2e/test_fence.py).
 
-Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py: job, table, batch); `switch.part` (the
+Points: `sink.before_commit`, `sink.after_commit` (jobs/runtime/sink.py and, for the dead-letter table,
+jobs/runtime/deadletters.py: job, table, batch); `retirement.step` (jobs/runtime/retirement.py: job, step `judged`,
+`recorded` or `archived`); `switch.part` (the
 runbook's store switch, stateops/recovery/store_switch.py: job, part, n);
 `<kind>.after_step` (a step journaled done) and `<kind>.before_done` (a step acted, not yet journaled) of every
 runbook on the engine (stateops.runbooks: job, step), kind `runbook` for recovery and `move` for the home move

@@ -46,7 +46,7 @@ def partition_lag(progress: Mapping[str, Any]) -> dict[str, int]:
 
 def stateful_rows_by_job(table) -> dict[str, list[dict[str, Any]]]:
     """Job -> its stateful query's progress rows that carry a lag, from an Arrow table with `job`,
-    `query_name` and `kafka_lag` (the dead-letter query reads the same topics: its lag is not the job's)."""
+    `query_name` and `kafka_lag` (a home's retired dead-letter query read the same topics: its lag was not the job's)."""
     import pyarrow.compute as pc
 
     table = table.filter(pc.and_(pc.is_valid(table["kafka_lag"]), pc.equal(table["job"], table["query_name"])))

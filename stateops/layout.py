@@ -2,7 +2,7 @@
 
 landing/<source>/          JSON event files (the embedded source)
 checkpoints/<job>/         the job's stateful query
-checkpoints/_deadletter/<job>/  the job's dead-letter query
+checkpoints/_deadletter/<job>/  a retired dead-letter query (homes from before one scan; archived at the job's next run)
 tables/<table>/            Delta output tables (dead letters: <job>_deadletter)
 ops/<job>/                 control files and archives of one job (ops/<job>/archives/<runbook id>/)
 ops/<job>/logs/<run>.log   a run's log: Spark's console output (CLI runs) and the full trace of a failure

@@ -1,10 +1,10 @@
 """JSON lines parsed exactly as Spark's JSON file source parses them, with the line kept: `parse_rows`.
 
-The stateful query reads a file input with Spark's JSON source; the dead-letter query needs each bad line's exact
-bytes, so it reads the lines as text and parses them itself. `from_json` would do that through a
-java.io.InputStreamReader per row (about twice the file source's time) and judge invalid UTF-8, a leading byte-order
-mark and a top-level array otherwise (docs/spark-behaviour.md). StateOps' LineParser (jvm/json, in StateOps' jar on
-every session) runs the file source's own parser over the line's bytes: both queries judge every line alike.
+A job's query reads its input once, as text, and needs each bad line's exact bytes for the dead-letter table, so it
+parses the lines itself. `from_json` would do that through a java.io.InputStreamReader per row (about twice the file
+source's time) and judge invalid UTF-8, a leading byte-order mark and a top-level array otherwise than the file source
+(docs/spark-behaviour.md). StateOps' LineParser (jvm/json, in StateOps' jar on every session) runs the file source's
+own parser over the line's bytes: a line reads as the JSON source would read it.
 """
 from __future__ import annotations
 
@@ -20,6 +20,6 @@ def parse_rows(spark: SparkSession, value: Column, schema: str) -> Column:
 
 
 def json_source(reader: DataFrameReader | DataStreamReader, schema: str) -> DataFrameReader | DataStreamReader:
-    """Spark's JSON source as the stateful query reads a file input (`schema` as DDL, PERMISSIVE): what explain-key's
-    evidence and the parse benchmark read too, so each reads the rows the query read."""
+    """Spark's JSON source over a file input (`schema` as DDL, PERMISSIVE): what `parse_rows` is held to (the oracle of
+    its test and the parse benchmark) and the throughput benchmark's baseline."""
     return reader.schema(schema).option("mode", "PERMISSIVE")

@@ -25,7 +25,7 @@ from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.settings import CLI_NAMES, settings_report, state_store_report, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.spark_settings import SparkSettings
-from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
+from stateops.jobs.runtime.result import MODES, RunResult
 from stateops.jobs.runtime.session import delta_writer_in_force, join_state_format_in_force
 
 
@@ -66,11 +66,11 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
            if spec.join is not None else {}),
         "state_store": state_store_report(spec, layout, spark.extra_conf),
         "commit_points": {"create_once": not (weaker := not_create_once(
-            [spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name), spec.sink_path(layout),
-             layout.deadletter_table(spec.name)])), "note": weaker},
+            [spec.checkpoint_path(layout), spec.sink_path(layout), layout.deadletter_table(spec.name)])),
+            "note": weaker},
         "deadletter": {"table": layout.deadletter_table(spec.name),
-                       "checkpoint": layout.deadletter_checkpoint(spec.name),
-                       "query_name": deadletter_query_name(spec.name)},
+                       "collected_by": f"the query {spec.name}, in the scan that reads its input (one read of each "
+                                       "line), written with each batch's output"},
         "ops": {"dir": layout.ops_dir(spec.name), "progress_table": layout.ops_table("progress"),
                 "actions_table": layout.ops_table("actions"), "overrides_table": layout.ops_table("overrides")},
         "watermark": {"columns": [i.time_column for i in spec.inputs], "delay": settings["watermark_delay"]["value"],

@@ -4,8 +4,7 @@ check, stateops.jobs.runtime.compatibility) and against its sources (Spark numbe
 order of its plan's leaves and matches them with the checkpoint's by that number alone).
 
 The plan changes nothing. `adopt` makes the plan again, refuses on any of its refusals, and under the job's lease
-(no StateOps run of the job meanwhile) checks that the checkpoint did not move since, seeds the dead-letter
-query's starting point and records the adoption.
+(no StateOps run of the job meanwhile) checks that the checkpoint did not move since and records the adoption.
 """
 from __future__ import annotations
 
@@ -18,17 +17,19 @@ from stateops.adoption import evidence
 from stateops.adoption import plan as plans
 from stateops.storage import comparable
 from stateops.adoption.plan import AdoptionPlan
-from stateops.adoption.record import (adoption, deadletter_in_use, deadletter_start, record,
-                                      seed_deadletter_checkpoint)
+from stateops.adoption.record import adoption, deadletter_start, record
 from stateops.checkpoint import Checkpoint
+from stateops.control.store import ControlStore
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 from stateops.settings import Settings
+from stateops.sinkstate import checkpoint_app_prefix
 
 from stateops.jobs.definition.settings import effective_spec, state_store_report, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime import compatibility
 from stateops.jobs.runtime.plan import stateful_plan
+from stateops.jobs.runtime.retirement import RECORD as RETIREMENT, deadletter_in_use
 from stateops.jobs.runtime.start import session_state_conf, stateful_frame
 
 
@@ -86,9 +87,6 @@ def make_plan(spark, spec: JobSpec, layout: Layout, settings: Settings, *, repla
         checkpoint = Checkpoint.open(path)
     except StateOpsError as err:
         return replace(empty, refusals=(f"{err}. Fix: set the job's `checkpoint` to the old query's checkpoint",))
-    already = (f"the job already runs under StateOps (its dead-letter checkpoint {layout.deadletter_checkpoint(spec.name)} "
-               "holds batches): nothing to adopt. Fix: `stateops jobs run` it" if deadletter_in_use(
-                   layout.deadletter_checkpoint(spec.name)) else None)
     blocker = control.start_blocker(layout, spec.name, settings=settings.control)
     busy = str(blocker) if blocker is not None else evidence.watch(checkpoint, watch_seconds)
     batches = evidence.batches(checkpoint)
@@ -103,6 +101,7 @@ def make_plan(spark, spec: JobSpec, layout: Layout, settings: Settings, *, repla
                                 source_order(frame, spec, layout))
                if batches.last_committed is not None else [])
     sink = evidence.sink(spec.sink_path(layout), query_id)
+    already = _already_run(spec, layout, query_id, sink)
     output, through, behind = (plans.in_flight_output(batches, sink) if sink.delta and batches.last_committed
                                is not None else (None, batches.last_committed, None))
     if output == plans.UNKNOWN and replay_last_batch and spec.output_mode == "update":
@@ -117,17 +116,29 @@ def make_plan(spark, spec: JobSpec, layout: Layout, settings: Settings, *, repla
         notes=(f"StateOps writes the table under its own transaction app id stateops/{spec.name}/{query_id}; "
                f"batches up to {through} are the old query's" if through is not None else "",))
     start = deadletter_start(draft) if sources and not any(s.problem for s in sources) else {}
-    return replace(draft, deadletter={"checkpoint": layout.deadletter_checkpoint(spec.name), **start,
-                                      "start": _start_text(start)},
+    return replace(draft, deadletter={**start, "start": _start_text(start)},
                    notes=tuple(n for n in draft.notes if n))
+
+
+def _already_run(spec: JobSpec, layout: Layout, query_id: str, sink: evidence.Sink) -> str | None:
+    """Why the checkpoint is StateOps' own already (nothing to adopt), or None: StateOps wrote its output or dead
+    letters under the checkpoint's query id, or ran (and may have retired) a dead-letter query beside it."""
+    ours = checkpoint_app_prefix(spec.name, query_id)
+    dead = evidence.sink(layout.deadletter_table(spec.name), query_id)
+    if not any(found.writer and (found.writer == ours or found.writer.startswith(ours + "/")) for found in (sink, dead)) \
+            and not deadletter_in_use(layout.deadletter_checkpoint(spec.name)) \
+            and ControlStore(layout, spec.name).read(RETIREMENT) is None:
+        return None
+    return ("the job already runs under StateOps (its tables hold StateOps' transactions of this checkpoint): nothing "
+            "to adopt. Fix: `stateops jobs run` it")
 
 
 def _start_text(start: dict[str, Any]) -> str:
     if start.get("kind") == evidence.KAFKA:
         return f"from the old query's last committed offsets {start['offsets']}"
     if start.get("kind") == evidence.FILES:
-        return (f"new files only: the {sum(start['files'].values())} file(s) the old query read are marked read "
-                "in a new dead-letter checkpoint")
+        return (f"new files only: the stateful query goes on after the {sum(start['files'].values())} file(s) the "
+                "old query read, and judges the lines of the batches it runs")
     return "unknown until the sources match"
 
 
@@ -150,8 +161,5 @@ def adopt(spark, spec: JobSpec, layout: Layout, settings: Settings, *, actor: st
                 f"the checkpoint moved while it was planned ({plan.batches} -> {evidence.batches(checkpoint)}): "
                 "another process writes it. Fix: stop the query that writes it, then adopt",)))
         start = {k: v for k, v in plan.deadletter.items() if k in ("kind", "offsets", "files")}
-        if start.get("kind") == evidence.FILES:
-            seed_deadletter_checkpoint(layout.deadletter_checkpoint(spec.name), plan, checkpoint,
-                                       [inp.name for inp in spec.inputs])
         adopted = record(layout, plan, actor=actor, bounds=watermark_bounds(spec), deadletter=start)
     return replace(plan, adopted=adopted)

@@ -9,10 +9,6 @@ from typing import Any
 MODES = ("bounded", "continuous")
 
 
-def deadletter_query_name(job: str) -> str:
-    return f"{job}__deadletter"
-
-
 @dataclass
 class RunResult:
     job: str

@@ -2,15 +2,17 @@
 started (stateops.jobs.runtime.start), polled, stopped and settled (stateops.jobs.runtime.stop), its progress recorded as it comes
 (stateops.jobs.runtime.listener); this module holds the order and the run's result.
 
-A job runs as two queries on the same input: the stateful query (checkpoint `checkpoints/<job>`: the job's
-transformation over its valid, watermarked input rows; refused before it starts unless it is a stateful
-streaming frame, stateops.jobs.runtime.plan) and a stateless dead-letter query that keeps every line that failed parsing or
-lies too far in the future. Every progress event of both goes to the `progress` ops table in small groups
+A job runs as one query (checkpoint `checkpoints/<job>`: the job's transformation over its valid, watermarked input
+rows; refused before it starts unless it is a stateful streaming frame, stateops.jobs.runtime.plan). Its scan reads
+and parses each line once; the rows it rejects (parsing, a time too far ahead) are collected in the same scan and
+written to the dead-letter table by the batch's writer (stateops.jobs.runtime.deadletters). A home where StateOps
+ran a second, dead-letter query has it retired at the run's start (stateops.jobs.runtime.retirement). Every progress
+event goes to the `progress` ops table in small groups
 (stateops.progress.ProgressBuffer: at most STATEOPS_PROGRESS_FLUSH_SECONDS late, all written when the run
-ends; rows that cannot be written are counted and logged, and never stop the query); the stateful query's
-events also go to the caller's progress callback, if any. A run notes, at its start, batches an earlier run
-committed without a progress row (a crash lost its buffer). Queries are polled with a short awaitTermination
-so an interrupt (a Dagster run termination) stops them within seconds, and they are always stopped in
+ends; rows that cannot be written are counted and logged, and never stop the query), and to the caller's
+progress callback, if any. A run notes, at its start, batches an earlier run
+committed without a progress row (a crash lost its buffer). The query is polled with a short awaitTermination
+so an interrupt (a Dagster run termination) stops it within seconds, and it is always stopped in
 `finally`. A failed query raises QueryFailed: one line, with the full trace in the run's log.
 
 One writer per job: a run holds the job's lease (stateops.control) from before its first query starts
@@ -19,8 +21,7 @@ over stops at once). Between batches the run polls its stop request and stops gr
 flight completes, a hard stop comes only after the request's grace period. The overrides in force
 (watermark delay, shuffle partitions) are applied when the run starts.
 
-The stateful query runs in the fair-scheduler pool `stateful`, which gets a free core first; the
-dead-letter query in `deadletter`, in the gaps (jobs/runtime/scheduler_pools.xml; BENCHMARKS.md, Throughput).
+The query runs in the fair-scheduler pool `stateful`, which gets a free core first (jobs/runtime/scheduler_pools.xml).
 """
 from __future__ import annotations
 
@@ -48,13 +49,16 @@ from stateops.sinkstate import sink_state
 from stateops.jobs.definition.settings import effective_spec
 from stateops.jobs.definition.spec import JobSpec, check_output_columns
 from stateops.jobs.runtime import compatibility
+from stateops.jobs.runtime.deadletters import DeadLetterWriter
 from stateops.jobs.runtime.failures import QueryFailed, query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
 from stateops.jobs.runtime.plan import stateful_plan
-from stateops.jobs.runtime.result import MODES, RunResult, deadletter_query_name
-from stateops.jobs.runtime.session import DEADLETTER_POOL, DELTA_WRITER_CONF, session_of, state_rows_tracked
+from stateops.jobs.runtime.retirement import retire_deadletter_query
+from stateops.jobs.runtime.result import MODES, RunResult
+from stateops.jobs.runtime.session import DELTA_WRITER_CONF, session_of, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.start import deadletter_frame, ensure_landing, start_query, state_conf, stateful_frame
+from stateops.jobs.runtime.sources import collector
+from stateops.jobs.runtime.start import ensure_landing, start_query, state_conf, stateful_frame
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
@@ -91,7 +95,8 @@ def run_job(
     A query failing for a transient cause (stateops.jobs.runtime.failures.TRANSIENT) is started again in this run,
     up to TRANSIENT_ATTEMPTS times in all, unless a stop was requested meanwhile; the result counts the last attempt.
 
-    dry_run: Spark's `noop` sink instead of Delta (same queries and state; measures the job without output).
+    dry_run: Spark's `noop` sink instead of Delta (same query and state; measures the job without output); its dead
+    letters are collected and discarded, and an old dead-letter query is not retired.
     on_progress: called on this thread with each progress event of the stateful query, within
     `poll_seconds` of its batch (a continuous run reports while it runs).
     """
@@ -137,63 +142,62 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     """Start (stateops.jobs.runtime.start), poll until done or stopped, stop and settle (stateops.jobs.runtime.stop)."""
     ensure_landing(spec, layout)
     use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
-    checkpoints = (spec.checkpoint_path(layout), layout.deadletter_checkpoint(spec.name))
-    check_placement(spec.name, list(checkpoints), [i.landing(layout) for i in spec.inputs] if
+    checkpoint = spec.checkpoint_path(layout)
+    check_placement(spec.name, [checkpoint], [i.landing(layout) for i in spec.inputs] if
                     spec.source == "json" else [], spec.sink_path(layout),
                     by_runbook=lease.lease.runbook_id is not None)
-    sink = DeltaSink(spec.name, spec.sink_path(layout), checkpoints[0], spec.merge_keys, use_jvm=use_jvm,
+    sink = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, use_jvm=use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
                      time_column=spec.output_time_column)
-    dl_sink = DeltaSink(spec.name, layout.deadletter_table(spec.name), checkpoints[1], tag_batch_id=True,
-                        use_jvm=use_jvm)
-    gap = _note_progress_gaps(layout, spec.name, run_id, checkpoints)
-    recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name, deadletter_query_name(spec.name)}, flush,
+    # a dry run changes nothing: an old dead-letter query stays for the next real run to retire
+    judged = None if dry_run else retire_deadletter_query(spark, spec, layout, run_id=run_id, lease=lease)
+    deadletters = DeadLetterWriter(spark, spec.name, layout.deadletter_table(spec.name),
+                                   {inp.name: collector(spark) for inp in spec.inputs}, sink.app_id, use_jvm=use_jvm,
+                                   judged=judged)
+    gap = _note_progress_gaps(layout, spec.name, run_id, checkpoint)
+    recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name}, flush,
                                 rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     # the moment the loss is found, no write of the JVM's under the job's folders, a batch write under way ended, no
-    # progress row or idle report; then no batch (the queries stop): stateops.control.fence.writes
-    writers = fence_run(spark, lease, (sink, dl_sink), [*checkpoints, sink.table_uri, dl_sink.table_uri],
-                        silence=recorder.silence,
-                        stop=lambda: [query.stop() for query in list(queries) if query.isActive])
+    # progress row or idle report; then no batch (the query stops): stateops.control.fence.writes
+    (writer,) = fence_run(spark, lease, (_batch_writer(sink, deadletters),),
+                          [checkpoint, sink.table_uri, deadletters.table_uri], silence=recorder.silence,
+                          stop=lambda: [query.stop() for query in list(queries) if query.isActive])
     started = time.monotonic()
     try:
-        frame = stateful_frame(spark, spec, layout)
+        frame = stateful_frame(spark, spec, layout, deadletters.collectors)
         plan = stateful_plan(frame, spec)
         check_output_columns(spec, frame.columns)
         fit = _require_fit(spark, spec, layout, frame, run_id, lease)
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(start_query(frame, spec.name, None if dry_run else writers[0], mode,
-                                   spec.output_mode, spec, checkpoints[0],
+        queries.append(start_query(frame, spec.name, _dry_writer(deadletters) if dry_run else writer, mode,
+                                   spec.output_mode, spec, checkpoint,
                                    no_data_batches=not (mode == "bounded" and plan.processing_time),
                                    state_conf=state_conf(spark, spec, layout)))
-        queries.append(start_query(deadletter_frame(spark, spec, layout), deadletter_query_name(spec.name),
-                                   None if dry_run else writers[1], mode, "append", spec, checkpoints[1],
-                                   pool=DEADLETTER_POOL))
         compatibility.remember_join_keys(layout, spec.name, str(queries[0].id), fit)
         def deciding() -> None:  # no batch planned after the decision to stop writes (Fenced.stop_after)
-            for writer, path in zip(writers, checkpoints):
-                writer.stop_after(_planned(path))
+            writer.stop_after(_planned(checkpoint))
 
         stopped = poll(queries, lease, recorder, on_progress, mode=mode, started=started, max_seconds=max_seconds,
                        poll_seconds=poll_seconds, grace_seconds=grace_seconds, deciding=deciding)
         lease.ensure_held()
-        for query, query_checkpoint, writer in zip(queries, checkpoints, writers):
+        for query in queries:
             if query.exception() is not None and writer.refused is None:  # refused: the stop's own doing
                 lease.ensure_not_taken_over()  # a commit point refused by a run that took the lease over: say that
                 raise query_failed(query.exception(), layout=layout, job=spec.name, query=query.name,
-                                   checkpoint=query_checkpoint, run_id=run_id) from query.exception()
+                                   checkpoint=checkpoint, run_id=run_id) from query.exception()
     finally:
-        stop_and_settle(spark, queries, checkpoints, recorder, on_progress, lost=lease.lost is not None)
+        stop_and_settle(spark, queries, (checkpoint,), recorder, on_progress, lost=lease.lost is not None)
     if stopped.reason == "stop_request":
         request = stopped.request
         actions.record(layout, spec.name, "stop", "done", actor=request.actor, run_id=run_id,
                        dagster_run_id=lease.lease.dagster_run_id, runbook_id=lease.lease.runbook_id,
                        details={"reason": request.reason, "grace_seconds": request.grace_seconds,
                                 "interrupted_batch": stopped.interrupted})
-    result = _result(spec, layout, run_id, queries[0], recorder, sink, dl_sink)
+    result = _result(spec, layout, run_id, queries[0], recorder, sink, deadletters)
     return replace(result, stop_reason=stopped.reason, hard_stopped=stopped.interrupted, progress_gap_batches=gap)
 
 
@@ -214,6 +218,24 @@ def _require_fit(spark: SparkSession, spec: JobSpec, layout: Layout, frame, run_
     raise compatibility.StateIncompatible(fit)
 
 
+def _batch_writer(sink: DeltaSink, deadletters: DeadLetterWriter):
+    """A batch's writes: its output (which runs the batch's plan, written or skipped), then its dead letters, which
+    that run collected (stateops.jobs.runtime.deadletters; what was collected before it, discarded)."""
+    def write(df, batch_id: int) -> None:
+        deadletters.discard()
+        sink(df, batch_id)
+        deadletters(df, batch_id)
+    return write
+
+
+def _dry_writer(deadletters: DeadLetterWriter):
+    """A dry run's batch: its plan run into Spark's `noop` sink, its dead letters collected and discarded."""
+    def write(df, batch_id: int) -> None:
+        df.write.format("noop").mode("overwrite").save()
+        deadletters.discard()
+    return write
+
+
 def _planned(checkpoint: str) -> int:
     """The newest batch the query has planned (its offset log), -1 before the first."""
     try:
@@ -222,29 +244,26 @@ def _planned(checkpoint: str) -> int:
         return -1
 
 
-def _note_progress_gaps(layout: Layout, job: str, run_id: str, checkpoints: tuple[str, ...]) -> int:
+def _note_progress_gaps(layout: Layout, job: str, run_id: str, path: str) -> int:
     """Batches an earlier run committed without a progress row (its buffer was lost in a crash, or could not
     be written): logged, journaled as `progress_gap` in `actions`, and counted in the run result."""
-    missing = 0
-    for path in checkpoints:
-        try:
-            checkpoint = Checkpoint.open(path)
-            latest, query_id = checkpoint.latest_committed_batch(), checkpoint.query_id()
-        except (StateOpsError, OSError, ValueError, KeyError):
-            continue  # a new checkpoint: nothing committed before this run
-        gap = progress_table.unrecorded_batches(layout, query_id, latest)
-        if gap:
-            log.warning("%s: batches %d..%d of %s have no progress row (an earlier run ended before writing them)",
-                        job, gap[0], gap[-1], path)
-            actions.record(layout, job, "progress_gap", "noted", actor=control.default_actor(), run_id=run_id,
-                           details={"checkpoint": path, "query_id": query_id, "first_batch": gap[0],
-                                    "last_batch": gap[-1], "batches": len(gap)})
-            missing += len(gap)
-    return missing
+    try:
+        checkpoint = Checkpoint.open(path)
+        latest, query_id = checkpoint.latest_committed_batch(), checkpoint.query_id()
+    except (StateOpsError, OSError, ValueError, KeyError):
+        return 0  # a new checkpoint: nothing committed before this run
+    gap = progress_table.unrecorded_batches(layout, query_id, latest)
+    if gap:
+        log.warning("%s: batches %d..%d of %s have no progress row (an earlier run ended before writing them)",
+                    job, gap[0], gap[-1], path)
+        actions.record(layout, job, "progress_gap", "noted", actor=control.default_actor(), run_id=run_id,
+                       details={"checkpoint": path, "query_id": query_id, "first_batch": gap[0],
+                                "last_batch": gap[-1], "batches": len(gap)})
+    return len(gap)
 
 
 def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,
-            sink: DeltaSink, dl_sink: DeltaSink) -> RunResult:
+            sink: DeltaSink, deadletters: DeadLetterWriter) -> RunResult:
     totals = recorder.totals
     last = totals.last
     dl_table = open_table(layout.deadletter_table(spec.name))
@@ -256,7 +275,7 @@ def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, re
         batches=len(totals.durations_ms),
         input_rows=totals.input_rows,
         output_rows=sink.rows_written,
-        deadletter_rows=dl_sink.rows_written,
+        deadletter_rows=deadletters.rows_written,
         deadletter_total=dl_table.count() if dl_table is not None else 0,
         watermark=last.get("eventTime", {}).get("watermark"),
         state_operators=progress_table.operator_metrics(last),

@@ -42,9 +42,9 @@ WORKER_WARNINGS = "ignore::FutureWarning:pyspark.sql.pandas.serializers"
 # every operator's numRowsTotal reads 0: StateOps then records the state's row counts as unknown
 # (stateops.jobs.runtime.listener), never as an empty state.
 TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
-# A job's stateful query is scheduled before its dead-letter query (jobs/runtime/scheduler_pools.xml, stateops.jobs.runtime.runner).
+# A job's query is scheduled before the session's other work (jobs/runtime/scheduler_pools.xml).
 SCHEDULER_POOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheduler_pools.xml")
-STATEFUL_POOL, DEADLETTER_POOL = "stateful", "deadletter"
+STATEFUL_POOL = "stateful"
 FETCHED_AT_START = ("spark.jars", "spark.files", "spark.pyFiles", "spark.archives")
 # http(s)/ftp URLs, Ivy URIs, and bare Maven coordinates (group:artifact:version) are downloaded.
 _DOWNLOAD = re.compile(r"^\s*(?:(?:https?|ftp|ivy)://|[\w.-]+:[\w.-]+:[\w.-]+\s*$)", re.IGNORECASE)

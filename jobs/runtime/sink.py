@@ -32,7 +32,7 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 ROWS_PER_FILE = 1_000_000
 
 
-def _write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
+def write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
                     insert_only: bool = False, table_exists: bool | None = None,
                     stats_columns: Sequence[str] = ()) -> int:
     """One Delta commit per batch by Delta's own Spark writer (files written by the executors); returns the rows
@@ -123,7 +123,6 @@ class DeltaSink:
     table_uri: str
     checkpoint: str
     merge_keys: tuple[str, ...] = ()
-    tag_batch_id: bool = False    # dead letters: each row gets its batch id and `recorded_at` (for retention)
     use_jvm: bool = False
     sink: SinkState = field(default_factory=SinkState)  # epoch and, after a rebuild, its replay rules
     row_key: tuple[str, ...] = ()          # append sinks: the idempotent key (insert-if-absent on replays)
@@ -154,10 +153,7 @@ class DeltaSink:
 
     def stats_columns(self) -> tuple[str, ...]:
         """What a table created by Delta's Spark writer keeps statistics for: the keys a MERGE or a replay
-        matches on and the event-time column (retention and readers skip files by it); dead letters: their
-        batch and when they were recorded."""
-        if self.tag_batch_id:
-            return ("batch_id", "recorded_at")
+        matches on and the event-time column (retention and readers skip files by it)."""
         return tuple(dict.fromkeys(self.merge_keys + self.row_key + ((self.time_column,) if self.time_column else ())))
 
     def _replayed(self, data: pa.Table) -> tuple[pa.Table, bool]:
@@ -176,9 +172,6 @@ class DeltaSink:
         if self.sink.adopted_query is not None and self.sink.already_written(self._query_id(), batch_id):
             self._skip(df)  # an adopted job's batch in flight that the old query wrote (stateops.adoption)
             return
-        if self.tag_batch_id:
-            df = df.withColumn("batch_id", F.lit(batch_id).cast("long")).withColumn("recorded_at",
-                                                                                 F.current_timestamp())
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         if self.use_jvm:
             self._write_jvm(df, batch_id, where)
@@ -212,7 +205,7 @@ class DeltaSink:
             df = df.where(F.col(self.time_column) >= F.timestamp_millis(F.lit(self.sink.write_floor_ms)))
         fault_point("sink.before_commit", **where)
         replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
-        rows = _write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
+        rows = write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
                                self.row_key if replay else self.merge_keys, insert_only=replay,
                                table_exists=self._table_exists, stats_columns=self.stats_columns())
         self.rows_written += rows

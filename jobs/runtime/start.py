@@ -1,18 +1,14 @@
-"""Starting a job's two queries on one input: the stateful one (the job's transformation over its valid,
-watermarked rows) and the dead-letter one (every line that failed parsing or lies too far ahead), each into its
-sink fenced by the run's lease, each in its fair-scheduler pool."""
+"""Starting a job's query: the job's transformation over its valid, watermarked rows, its rejected rows collected in
+the same scan (stateops.jobs.runtime.sources), into its sink fenced by the run's lease, in the `stateful` pool."""
 from __future__ import annotations
 
 import contextlib
-from functools import reduce
-from typing import Mapping
+from typing import Any, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from stateops import state_store
-from stateops.adoption.evidence import KAFKA
-from stateops.adoption.record import adoption, deadletter_in_use
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
@@ -22,7 +18,7 @@ from stateops.jobs.definition import transformation
 from stateops.jobs.definition.settings import kept_formats
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime.session import STATEFUL_POOL
-from stateops.jobs.runtime.sources import invalid_rows, raw_lines, valid_rows
+from stateops.jobs.runtime.sources import valid_rows
 
 
 def session_state_conf(spark: SparkSession) -> dict[str, str]:
@@ -44,27 +40,16 @@ def ensure_landing(spec: JobSpec, layout: Layout) -> None:
             fs.makedirs(path, exist_ok=True)
 
 
-def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
+def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout,
+                   deadletters: Mapping[str, Any] | None = None) -> DataFrame:
     """The job's transformation applied to its valid input rows, each stream watermarked on its time column
-    with the delay in force."""
+    with the delay in force; each input's rejected rows collected by `deadletters[input]`
+    (stateops.jobs.runtime.sources.collector; default: collected for nobody)."""
     delay = spark_interval(spec.watermark_seconds)
-    streams = {inp.name: valid_rows(spark, spec, layout, inp).withWatermark(inp.time_column, delay)
-               for inp in spec.inputs}
+    streams = {inp.name: valid_rows(spark, spec, layout, inp, (deadletters or {}).get(inp.name))
+               .withWatermark(inp.time_column, delay) for inp in spec.inputs}
     transformation.ship(spec, spark.sparkContext.environment)
     return transformation.apply(spec, streams)
-
-
-def deadletter_frame(spark: SparkSession, spec: JobSpec, layout: Layout) -> DataFrame:
-    """Every input's invalid lines, one source per input in the job's order (an adopted file job's dead-letter
-    checkpoint is seeded in that order; an adopted Kafka job's starts at the old query's offsets:
-    stateops.adoption.record)."""
-    # Spark reads startingOffsets on a new checkpoint only: the adoption is looked up for a Kafka job's first run
-    first = spec.source == "kafka" and not deadletter_in_use(layout.deadletter_checkpoint(spec.name))
-    start = (adoption(layout, spec.name) or {}).get("deadletter", {}) if first else {}
-    offsets = start.get("offsets", {}) if start.get("kind") == KAFKA else {}
-    frames = [invalid_rows(raw_lines(spark, spec, layout, inp, offsets.get(inp.name)), inp, spec)
-              for inp in spec.inputs]
-    return reduce(DataFrame.unionByName, frames)
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"

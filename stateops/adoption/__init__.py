@@ -7,9 +7,9 @@ the same Delta table, from the same input, and reads only what the old query had
     evidence.py  what the checkpoint, the input and the table say (batches, a batch in flight, the sources' files or
                  topics, who wrote the table's batches), read with the storage layer only
     plan.py      the plan as data (AdoptionPlan) and its refusals, each one line naming why and the fix
-    record.py    what `--confirm` writes: the dead-letter query's starting point (a seeded checkpoint of the old
-                 query's files, or Kafka offsets), the adoption's record in the overrides table and the job's
-                 control folder, the `adopt` action; and reading it back (the sink's batches already written)
+    record.py    what `--confirm` writes: the adoption's record (with where dead letters start: the old query's
+                 files, or Kafka offsets) in the overrides table and the job's control folder, the `adopt` action;
+                 and reading it back (the sink's batches already written)
 
 The Spark part (the changed-query check, the query's source order) is stateops.jobs.runtime.adoption.
 """

@@ -31,7 +31,7 @@ class AdoptionPlan:
     sink: Sink | None
     state_store: dict[str, Any]
     fit: dict[str, Any]                  # the changed-query check (stateops.jobs.runtime.compatibility.StateFit)
-    deadletter: dict[str, Any]           # the dead-letter query's checkpoint and starting point
+    deadletter: dict[str, Any]           # where dead letters start (the old query's files or offsets)
     in_flight_output: str | None         # written | not_written | unknown (None: no batch in flight)
     written_through: int | None          # the newest batch the table already holds; StateOps skips up to it
     replay_last_batch: bool = False

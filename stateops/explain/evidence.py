@@ -186,8 +186,8 @@ def _input_files(logs: dict[int, list[tuple[str, int]]], log: BatchLog, inp: Inp
 
 
 def _dead_letter(values: dict, inp: InputSource, arrival: datetime | None) -> bool:
-    """What the job's dead-letter query takes (jobs/runtime/sources.py): a field missing or unparsable, or a time
-    more than the future tolerance ahead of the record's arrival (file modification or Kafka timestamp)."""
+    """What the job's query writes to its dead letters (jobs/runtime/sources.py): a field missing or unparsable, or a
+    time more than the future tolerance ahead of the record's arrival (file modification or Kafka timestamp)."""
     if any(v is None for v in values.values()):
         return True
     moment = values.get(inp.time_column)
@@ -201,18 +201,17 @@ def _file_records(spark, logs: dict[int, list[tuple[str, int]]], log: BatchLog, 
     `logs`: the checkpoint's file-source logs (Checkpoint.source_files)."""
     from pyspark.sql import functions as F
 
-    from stateops.lineparse import json_source
+    from stateops.lineparse import parse_rows
 
     files = _input_files(logs, log, inp, batch_id)
     if not files:
         return []
     by_path = {_norm_path(p): where for p, where in files.items()}
     try:
-        read = json_source(spark.read, inp.schema).json(sorted(files))
-        rows = (read.select(
+        rows = (spark.read.text(sorted(files)).select(
             F.col("_metadata.file_path").alias("file"),
             F.col("_metadata.file_modification_time").alias("arrival"),
-            F.struct(*[F.col(f"`{c}`") for c in read.columns]).alias("row"))
+            F.explode(parse_rows(spark, F.col("value"), inp.schema)).alias("row"))
             .where(F.col(f"row.`{inp.key_column}`").cast("string") == F.lit(key))
             .collect())
     except Exception:  # noqa: BLE001 - input files may be gone (retention); state evidence remains

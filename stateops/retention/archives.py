@@ -29,9 +29,10 @@ def archive_checkpoint(source: str, destination: str, details: dict[str, Any]) -
         raise OSError(f"the archive destination {destination} exists already; nothing is written over it")
     entries = copies.copy_tree(source, posixpath.join(destination, ARCHIVED))
     files = [e.__dict__ for e in entries]
-    manifest = {"archive_id": details.get("archive_id"), "job": None, "mode": "retention", "method": "copy",
+    manifest = {"archive_id": details.get("archive_id"), "job": details.get("job"),
+                "mode": details.get("mode", "retention"), "method": "copy",
                 "source": source, "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                "reason": "orphan checkpoint archived by retention", "actor": details.get("actor"),
+                "reason": details.get("reason", "orphan checkpoint archived by retention"), "actor": details.get("actor"),
                 "total_bytes": sum(e.size for e in entries), "files": files}
     runbook_archive.write_json(posixpath.join(destination, MANIFEST), manifest)
     problems = copies.verify_tree(posixpath.join(destination, ARCHIVED), files)

@@ -1,6 +1,6 @@
 """The planner: an inventory, the policies and the jobs' control state in, a Plan out (pure data).
 
-Checkpoints of configured jobs (the stateful query and its dead-letter query): batches F..latest stay
+Checkpoints of configured jobs (the job's query, and a dead-letter query not yet retired): batches F..latest stay
 restorable, where F keeps at least Spark's minBatchesToRetain batches, the job's `rewind_batches`, and
 every batch planned within `rewind_within` (never below what is still there); every file no restart from
 those batches needs is history (restart.history). While anything holds the job's lease (even a stale one:

@@ -274,3 +274,21 @@ def test_an_adopted_job_on_the_default_store_is_switched_to_rocksdb_without_a_re
     expected = oracle.user_activity(oracle.typed_batches(legacy.landing, "events", legacy.checkpoint), DELAY_MS)
     got = table_rows(legacy.table, ACTIVITY)
     assert len(got) == len(set(got)) and set(got) == expected
+
+
+def test_a_job_stateops_already_runs_is_not_adopted(spark, tmp_path):
+    """Nothing to adopt where StateOps ran the checkpoint itself (its output table holds StateOps' transactions of
+    the checkpoint's query id): refused in one line, nothing changed."""
+    from stateops.jobs.definition.environment import read_settings
+    from stateops.jobs.runtime.runner import run_job
+    from tests.support.scenarios import builtin
+
+    home = Layout(str(tmp_path / "home"))
+    more_input(home, hour=0, seed=91, files=2)
+    run_job(spark, builtin(home, "user_activity"), home, settings=read_settings())
+    folders = (home.checkpoint("user_activity"), home.table("user_activity"), home.deadletter_table("user_activity"))
+    before = [file_hashes(folder) for folder in folders]
+    done = CliRunner().invoke(main, ["--home", home.home, "jobs", "adopt", "user_activity", "--confirm"])
+    assert done.exit_code == 2, done.output
+    assert "already runs under StateOps" in done.output and "Fix: `stateops jobs run` it" in done.output
+    assert [file_hashes(folder) for folder in folders] == before

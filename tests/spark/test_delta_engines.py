@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from stateops.jobs.runtime.sink import TXN_APP_ID, TXN_VERSION, _write_with_jvm
+from stateops.jobs.runtime.sink import TXN_APP_ID, TXN_VERSION, write_with_jvm
 from stateops.delta import write_batch
 
 pytestmark = pytest.mark.spark
@@ -31,14 +31,14 @@ def test_appends_cross_engines_and_a_recorded_version_is_skipped_by_both(delta_s
     spark, uri = delta_spark, str(tmp_path / "t")
     assert not write_batch(uri, ROWS, app_id="app", batch_id=0).skipped            # delta-rs creates it
     frame = spark.createDataFrame([(3, "c")], "id long, value string")
-    assert _write_with_jvm(frame, uri, "app", 1, ()) == 1                           # Spark appends version 1
-    assert _write_with_jvm(frame, uri, "app", 1, ()) == 1 and len(_rows(spark, uri)) == 3  # Delta skipped it
+    assert write_with_jvm(frame, uri, "app", 1, ()) == 1                           # Spark appends version 1
+    assert write_with_jvm(frame, uri, "app", 1, ()) == 1 and len(_rows(spark, uri)) == 3  # Delta skipped it
     assert write_batch(uri, ROWS, app_id="app", batch_id=1).skipped                 # delta-rs sees Spark's txn
     assert not write_batch(uri, pa.table({"id": [4], "value": ["d"]}), app_id="app", batch_id=2).skipped
-    assert _write_with_jvm(spark.createDataFrame([(9, "x")], "id long, value string"), uri, "app", 2, ()) == 1
+    assert write_with_jvm(spark.createDataFrame([(9, "x")], "id long, value string"), uri, "app", 2, ()) == 1
     assert _rows(spark, uri) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]           # Spark skipped delta-rs's txn
     assert DeltaTable(uri).transaction_version("app") == 2
-    assert _write_with_jvm(frame, uri, "other-app", 0, ()) == 1 and len(_rows(spark, uri)) == 5
+    assert write_with_jvm(frame, uri, "other-app", 0, ()) == 1 and len(_rows(spark, uri)) == 5
 
 
 def test_merges_are_skipped_by_txn_and_the_settings_do_not_leak_to_the_next_merge(delta_spark, tmp_path):
@@ -46,22 +46,22 @@ def test_merges_are_skipped_by_txn_and_the_settings_do_not_leak_to_the_next_merg
     for uri in (first, second):
         write_batch(uri, ROWS, app_id="seed", batch_id=0)
     update = spark.createDataFrame([(1, "A"), (5, "e")], "id long, value string")
-    _write_with_jvm(update, first, "app", 7, ("id",))
+    write_with_jvm(update, first, "app", 7, ("id",))
     assert _rows(spark, first) == [(1, "A"), (2, "b"), (5, "e")]
     assert spark.conf.get(TXN_APP_ID, None) is None and spark.conf.get(TXN_VERSION, None) is None
     # The same version of the same app in another table of the batch: written, not taken for a repeat.
-    _write_with_jvm(update, second, "app", 7, ("id",))
+    write_with_jvm(update, second, "app", 7, ("id",))
     assert _rows(spark, second) == [(1, "A"), (2, "b"), (5, "e")]
     # A replay of version 7 is skipped by Spark's MERGE and by delta-rs's MERGE alike.
     again = spark.createDataFrame([(1, "replayed")], "id long, value string")
-    _write_with_jvm(again, first, "app", 7, ("id",))
+    write_with_jvm(again, first, "app", 7, ("id",))
     assert write_batch(first, pa.table({"id": [1], "value": ["replayed"]}), app_id="app", batch_id=7,
                        merge_keys=("id",)).skipped
     assert _rows(spark, first) == [(1, "A"), (2, "b"), (5, "e")]
     # delta-rs's MERGE of version 8, then Spark's replay of it: skipped.
     write_batch(first, pa.table({"id": pa.array([2], pa.int64()), "value": ["B"]}), app_id="app", batch_id=8,
                 merge_keys=("id",))
-    _write_with_jvm(spark.createDataFrame([(2, "replayed")], "id long, value string"), first, "app", 8, ("id",))
+    write_with_jvm(spark.createDataFrame([(2, "replayed")], "id long, value string"), first, "app", 8, ("id",))
     assert _rows(spark, first) == [(1, "A"), (2, "B"), (5, "e")]
 
 
@@ -69,16 +69,16 @@ def test_the_spark_writer_commits_one_file_per_small_batch_nothing_for_an_empty_
         delta_spark, tmp_path):
     spark, uri = delta_spark, str(tmp_path / "t")
     frame = spark.range(0, 40, numPartitions=4).selectExpr("id", "cast(id as string) value", "id % 3 bucket")
-    assert _write_with_jvm(frame, uri, "app", 0, (), stats_columns=("id",)) == 40   # creates the table
+    assert write_with_jvm(frame, uri, "app", 0, (), stats_columns=("id",)) == 40   # creates the table
     table = DeltaTable(uri)
     assert table.metadata().configuration == {"delta.dataSkippingStatsColumns": "id"}
     assert len(table.file_uris()) == 1                              # 4 partitions of 10 rows: one file
     stats = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     assert stats["min.id"] == [0] and "min.value" not in stats      # statistics on `id` only
-    assert _write_with_jvm(frame.limit(0), uri, "app", 1, ()) == 0  # an empty batch: no commit at all
+    assert write_with_jvm(frame.limit(0), uri, "app", 1, ()) == 0  # an empty batch: no commit at all
     assert DeltaTable(uri).version() == 0
     update = spark.createDataFrame([(1, "A", 1), (99, "new", 0)], "id long, value string, bucket long")
-    assert _write_with_jvm(update, uri, "app", 2, ("id",)) == 2     # MERGE: one updated, one inserted
-    assert _write_with_jvm(update, uri, "app", 2, ("id",)) == 0     # Delta skips the recorded version
+    assert write_with_jvm(update, uri, "app", 2, ("id",)) == 2     # MERGE: one updated, one inserted
+    assert write_with_jvm(update, uri, "app", 2, ("id",)) == 0     # Delta skips the recorded version
     assert DeltaTable(uri).version() == 1 and DeltaTable(uri).transaction_version("app") == 2
     assert len(_rows(spark, uri)) == 41

@@ -2,7 +2,7 @@
 file system compared before and after); a restart forced to fail by an incompatible change (the state
 store provider switched on the same checkpoint) rolls back by itself and the query runs again on the
 archived state; a rebuild of an append job whose oldest input is gone writes no partial session and
-no duplicate.
+no duplicate, and no dead letter again.
 
 Oracles: the file system (sha256 of every file under the home), tests/support/oracle.py, the Delta table, the
 checkpoint's offset log, the override history."""
@@ -189,10 +189,18 @@ def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark
     spec = get_job(job)
     generate(layout, GeneratorConfig(events=600, files=6, users=20, minutes_per_file=15, duplicate_share=0.05,
                                      seed=33))
+    for name in os.listdir(layout.landing("events")):  # a bad line in each file, its arrival (mtime) kept
+        path = os.path.join(layout.landing("events"), name)
+        stat = os.stat(path)
+        with open(path, "a") as handle:
+            handle.write(f"not an event ({name})\n")
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     run_job(spark, spec, layout, settings=read_settings())
     columns = ["session_start", "session_end", "user_id", "events", "first_event_time", "last_event_time"]
     delay = spec.watermark_seconds * 1000
     before = set(table_rows(layout.table(job), columns))
+    dead = sorted(table_rows(layout.deadletter_table(job), ["raw"]))
+    assert len(dead) == oracle.malformed_count(layout.landing("events"), "events") > 0
     assert before == oracle.user_sessions(oracle.typed_batches(layout.landing("events"), "events"), delay)
     landing = layout.landing("events")
     oldest = min((n for n in os.listdir(landing) if not n.startswith((".", "_"))),
@@ -212,5 +220,6 @@ def test_rebuild_with_missing_input_writes_no_partial_row_and_no_duplicate(spark
     assert partial, "the replay without the oldest file makes partial sessions: the floor must keep them out"
     got = table_rows(layout.table(job), columns)
     assert len(got) == len({(r[2], r[0]) for r in got}), "no idempotent key twice"
+    assert sorted(table_rows(layout.deadletter_table(job), ["raw"])) == dead, "the replay judged no line again"
     keys = {(r[2], r[0]) for r in before}
     assert set(got) == before | {r for r in rebuilt if r[0] >= floor and (r[2], r[0]) not in keys}

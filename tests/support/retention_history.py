@@ -36,6 +36,7 @@ from stateops.checkpoint import Checkpoint
 from stateops.sparkstate import join_state_format, readable_units
 from stateops import progress
 from stateops.layout import Layout
+from tests.support.legacy_homes import run_deadletter_query
 from stateops.recovery import archive as runbook_archive
 from tests.support.audit_queries import with_conf
 
@@ -92,7 +93,10 @@ def build_history(spark: SparkSession, home: Path) -> Layout:
                   lambda: run_job(spark, _spec("order_payments"), layout, settings=read_settings()))
         if generation == 0:
             run_job(spark, _spec("user_sessions"), layout, settings=read_settings())
+            run_deadletter_query(spark, _spec("user_sessions"), layout)
             DeltaTable(layout.ops_table("progress")).optimize.compact()  # files a vacuum may remove later
+    for job in ("user_activity", "order_payments"):  # homes from before one scan: the old dead-letter checkpoints
+        run_deadletter_query(spark, _spec(job), layout)
     for folder in ("checkpoints", "checkpoints/_deadletter"):
         os.rename(home / folder / "user_sessions", home / folder / ORPHAN)
     _age(home / "checkpoints" / ORPHAN, 30)
