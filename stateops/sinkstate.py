@@ -52,7 +52,8 @@ def checkpoint_app_prefix(job: str, query_id: str) -> str:
     return f"stateops/{job}/{query_id}"
 
 
-def _belongs(app: str, prefix: str) -> bool:
+def belongs_to(app: str, prefix: str) -> bool:
+    """A transaction app id of the query whose prefix (checkpoint_app_prefix) is `prefix`, in any sink epoch."""
     return app == prefix or app.startswith(prefix + "/epoch-")
 
 
@@ -146,7 +147,7 @@ def aligned_version(uri: str, prefix: str, batch: int, start: int) -> int:
     above `batch`: every such later write is one the restart will make again."""
     target = start
     for commit in _commits_back(uri, start):
-        ours = [b for app, b in commit.transactions if _belongs(app, prefix)]
+        ours = [b for app, b in commit.transactions if belongs_to(app, prefix)]
         if any(b <= batch for b in ours):
             break
         if ours:

@@ -23,7 +23,7 @@ from stateops.control.store import ControlStore
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 from stateops.settings import Settings
-from stateops.sinkstate import checkpoint_app_prefix
+from stateops.sinkstate import belongs_to, checkpoint_app_prefix
 
 from stateops.jobs.definition.settings import effective_spec, state_store_report, watermark_bounds
 from stateops.jobs.definition.spec import JobSpec
@@ -125,7 +125,7 @@ def _already_run(spec: JobSpec, layout: Layout, query_id: str, sink: evidence.Si
     letters under the checkpoint's query id, or ran (and may have retired) a dead-letter query beside it."""
     ours = checkpoint_app_prefix(spec.name, query_id)
     dead = evidence.sink(layout.deadletter_table(spec.name), query_id)
-    if not any(found.writer and (found.writer == ours or found.writer.startswith(ours + "/")) for found in (sink, dead)) \
+    if not any(found.writer and belongs_to(found.writer, ours) for found in (sink, dead)) \
             and not deadletter_in_use(layout.deadletter_checkpoint(spec.name)) \
             and ControlStore(layout, spec.name).read(RETIREMENT) is None:
         return None

@@ -108,6 +108,13 @@ def unique(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def as_table(rows: Iterable[Mapping[str, Any]], batch_id: int) -> pa.Table:
+    """Dead letters as the table keeps them (SCHEMA), tagged with the batch that read their lines and the time now."""
+    now = datetime.now(timezone.utc)
+    return pa.Table.from_pylist([{**{k: row.get(k) for k in SCHEMA.names[:-2]}, "batch_id": batch_id,
+                                  "recorded_at": now} for row in rows], schema=SCHEMA)
+
+
 @dataclass
 class DeadLetterWriter:
     """Writes a micro-batch's dead letters (the module doc), after the batch's plan ran."""
@@ -138,9 +145,7 @@ class DeadLetterWriter:
         rows = self.collected()
         if not rows:
             return
-        now = datetime.now(timezone.utc)
-        data = pa.Table.from_pylist([{**{k: row.get(k) for k in SCHEMA.names[:-2]}, "batch_id": batch_id,
-                                      "recorded_at": now} for row in rows], schema=SCHEMA)
+        data = as_table(rows, batch_id)
         where = {"job": self.job, "table": posixpath.basename(self.table_uri.rstrip("/")), "batch": batch_id}
         fault_point("sink.before_commit", **where)
         if self.use_jvm:

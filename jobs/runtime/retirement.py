@@ -24,15 +24,13 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from stateops import actions, control
 from stateops.checkpoint import Checkpoint
 from stateops.control import HeldLease
 from stateops.control.store import ControlStore
-from stateops.delta import open_table, write_batch
+from stateops.delta import write_batch
 from stateops.errors import StateOpsError
 from stateops.faults import fault_point
 from stateops.layout import Layout
@@ -40,12 +38,12 @@ from stateops.recovery.archive import read_json
 from stateops.retention.archives import archive_checkpoint
 from stateops.retention.inventory import ARCHIVED, MANIFEST
 from stateops.retention.scope import ORPHANS
-from stateops.sinkstate import app_id
+from stateops.sinkstate import app_id, transaction_version
 from stateops.storage import comparable, exists, names
 from stateops.storage.copies import remove_tree, verify_tree
 
 from stateops.jobs.definition.spec import JobSpec
-from stateops.jobs.runtime.deadletters import SCHEMA
+from stateops.jobs.runtime.deadletters import as_table
 from stateops.jobs.runtime.sources import file_lines, invalid_rows, kafka_lines
 
 log = logging.getLogger(__name__)
@@ -91,7 +89,7 @@ def _retire(spark: SparkSession, spec: JobSpec, layout: Layout, legacy: str, run
     else:
         judged, behind, frames = _file_gap(spark, spec, layout, old, through, stateful)
     lease.ensure_held()
-    written = _write_behind(spark, spec, layout, old.query_id(), frames, stateful[0] if stateful else -1)
+    written = _write_behind(spec, layout, old.query_id(), frames, stateful[0] if stateful else -1)
     record = {"legacy_checkpoint": legacy, "legacy_query_id": old.query_id(), "judged_through_batch": through,
               "stateful_committed_batch": stateful[0] if stateful else None, "behind": behind,
               "behind_rows_written": written, "judged": judged, "retired_at": datetime.now(timezone.utc).isoformat(),
@@ -109,8 +107,7 @@ def _judged_through(spec: JobSpec, layout: Layout, old: Checkpoint) -> int | Non
     (its Delta transaction, under the app id its sink used: the job, its query id, epoch 0)."""
     committed = old.committed_batches()
     newest = committed[-1] if committed else -1
-    table = open_table(layout.deadletter_table(spec.name))
-    written = table.transaction_version(app_id(spec.name, old.query_id())) if table is not None else None
+    written = transaction_version(layout.deadletter_table(spec.name), app_id(spec.name, old.query_id()))
     planned = old.offset_batches()
     through = max(newest, written if written is not None else -1)
     through = min(through, planned[-1] if planned else -1)
@@ -190,15 +187,12 @@ def _kafka_gap(spark: SparkSession, spec: JobSpec, old: Checkpoint, through: int
     return {"files": [], "offsets": ahead}, {"offsets": behind}, frames
 
 
-def _write_behind(spark: SparkSession, spec: JobSpec, layout: Layout, legacy_query: str, frames: list[DataFrame],
-                  batch: int) -> int:
+def _write_behind(spec: JobSpec, layout: Layout, legacy_query: str, frames: list[DataFrame], batch: int) -> int:
     """The behind gap's dead letters, written once: their own app id (the retired query's), version 0. Each row is
     tagged with the stateful query's newest committed batch, the batch that read its line."""
     if not frames:
         return 0
-    found = reduce(DataFrame.unionByName, frames).withColumn("batch_id", F.lit(batch).cast("long"))
-    data = pa.Table.from_pylist([{**row.asDict(), "recorded_at": datetime.now(timezone.utc)}
-                                 for row in found.collect()], schema=SCHEMA)
+    data = as_table((row.asDict() for row in reduce(DataFrame.unionByName, frames).collect()), batch)
     if data.num_rows == 0:
         return 0
     return write_batch(layout.deadletter_table(spec.name), data, app_id=f"stateops/{spec.name}/retired-{legacy_query}",
