@@ -19,8 +19,10 @@ from stateops import actions
 from stateops.control.store import ControlStore
 from stateops.jobs.definition.environment import read_settings
 from stateops.jobs.demo.generator import generate
+from stateops.jobs.runtime.deadletters import ANSWER_BYTES, _rows
 from stateops.jobs.runtime.retirement import RECORD
 from stateops.jobs.runtime.runner import run_job
+from stateops.jobs.runtime.sources import collector
 from stateops.layout import Layout
 
 from tests.support import oracle
@@ -55,6 +57,29 @@ def test_equal_bad_lines_stay_apart_and_a_replayed_input_is_not_judged_again(spa
     again = run_job(spark, spec, layout, settings=read_settings())
     assert again.batches >= 2 and again.deadletter_rows == 0
     assert deadletters(layout) == expected
+
+
+def test_a_collector_is_read_in_answers_under_8_kib(spark):
+    """A batch's dead letters reach Python in Py4J answers under 8 KiB each (one above it waits 40 ms: jvm/json's
+    DeadLetters.drain), counted as Py4J sends them (UTF-8, its escapes), every row once and in order, a row longer
+    than a piece alone in its own."""
+    found = collector(spark)
+    texts = [json.dumps({"input": "events", "raw": line, "raw_bytes": None, "error": "e"}, ensure_ascii=False)
+             for line in (["é\\ \"ü\"" * 40 + str(n) for n in range(120)] + ["x" * 20_000] + ["last"])]
+    for number, text in enumerate(texts):
+        found.add(f"0\t{number}\t{text}")
+    pieces = []
+    while piece := found.drain(ANSWER_BYTES):
+        pieces.append(piece)
+    sizes = [len(p.replace("\\", "\\\\").replace("\n", "\\n").encode()) for p in pieces]
+    assert len(pieces) > 3 and all(size <= ANSWER_BYTES for piece, size in zip(pieces, sizes) if "\n" in piece)
+    assert [line.split("\t", 2)[2] for piece in pieces for line in piece.split("\n")] == texts
+    for number, text in enumerate(texts):
+        found.add(f"1\t{number}\t{text}")
+    rows = _rows(found)
+    assert [(r["task_partition"], r["task_number"], r["raw"]) for r in rows] == \
+        [(1, n, json.loads(t)["raw"]) for n, t in enumerate(texts)]
+    assert found.drain(ANSWER_BYTES) == ""
 
 
 @pytest.mark.parametrize("lag", ["behind", "ahead"])
