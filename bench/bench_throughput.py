@@ -16,8 +16,9 @@
           numRowsTotal then reads 0 and StateOps records the state's rows as unknown)
 
 Both sides of one job and size read byte-identical copies of the same input (one file per input and
-micro-batch) on fresh checkpoints, alternating A B C C B A, after a discarded warm-up run of user_activity at the
-largest size measured. Per side: the median `batchDuration` of the
+micro-batch) on fresh checkpoints, alternating A B C C B A, after discarded warm-up rounds (each job measured and
+the JSON reader, at the largest size measured, until no job's median moves by more than 10%: `warm_up_jobs`;
+the report's last table). Per side: the median `batchDuration` of the
 micro-batches with input (each run's first excluded), events/s from it, and ratio = job / floor. The job
 also gets a sustained events/s (`sustained`): its steady batches' events over the time from the first one's start
 to the last one's end, the gaps between batches counted. Where the job's time goes (medians over the same
@@ -39,7 +40,7 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from functools import reduce
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQueryListener
@@ -57,7 +58,7 @@ from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CH
 from stateops.layout import Layout
 
 from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home, parse_args, ratio, schedule,
-                          warm_up, workdir)
+                          workdir)
 
 JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
 BASE_SIDES = ("job", "state", "sink", "floor", "json")
@@ -83,6 +84,7 @@ VARIANTS = {
 }
 OTHER_STORE = "other_store"
 DEFAULT_VARIANTS = (OTHER_STORE,)
+WARM_ROUNDS, WARM_TOLERANCE = 4, 0.10  # warm-up rounds at most; a job's median moving less than this is warm
 ROCKSDB_METRICS = ("rocksdbGetLatency", "rocksdbPutLatency", "rocksdbCommitFileSyncLatencyMs",
                    "rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitCheckpointLatency",
                    "rocksdbChangeLogWriterCommitLatencyMs", "rocksdbLoadLatencyMs")
@@ -240,6 +242,36 @@ def breakdown(events: list[dict[str, Any]]) -> dict[str, float | None]:
     return out
 
 
+def warm_up_jobs(spark, root: str, args, source_of: Callable[[str], Layout], listener: "Progress") -> list[list[str]]:
+    """Rounds of discarded runs, each job measured once and the JSON reader once a round, each on its input at the
+    largest size, until no job's median micro-batch moved by more than WARM_TOLERANCE from its round before (at most
+    WARM_ROUNDS). The measurements are of jobs that run for hours: the JVM compiles a job's code paths (its query's
+    generated classes, the state store's) over its first minute, and one warm-up run of one job left the first runs
+    measured slower than the later ones by a sixth to a third (user_activity's median: 1,427, 977, 935, 875, 849 ms
+    over five runs in one process). Returns the warm-up table's rows: each round's medians."""
+    medians: dict[str, list[float]] = {name: [] for name in (*args.jobs, "JSON reader")}
+    for round_ in range(WARM_ROUNDS):
+        for name in args.jobs:
+            layout = new_home(root, f"warm-up-{name}-{round_}", source_of(name))
+            run_job(spark, get_job(name), layout, settings=read_settings())
+            listener.wait(name, args.files)
+            medians[name].append(_median([e["batchDuration"] for e in listener.take(name)[1:]]) or 0.0)
+            shutil.rmtree(layout.home)
+        layout = new_home(root, f"warm-up-json-{round_}", source_of(args.jobs[0]))
+        run_json(spark, get_job(args.jobs[0]), layout)
+        listener.wait(f"{args.jobs[0]}__json", args.files)
+        medians["JSON reader"].append(_median([e["batchDuration"] for e in listener.take(f"{args.jobs[0]}__json")[1:]])
+                                      or 0.0)
+        shutil.rmtree(layout.home)
+        print(f"  warm-up round {round_ + 1}: " + ", ".join(f"{k} {fmt_ms(v[-1])} ms" for k, v in medians.items()),
+              flush=True)
+        if round_ and all(abs(v[-1] - v[-2]) <= WARM_TOLERANCE * v[-2] for k, v in medians.items()
+                          if k in args.jobs):
+            break
+    listener.take("")
+    return [[name, *(fmt_ms(m) for m in values)] for name, values in medians.items()]
+
+
 def _args(argv: Sequence[str] | None):
     """The common arguments plus --jobs and --variants (split off before the common parser sees them)."""
     rest, jobs, variants = [], JOBS, DEFAULT_VARIANTS
@@ -278,15 +310,17 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     restarts: dict[tuple[str, int, str], list[dict[str, Any]]] = {}  # each job run's restart batch
     try:
         with workdir(args) as root:
-            # at the largest size measured: a small warm-up left the JIT cold for the first side measured (its
-            # first run was the slowest of the job's, by up to a third)
-            warm_up(root, args.users, lambda layout: run_job(spark, get_job("user_activity"), layout,
-                                                             settings=read_settings()), events=max(args.sizes))
-            listener.take("")
+            inputs: dict[tuple[str, int], tuple[Layout, Layout]] = {}
+            def input_of(name: str, size: int) -> tuple[Layout, Layout]:
+                if (name, size) not in inputs:
+                    inputs[name, size] = make_input(root, get_job(name), size, args.files, args.users)
+                return inputs[name, size]
+
+            warming = warm_up_jobs(spark, root, args, lambda name: input_of(name, max(args.sizes))[0], listener)
             for i, size in enumerate(args.sizes):
                 for name in args.jobs:
                     spec = get_job(name)
-                    source, later = make_input(root, spec, size, args.files, args.users)
+                    source, later = input_of(name, size)
                     for n, side in enumerate(schedule(sides, i, args.repeats)):
                         layout = new_home(root, f"{name}-{size}-{side}-{n}", source)
                         if side in job_sides:
@@ -372,6 +406,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     report.table("each state operator (medians, ms summed over its partitions; rows per micro-batch)",
                  ["job", "events/batch", "side", "operator", "updates", "removals", "commit", "rows updated",
                   "rows removed", "state rows"], operators)
+    report.table(f"warm-up before the measurements (discarded): each job's median micro-batch (ms) in each round, "
+                 f"at {max(args.sizes):,} events, until none moved by more than {WARM_TOLERANCE:.0%} (at most "
+                 f"{WARM_ROUNDS} rounds); round 1 is a fresh JVM's",
+                 ["run", *(f"round {n + 1}" for n in range(len(warming[0]) - 1))], warming)
     report.note(f"finished: load average {machine().rsplit('load average ', 1)[-1]}")
     return report
 
