@@ -249,20 +249,22 @@ def warm_up_jobs(spark, root: str, args, source_of: Callable[[str], Layout], lis
     generated classes, the state store's) over its first minute, and one warm-up run of one job left the first runs
     measured slower than the later ones by a sixth to a third (user_activity's median: 1,427, 977, 935, 875, 849 ms
     over five runs in one process). Returns the warm-up table's rows: each round's medians."""
+    def median_of(query: str, source: Layout, run: Callable[[Layout], object]) -> float:
+        """One discarded run of `query` on a copy of `source`: its median micro-batch (the first excluded)."""
+        layout = new_home(root, f"warm-up-{query}-{round_}", source)
+        run(layout)
+        listener.wait(query, args.files)
+        shutil.rmtree(layout.home)
+        return _median([e["batchDuration"] for e in listener.take(query)[1:]]) or 0.0
+
     medians: dict[str, list[float]] = {name: [] for name in (*args.jobs, "JSON reader")}
+    first = get_job(args.jobs[0])
     for round_ in range(WARM_ROUNDS):
         for name in args.jobs:
-            layout = new_home(root, f"warm-up-{name}-{round_}", source_of(name))
-            run_job(spark, get_job(name), layout, settings=read_settings())
-            listener.wait(name, args.files)
-            medians[name].append(_median([e["batchDuration"] for e in listener.take(name)[1:]]) or 0.0)
-            shutil.rmtree(layout.home)
-        layout = new_home(root, f"warm-up-json-{round_}", source_of(args.jobs[0]))
-        run_json(spark, get_job(args.jobs[0]), layout)
-        listener.wait(f"{args.jobs[0]}__json", args.files)
-        medians["JSON reader"].append(_median([e["batchDuration"] for e in listener.take(f"{args.jobs[0]}__json")[1:]])
-                                      or 0.0)
-        shutil.rmtree(layout.home)
+            medians[name].append(median_of(name, source_of(name), lambda layout: run_job(
+                spark, get_job(name), layout, settings=read_settings())))
+        medians["JSON reader"].append(median_of(f"{first.name}__json", source_of(first.name),
+                                                lambda layout: run_json(spark, first, layout)))
         print(f"  warm-up round {round_ + 1}: " + ", ".join(f"{k} {fmt_ms(v[-1])} ms" for k, v in medians.items()),
               flush=True)
         if round_ and all(abs(v[-1] - v[-2]) <= WARM_TOLERANCE * v[-2] for k, v in medians.items()

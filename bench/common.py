@@ -73,11 +73,10 @@ def make_input(root: str, events_per_batch: int, files: int, users: int, name: s
     return source
 
 
-def warm_up(root: str, users: int, run: Callable[[Layout], object], name: str = "warm-up",
-            events: int = 1_000) -> None:
-    """One discarded run first (3 micro-batches of `events` each), so JIT compilation, Python workers and native
-    libraries load outside the measurements instead of inflating whichever configuration happens to run first."""
-    source = make_input(root, events, 3, users, name=f"{name}-input")
+def warm_up(root: str, users: int, run: Callable[[Layout], object], name: str = "warm-up") -> None:
+    """One discarded run on a small input first, so JIT compilation, Python workers and native libraries
+    load outside the measurements instead of inflating whichever configuration happens to run first."""
+    source = make_input(root, 1_000, 3, users, name=f"{name}-input")
     run(new_home(root, name, source))
 
 
