@@ -26,6 +26,8 @@ from stateops.layout import Layout
 from stateops.references import holds_reference, resolve
 from stateops.state_store import STORES
 
+from stateops.jobs.definition.schema_ddl import parse_schema
+
 SOURCE_KINDS = ("json", "kafka")
 KAFKA_OWNED_OPTIONS = ("subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers", "startingoffsets",
                        "startingoffsetsbytimestamp", "startingtimestamp", "failondataloss", "includeheaders")
@@ -33,8 +35,6 @@ OUTPUT_MODES = ("append", "update")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
-_COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\([0-9, ]+\))?)\s*$")
-_TYPES = {"string", "timestamp", "double", "long", "int", "integer", "boolean", "date", "float", "bigint"}
 # Scalars strict (StrictInt, StrictStr), containers lax: a TOML list is a tuple, a TOML table a nested spec.
 MODEL = ConfigDict(extra="forbid")
 
@@ -209,18 +209,6 @@ class JobSpec:
 def is_location(text: str | None) -> bool:
     """An absolute path or a URL (a folder or table of its own), as opposed to a name under the home."""
     return bool(text) and (bool(_URL.match(text)) or os.path.isabs(text))
-
-
-def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
-    """Column name -> type from a simple DDL string; refuses anything it cannot read."""
-    columns: dict[str, str] = {}
-    for part in (ddl or "").split(","):
-        match = _COLUMN.match(part)
-        if not match or match.group(2).lower().split("(")[0] not in _TYPES:
-            raise ConfigError(field_name, f"cannot read column definition {part.strip()!r}",
-                              "write columns as 'name TYPE, ...' with types like STRING, TIMESTAMP, DOUBLE")
-        columns[match.group(1)] = match.group(2).lower()
-    return columns
 
 
 def _seconds(spec_field: str, value: Any) -> int:
