@@ -109,7 +109,7 @@ def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
     """Column name -> type (as Spark prints it) of an input's DDL; refuses anything it cannot read with a
     ConfigError naming the column and the fix."""
     columns: dict[str, str] = {}
-    for part in _columns(ddl or ""):
+    for part in top_level_parts(ddl or ""):
         try:
             tokens = _Tokens(part)
             name = tokens.name()
@@ -124,16 +124,17 @@ def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
     return columns
 
 
-def _columns(ddl: str) -> list[str]:
-    """The top-level column definitions: `ddl` split at the commas outside `<...>` and `(...)`."""
+def top_level_parts(text: str) -> list[str]:
+    """`text` split at the commas outside `<...>` and `(...)`: a DDL's column definitions, a nested type's
+    parameters."""
     parts, depth, start = [], 0, 0
-    for at, char in enumerate(ddl):
+    for at, char in enumerate(text):
         if char in "<(":
             depth += 1
         elif char in ">)":
             depth -= 1
         elif char == "," and depth == 0:
-            parts.append(ddl[start:at])
+            parts.append(text[start:at])
             start = at + 1
-    parts.append(ddl[start:])
+    parts.append(text[start:])
     return parts

@@ -96,7 +96,7 @@ def rejection(inp: InputSpec, spec: JobSpec) -> Column:
     )
 
 
-def _checked(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
+def checked_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
     """Each row Spark's JSON source reads from each line (`parse_rows`), with its line (`raw`), where the line came
     from and why it is rejected (`error`, null when it is not); a line with no row (blank, `[]`) as one row, `row`
     null."""
@@ -138,7 +138,7 @@ def valid_rows(spark: SparkSession, spec: JobSpec, layout: Layout, inp: InputSpe
     rejected row is collected as it is dropped, in the same scan, by `deadletters` (`collector`; default: a new one
     nobody reads): its dead letter (`_deadletter`) as JSON, with its position in the micro-batch (jvm/json's
     DeadLetters: a map task Spark runs again is collected again, and the position tells its rows from equal lines)."""
-    checked = _checked(raw_lines(spark, spec, layout, inp), inp, spec)
+    checked = checked_rows(raw_lines(spark, spec, layout, inp), inp, spec)
     keep = (deadletters or collector(spark)).keep(F.col("error")._jc,
                                                   F.to_json(F.struct(*_deadletter(inp, spec)))._jc)
     return checked.where(Column(keep)).select("row.*")
@@ -148,4 +148,4 @@ def invalid_rows(raw: DataFrame, inp: InputSpec, spec: JobSpec) -> DataFrame:
     """The dead letters of `raw` (lines as `raw_lines` gives them) judged as the stateful query judges them: every
     row Spark's JSON reader reads from a line (a top-level array: each element), and a line it reads no row from as
     one dead letter (NO_ROW). For input read apart from the stateful query (a retired dead-letter query's gap)."""
-    return _checked(raw, inp, spec).where(F.col("error").isNotNull()).select(*_deadletter(inp, spec))
+    return checked_rows(raw, inp, spec).where(F.col("error").isNotNull()).select(*_deadletter(inp, spec))

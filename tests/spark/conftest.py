@@ -225,3 +225,17 @@ def oracle_home(tmp_path_factory, delta_writer) -> Layout:
         assert oracle.future_lines(layout.landing(source), source)[0] in oracle.landing_batches(
             layout.landing(source))[1][1], f"{source}: the second file holds a poison row"
     return layout
+
+
+@pytest.fixture(scope="module")
+def input_schemas(tmp_path_factory) -> dict:
+    """(job, input) of every job's input schema: events (the user_* jobs), orders and payments (order_payments),
+    and a user's job over nested and numeric columns (tests/support/readings_job.py), loaded from its config."""
+    from stateops.jobs.definition.environment import load_jobs
+    from tests.support import readings_job
+
+    jobs = load_jobs(readings_job.config(tmp_path_factory.mktemp("readings")))  # the built-in jobs and this one
+    readings, payments, activity = jobs["device_readings"], jobs["order_payments"], jobs["user_activity"]
+    return {"events": (activity, activity.inputs[0]),
+            "orders": (payments, payments.inputs[0]), "payments": (payments, payments.inputs[1]),
+            "readings": (readings, readings.inputs[0])}

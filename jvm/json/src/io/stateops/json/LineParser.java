@@ -2,7 +2,6 @@ package io.stateops.json;
 
 import java.io.IOException;
 import java.io.Serializable;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -91,14 +90,19 @@ public final class LineParser implements Serializable {
             PermissiveMode$.MODULE$, schema, parsed.columnNameOfCorruptRecord());
     }
 
+    /**
+     * A Jackson parser over the line's bytes, starting at index 0 of its own array, as the file source hands Jackson a
+     * line (CreateJacksonParser.text: the Text buffer, from 0). Why from 0: for a string column holding a non-string
+     * value (a number, a boolean, an object), Spark's parser copies the value's raw text out of the array Jackson was
+     * given at the value's byte offset, and Jackson counts that offset from where it started parsing, not from the
+     * array's start. A line at an offset inside a larger buffer (a text file's row) read another field's bytes for
+     * `"user_id": 4242`; Kafka values, each its own array, read `4242` (docs/spark-behaviour.md). `getBytes` returns
+     * the array itself when the line fills it, and a copy of the line otherwise.
+     */
     private static JsonParser overBytes(JsonFactory factory, UTF8String line) {
         try {
-            ByteBuffer bytes = line.getByteBuffer();
-            if (bytes.hasArray()) {
-                return factory.createParser(bytes.array(), bytes.arrayOffset() + bytes.position(), bytes.remaining());
-            }
-            byte[] copy = line.getBytes();
-            return factory.createParser(copy, 0, copy.length);
+            byte[] bytes = line.getBytes();
+            return factory.createParser(bytes, 0, bytes.length);
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
