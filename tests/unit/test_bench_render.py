@@ -68,3 +68,12 @@ def test_committed_benchmarks_md_is_the_rendering_of_the_stored_results():
         assert results[benchmark.key][0].name == benchmark.key
     with open(os.path.join(ROOT, "BENCHMARKS.md")) as handle:
         assert handle.read() == render(template, BENCHMARKS, results)
+
+
+@pytest.mark.parametrize("benchmark", BENCHMARKS, ids=lambda b: b.key)
+def test_every_registered_benchmark_imports_and_has_its_main(benchmark):
+    """`python -m bench` imports every registered module before it runs one: one broken import (a name moved from
+    stateops.jobs.runtime.session) stopped every benchmark."""
+    import importlib
+
+    assert callable(importlib.import_module(benchmark.module).main)
