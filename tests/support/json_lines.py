@@ -289,6 +289,10 @@ def hostile_corpus() -> list[bytes]:
                   _event(n + 200, value=None), _event(n + 300).replace(b"}", b', "extra": {"x": [1, 2]}}'),
                   _event(n + 400).replace(b'"user_id"', b'"USER_ID"')]
     lines += [
+        # issue 69's three lines: a number in a string column, a plain line, an array of one event
+        b'{"event_id": "e1", "user_id": 4242, "event_time": "2026-01-01T00:10:05Z", "action": "click", "value": 1.5}',
+        b'{"event_id": "e2", "user_id": "u1", "event_time": "2026-01-01T00:10:06Z", "action": "click", "value": 2.5}',
+        b'[{"event_id": "e3", "user_id": "x-array", "event_time": "2026-01-01T00:10:07Z", "action": "v", "value": 1.0}]',
         b"[" + _event(901) + b", " + _event(902) + b"]", b"[" + _event(903) + b', {"event_id": "x"}]', b"[]",
         b"[[" + _event(904) + b"]]", b"\xef\xbb\xbf" + _event(905), _event(906) + b" trailing", _event(907) + b"}",
         _event(908)[:40], _event(909)[:-1], b"", b"   ", b"null", b"12", b'"a string"', b"\x00\x00", b"\xff\xfe\xfd",
