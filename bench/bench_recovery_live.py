@@ -41,7 +41,7 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.recovery import job_target, recover
 from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.session import get_session
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import ControlSettings, current_lease, overrides, request_stop, wait_released
 from stateops.layout import Layout
 from stateops.recovery import RecoveryRequest, RecoverySettings, verify

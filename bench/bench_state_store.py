@@ -23,7 +23,7 @@ from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import default_shuffle_partitions
 from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.session import get_session
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 
 from bench.common import (PROVIDER_CONF, SHUFFLE_CONF, Measured, Report, check_effective, fmt_ms, fmt_ratio,
                           machine, make_input, new_home, parse_args, ratio, schedule, warm_up, workdir)

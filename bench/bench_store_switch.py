@@ -22,13 +22,13 @@ import time
 from functools import partial
 from typing import Sequence
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.session import get_session
 from stateops.recovery import store_switch
-from stateops.sparkstate import write_store
+from stateops.checkpoints.sparkstate import write_store
 from stateops.storage import copies
 
 from bench.common import Report, fmt_ms, machine, make_input, new_home, parse_args, warm_up, workdir

@@ -24,6 +24,7 @@ from pydantic import Field
 from stateops.errors import ConfigError
 
 from stateops.dagster.factory import build_defs
+from stateops.storage import is_url
 
 CONFIG_FILE = "stateops.toml"
 STARTER_CONFIG = '''# StateOps config file (docs/configuration.md): your streaming jobs, audit thresholds, remediation policies
@@ -70,7 +71,7 @@ class StateOpsComponent(Component, Model, Resolvable):
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         config = str((Path(context.path) / self.config_path).resolve()) if self.config_path else None
         home = self.home
-        if home and "://" not in home and not Path(home).is_absolute():
+        if home and not is_url(home) and not Path(home).is_absolute():
             home = str((Path(context.project_root) / home).resolve())
         try:
             return build_defs(config_path=config, home=home or None, jobs=self.jobs)

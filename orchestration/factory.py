@@ -23,6 +23,7 @@ from stateops.dagster.catalog import load_catalog, load_specs
 from stateops.dagster.recovery import build_state_recovery
 from stateops.dagster.resources import default_resources
 from stateops.sensors import definitions as sensors
+from stateops.storage import absolute
 
 
 def build_defs(config_path: str | None = None, home: str | None = None,
@@ -31,7 +32,7 @@ def build_defs(config_path: str | None = None, home: str | None = None,
     under `home` (else $STATEOPS_HOME, default ./.stateops); `jobs`: only these of them (default all). A config
     error is refused here, in one line naming the field and the fix (stateops.errors.ConfigError)."""
     config_path = os.path.abspath(config_path) if config_path else None
-    home = home if not home or "://" in home else os.path.abspath(home)
+    home = absolute(home) if home else home
     catalog = load_catalog(config_path, home)
     specs = load_specs(jobs=None if jobs is None else list(jobs), catalog=catalog)
     runs_defs, job_runs = streaming_jobs.build(specs)

@@ -1,5 +1,6 @@
-"""Record helpers shared by the control records: UTC instants as ISO text, ages in seconds, by the lease clock:
-this host's clock (skewed on purpose only by the fence tests: stateops.faults, `clock.skew`)."""
+"""The lease clock, below the control plane and the runbook engine that both stamp their records with it: UTC
+instants as ISO text and ages in seconds by this host's clock (skewed on purpose only by the fence tests:
+stateops.faults, `clock.skew`)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone

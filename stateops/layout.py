@@ -11,19 +11,19 @@ ops/tables/<table>/        ops Delta tables: progress, audits, findings, actions
 
 The home may be an object-store URL (s3://bucket/stateops: tables, ops tables, archives, retention). The
 control records (leases, locks: stateops.control) live in STATEOPS_CONTROL_HOME (default: the home itself):
-a local or POSIX path, or S3; retention's locks need a local or POSIX one.
+a local or POSIX path, or S3 (every lock there: the control plane's, retention's, a runbook's journal).
 
 `FOLDERS` is the one table of these folders: the methods below build paths from it and `part_of` reads a path
 under the home back into its part and name (what the home move copies, leaves behind and reports).
 """
 from __future__ import annotations
 
-import os
 import posixpath
 from dataclasses import dataclass
 from enum import Enum
 
 from stateops.environment import Locations
+from stateops.storage import absolute
 
 DEFAULT_HOME = "./.stateops"
 
@@ -88,7 +88,7 @@ def _join(root: str, *parts: str) -> str:
 
 
 def _absolute(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+    return absolute(path)
 
 
 @dataclass(frozen=True)

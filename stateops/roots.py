@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from stateops.storage import is_url
 
 
 class OutsideRootsError(StateOpsError):
@@ -25,7 +26,7 @@ class OutsideRootsError(StateOpsError):
 def _resolve(path: str) -> str:
     if path.startswith("file://"):
         path = path[len("file://"):]
-    if "://" in path:
+    if is_url(path):
         scheme, rest = path.split("://", 1)
         return f"{scheme}://{posixpath.normpath(rest)}"
     return os.path.realpath(path)
@@ -73,7 +74,7 @@ class Roots:
             raise refuse("unknown job", f"use one of {sorted(self.areas)}")
         if ".." in path.replace("\\", "/").split("/"):
             raise refuse("the path contains '..'", "pass the path without '..' components")
-        if "://" not in path and not os.path.isabs(path):  # file:// URLs are absolute
+        if not is_url(path) and not os.path.isabs(path):  # file:// URLs are absolute
             raise refuse("the path is relative", "pass an absolute path")
         real = _resolve(path)
         if not any(_within(real, root) for root in self.roots):

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.delta import open_table
 from stateops.errors import StateOpsError

@@ -16,7 +16,7 @@ import sys
 import click
 
 from stateops.audit import AuditReport, fast_audit, record
-from stateops.audit.findings import human_bytes
+from stateops.sizes import human_bytes
 from stateops.timefmt import human_duration
 from stateops.errors import StateOpsError
 

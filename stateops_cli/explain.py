@@ -15,7 +15,7 @@ import json
 
 import click
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
 from stateops.storage import filesystem
 

@@ -16,7 +16,8 @@ import posixpath
 
 import click
 
-from stateops.recovery import MODES, RecoveryRequest, RequestRefused, archive
+from stateops.recovery import MODES, RecoveryRequest, RequestRefused
+from stateops.checkpoints import archive
 from stateops.runbooks import StepEvent, read_entries
 from stateops.recovery.model import RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields

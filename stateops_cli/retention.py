@@ -14,7 +14,7 @@ import json
 import click
 
 from stateops import retention
-from stateops.audit.findings import human_bytes
+from stateops.sizes import human_bytes
 from stateops.control import default_actor
 from stateops.errors import StateOpsError
 from stateops.retention import history

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from stateops import state_store
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints import state_store
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.control.overrides import SHUFFLE_PARTITIONS, WATERMARK_DELAY, WatermarkBounds
 from stateops.errors import ConfigError, StateOpsError
@@ -94,7 +94,7 @@ def kept_formats(layout: Layout, job: str) -> tuple[state_store.Formats | None, 
 
 def state_store_report(spec: JobSpec, layout: Layout, session_conf: Mapping[str, str]) -> dict[str, Any]:
     """`jobs describe`'s and the asset's state store block: store, changelog checkpointing, join format and
-    checkpoint format in force, each with its source (stateops.state_store.in_force). `session_conf`: what
+    checkpoint format in force, each with its source (stateops.checkpoints.state_store.in_force). `session_conf`: what
     STATEOPS_SPARK_CONF sets."""
     kept, source = kept_formats(layout, spec.name)
     return state_store.in_force(spec.checkpoint_path(layout), spec.state_store, kept, session_conf, source)

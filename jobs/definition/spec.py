@@ -24,7 +24,8 @@ from stateops.extras import require
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 from stateops.references import holds_reference, resolve
-from stateops.state_store import STORES
+from stateops.storage import can_lock, is_url
+from stateops.checkpoints.state_store import STORES
 
 from stateops.jobs.definition.schema_ddl import parse_schema
 
@@ -34,7 +35,6 @@ KAFKA_OWNED_OPTIONS = ("subscribe", "subscribepattern", "assign", "kafka.bootstr
 OUTPUT_MODES = ("append", "update")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 # Scalars strict (StrictInt, StrictStr), containers lax: a TOML list is a tuple, a TOML table a nested spec.
 MODEL = ConfigDict(extra="forbid")
 
@@ -122,7 +122,7 @@ class JobSpec:
     checkpoint: StrictStr | None = None
     # The state store of a new checkpoint: "rocksdb" or "memory" (Spark's HDFS-backed store, in executor heap).
     # Unset: the store of the checkpoint a rebuild replaced, else the session's (RocksDB). An existing checkpoint
-    # keeps its own: Spark pins it (stateops.state_store).
+    # keeps its own: Spark pins it (stateops.checkpoints.state_store).
     state_store: StrictStr | None = None
     kafka_bootstrap_servers: StrictStr | None = None
     # Passed to Spark's Kafka source as they are: consumer settings (`kafka.security.protocol`, ...) and source
@@ -201,14 +201,15 @@ class JobSpec:
 
     def require_extras(self) -> None:
         """Refuse, in one line naming the extra, a run or a read of this job whose extra is not installed: a Kafka
-        job's brokers are asked with confluent-kafka (stateops.kafka_offsets) by the runbook and explain-key."""
+        job's brokers are asked with confluent-kafka (stateops.checkpoints.kafka_offsets) by the runbook and
+        explain-key."""
         if self.source == "kafka":
             require("kafka", f"job {self.name} reads Kafka")
 
 
 def is_location(text: str | None) -> bool:
     """An absolute path or a URL (a folder or table of its own), as opposed to a name under the home."""
-    return bool(text) and (bool(_URL.match(text)) or os.path.isabs(text))
+    return bool(text) and (is_url(text) or os.path.isabs(text))
 
 
 def _seconds(spec_field: str, value: Any) -> int:
@@ -298,7 +299,7 @@ def _nested_error(where: str, key: str, inner: list[str], value: Any, kind: str)
 def _check_checkpoint(spec: JobSpec, where: str) -> None:
     if spec.checkpoint is None:
         return
-    if not spec.checkpoint.strip() or not (_URL.match(spec.checkpoint) or os.path.isabs(spec.checkpoint)):
+    if not spec.checkpoint.strip() or not is_location(spec.checkpoint):
         raise ConfigError(f"{where}.checkpoint", f"{spec.checkpoint!r} is not an absolute path or a URL",
                           "write an absolute path or a URL (e.g. s3://bucket/checkpoints/job), or remove it "
                           "to use $STATEOPS_HOME/checkpoints/<job>")
@@ -360,10 +361,11 @@ def check_values(spec: JobSpec) -> None:
     if spec.output_time_column is not None and not _IDENTIFIER.match(spec.output_time_column):
         raise ConfigError(f"{where}.output_time_column", f"{spec.output_time_column!r} is not a column name",
                           "name the output column where a row's event time starts, e.g. 'window_start'")
-    if spec.archive_dir is not None and not os.path.isabs(spec.archive_dir):
-        raise ConfigError(f"{where}.archive_dir", f"{spec.archive_dir!r} is not an absolute path",
-                          "use an absolute local path under STATEOPS_HOME (the runbook's journal needs file "
-                          "locks), or remove it to use $STATEOPS_HOME/ops/<job>/archives")
+    if spec.archive_dir is not None and not (is_location(spec.archive_dir) and can_lock(spec.archive_dir)):
+        raise ConfigError(f"{where}.archive_dir", f"{spec.archive_dir!r} is not an absolute path or a URL the "
+                          "runbook's journal can lock (file locks on local or POSIX shared storage, or S3's "
+                          "conditional writes)", "use an absolute path or an s3:// URL under the home's roots, or "
+                          "remove it to use $STATEOPS_HOME/ops/<job>/archives")
     if not (_NAME.match(spec.sink_table or "") or is_location(spec.sink_table)):
         raise ConfigError(f"{where}.sink_table", f"{spec.sink_table!r} is not a valid table name, absolute path "
                           "or URL", "use lower-case letters, digits and underscores (a table under the home), or "

@@ -11,17 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from stateops import progress, state_store
+from stateops import progress
+from stateops.checkpoints import state_store
 from stateops.audit import Thresholds
 from stateops.audit.history import normalize
-from stateops.audit.inventory import operator_meta
-from stateops.audit.profile import kind_of
-from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.profile import kind_of
+from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.errors import first_line
 from stateops.explain import ExplainError, ExplainTarget, InputSource, JoinSpec
-from stateops.storage import exists
+from stateops.storage import exists, is_url
 from stateops.joins import JoinBound
-from stateops.kafka_offsets import KafkaSource
+from stateops.checkpoints.kafka_offsets import KafkaSource
 from stateops.layout import Layout
 from stateops.recovery import JobTarget
 from stateops.roots import Roots
@@ -41,7 +42,7 @@ def resolve_target(target: str, catalog: Catalog) -> tuple[str, str | None]:
             raise NotACheckpointError(f"job {target} has no checkpoint yet at {path}; run it first "
                                       f"(stateops jobs run {target})")
         return path, target
-    looks_like_path = "/" in target or "://" in target or target.startswith(".") or exists(target)
+    looks_like_path = "/" in target or is_url(target) or target.startswith(".") or exists(target)
     if not looks_like_path:
         raise NotACheckpointError(f"{target}: not a job (known: {', '.join(sorted(jobs))}) and not a "
                                   "checkpoint path")
@@ -68,7 +69,7 @@ def resolve_audit(target: str, catalog: Catalog) -> AuditTarget:
     return AuditTarget(checkpoint, job, catalog.thresholds(job), catalog.jobs[job].join_bound if job else None)
 
 
-# explain-key's rules per kind of state, from the audit's operator kinds (stateops.audit.profile.KINDS);
+# explain-key's rules per kind of state, from the audit's operator kinds (stateops.checkpoints.profile.KINDS);
 # a deduplication may come first, in front of any of them.
 EXPLAIN_KINDS = {"join": "join", "session": "session", "aggregation": "window", "custom": "custom", "tws": "custom"}
 DEDUP_KINDS = ("dedup", "dedup_within_watermark")

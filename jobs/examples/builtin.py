@@ -2,7 +2,7 @@
 jobs/examples/transforms.py). `[catalog] builtin_jobs = false` in the config file leaves them out."""
 from __future__ import annotations
 
-from stateops.state_store import MEMORY
+from stateops.checkpoints.state_store import MEMORY
 
 from stateops.jobs.definition.spec import ExplainSpec, InputSpec, JobSpec, StreamJoin
 

@@ -18,7 +18,7 @@ from stateops.adoption import plan as plans
 from stateops.storage import comparable
 from stateops.adoption.plan import AdoptionPlan
 from stateops.adoption.record import adoption, deadletter_start, record
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control.store import ControlStore
 from stateops.errors import StateOpsError
 from stateops.layout import Layout

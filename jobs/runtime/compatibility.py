@@ -25,10 +25,10 @@ import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
-from stateops.sparkstate import reading_format
+from stateops.checkpoints.sparkstate import reading_format
 from stateops.storage import filesystem
 
 from stateops.jobs.definition.spec import JobSpec
@@ -232,7 +232,7 @@ def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]
     """Per side of join operator `op`, per key position: the input columns whose value equals the key's in every
     row read of the side's value store (which keeps the whole input row): the columns the checkpoint's join was
     keyed by, as its own state shows them (Spark names the key fields field0, field1, ...). None: not readable."""
-    from stateops.audit.profile import JOIN_KEY_TIME
+    from stateops.checkpoints.profile import JOIN_KEY_TIME
 
     sides: dict[str, list[set[str]]] = {}
     cp = Checkpoint(checkpoint)

@@ -12,7 +12,7 @@ import re
 import traceback
 from datetime import datetime, timezone
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.storage import filesystem
 from stateops.layout import Layout
 from stateops.redaction import redact

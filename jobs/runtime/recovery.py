@@ -24,7 +24,7 @@ from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.store_switch import StoreToWrite
-from stateops.sparkstate import ensure_state_coordinator, write_store
+from stateops.checkpoints.sparkstate import ensure_state_coordinator, write_store
 
 from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.environment import Environment

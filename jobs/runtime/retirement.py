@@ -27,20 +27,18 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from stateops import actions, control
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import HeldLease
 from stateops.control.store import ControlStore
 from stateops.delta import write_batch
 from stateops.errors import StateOpsError
 from stateops.faults import fault_point
 from stateops.layout import Layout
-from stateops.recovery.archive import read_json
-from stateops.retention.archives import archive_checkpoint
-from stateops.retention.inventory import ARCHIVED, MANIFEST
+from stateops.checkpoints.archive import MANIFEST, archive_copy, read_json, verify_folder
 from stateops.retention.scope import ORPHANS
 from stateops.sinkstate import app_id, transaction_version
 from stateops.storage import comparable, exists, names
-from stateops.storage.copies import remove_tree, verify_tree
+from stateops.storage.copies import remove_tree
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime.deadletters import as_table
@@ -205,7 +203,7 @@ def _archive(spec: JobSpec, layout: Layout, legacy: str, record: dict[str, Any])
     if exists(destination) and not _verified(destination):
         remove_tree(destination)  # a copy a killed run left unfinished
     if not exists(destination):
-        archive_checkpoint(legacy, destination, {
+        archive_copy(legacy, destination, {
             "archive_id": record["archive_id"], "job": spec.name, "mode": "deadletter-retirement",
             "reason": "the dead-letter query was retired: the stateful query collects its dead letters"})
     fault_point("retirement.step", job=spec.name, step="archived")
@@ -214,4 +212,4 @@ def _archive(spec: JobSpec, layout: Layout, legacy: str, record: dict[str, Any])
 
 def _verified(archive: str) -> bool:
     manifest = posixpath.join(archive, MANIFEST)
-    return exists(manifest) and not verify_tree(posixpath.join(archive, ARCHIVED), read_json(manifest).get("files", []))
+    return exists(manifest) and not verify_folder(archive, read_json(manifest))

@@ -36,7 +36,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from stateops import actions, control
 from stateops import progress as progress_table
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import HeldLease
 from stateops.control.fence.writes import fence_run
 from stateops.delta import open_table

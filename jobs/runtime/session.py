@@ -29,8 +29,8 @@ from stateops.errors import ConfigError, StateOpsError
 from stateops.faults import fence_off
 from stateops.control.fence.session import FENCE_JAR, fence_conf
 from stateops.redaction import SPARK_REDACTION_REGEX, redact_fd
-from stateops.state_store import CHANGELOG, PROVIDER, ROCKSDB_PROVIDER
-from stateops.storage import s3a_conf
+from stateops.checkpoints.state_store import CHANGELOG, PROVIDER, ROCKSDB_PROVIDER
+from stateops.storage import is_url, s3a_conf
 
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.runtime.python_workers import install, worker_python
@@ -147,8 +147,8 @@ def join_state_format_in_force(settings: SparkSettings, checkpoint: str) -> dict
     """The state format a stream-stream join's checkpoint runs with, and why (`stateops jobs describe`): the one its
     offset log records (Spark keeps it for the checkpoint's life; a rebuild makes a new checkpoint), else the one a new
     checkpoint gets from this session. No JVM."""
-    from stateops.checkpoint import Checkpoint
-    from stateops.sparkstate import join_state_format
+    from stateops.checkpoints.checkpoint import Checkpoint
+    from stateops.checkpoints.sparkstate import join_state_format
 
     try:
         found = Checkpoint.open(checkpoint)
@@ -205,7 +205,7 @@ def console_log_for(log: str) -> str:
     home on object storage (a JVM appends to a local file, never to an object) the same path under the per-user
     cache folder, $XDG_CACHE_HOME (else ~/.cache)/stateops/logs/<bucket>/<key>, so the terminal still shows only
     StateOps' own lines (a query that fails after a lost lease logs Spark's trace there, not on the terminal)."""
-    if "://" not in log:
+    if not is_url(log):
         return log
     scheme, rest = log.split("://", 1)
     if scheme == "file":

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
 from stateops.sinkstate import SinkState, query_app_id

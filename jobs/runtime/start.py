@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from stateops import state_store
+from stateops.checkpoints import state_store
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
@@ -27,8 +27,8 @@ def session_state_conf(spark: SparkSession) -> dict[str, str]:
 
 
 def state_conf(spark: SparkSession, spec: JobSpec, layout: Layout) -> dict[str, str]:
-    """The state store settings the job's stateful query starts with (stateops.state_store.run_conf): the job's
-    state_store, the formats a rebuild kept (its `state_formats` override), the session's values."""
+    """The state store settings the job's stateful query starts with (stateops.checkpoints.state_store.run_conf):
+    the job's state_store, the formats a rebuild kept (its `state_formats` override), the session's values."""
     return state_store.run_conf(spec.checkpoint_path(layout), spec.state_store, kept_formats(layout, spec.name)[0],
                                 session_state_conf(spark))
 
@@ -74,7 +74,7 @@ def start_query(frame: DataFrame, name: str, sink: BatchWriter | None, mode: str
                 checkpoint: str, no_data_batches: bool = True, pool: str = STATEFUL_POOL,
                 state_conf: Mapping[str, str] | None = None) -> StreamingQuery:
     """Start one of a job's queries (foreachBatch into `sink`, or Spark's `noop` without one) in `pool`, with its
-    state store and formats (`state_conf`: stateops.state_store.run_conf)."""
+    state store and formats (`state_conf`: stateops.checkpoints.state_store.run_conf)."""
     conf = frame.sparkSession.conf
     # Read by Spark only as the query starts (it runs on its own copy of the session), the partitions and the
     # store's settings only when the checkpoint is new (afterwards the checkpoint's own values win, but for the two

@@ -28,7 +28,7 @@ from stateops.jobs.definition.spec import JobSpec
 from stateops.audit import load_findings, load_history
 from stateops.timefmt import human_duration
 from stateops.audit.render import findings_markdown
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 

@@ -19,7 +19,7 @@ from dagster import (AssetChecksDefinition, AssetSelection, DefaultScheduleStatu
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.targets import resolve_target
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import MaintenanceLockedError, maintenance
 from stateops.errors import StateOpsError, first_line
 from stateops.jobs.definition.environment import Environment

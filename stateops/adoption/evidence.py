@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.sinkstate import read_commit
 from stateops.storage import comparable, exists, names

@@ -16,7 +16,7 @@ from typing import Any
 from stateops import actions
 from stateops.control import overrides
 from stateops.control.overrides import WatermarkBounds
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.store import ControlStore
 from stateops.layout import Layout
 

@@ -9,11 +9,11 @@ from typing import Any, Iterable
 
 from stateops.audit.history import load_history
 from stateops.audit.thresholds import Thresholds
-from stateops.checkpoint import Checkpoint, NotACheckpointError, provider_of, watermark_of
+from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError, provider_of, watermark_of
 from stateops.delta import read_table
 from stateops.layout import Layout
 from stateops.progress import TABLE as PROGRESS_TABLE
-from stateops.state_store import MEMORY, store_name
+from stateops.checkpoints.state_store import MEMORY, store_name
 
 
 @dataclass

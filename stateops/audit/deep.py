@@ -26,13 +26,13 @@ from typing import Any
 from stateops.audit.context import AuditContext, build_context
 from stateops.audit.findings import (CONFIGURED_GRACE, evaluate, latest_state_memory, operator_progress,
                                      unreadable_finding)
-from stateops.audit.inventory import files_by_store
+from stateops.checkpoints.operators import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
-from stateops.audit.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES_STORES, StoreProfile, profile
+from stateops.checkpoints.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES_STORES, StoreProfile, profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
 from stateops.errors import OperationFailed, first_line
-from stateops.sparkstate import ensure_state_coordinator, join_state_format, readable_units, reading_format
+from stateops.checkpoints.sparkstate import ensure_state_coordinator, join_state_format, readable_units, reading_format
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 

@@ -16,13 +16,13 @@ from typing import Any, Mapping
 from stateops.audit.context import build_context, recent_progress_by_query
 from stateops.audit.findings import evaluate, latest_state_memory, operator_progress
 from stateops.audit.history import history_by_checkpoint, normalize
-from stateops.audit.inventory import files_by_store, operator_meta, store_schema
+from stateops.checkpoints.operators import files_by_store, operator_meta, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
-from stateops.sparkstate import join_state_format, join_units
-from stateops.audit.profile import profile
+from stateops.checkpoints.sparkstate import join_state_format, join_units
+from stateops.checkpoints.profile import profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 

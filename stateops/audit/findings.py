@@ -14,7 +14,8 @@ from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
-from stateops.state_store import MEMORY, store_name
+from stateops.checkpoints.state_store import MEMORY, store_name
+from stateops.sizes import human_bytes
 from stateops.timefmt import compact_duration, human_duration, iso_seconds
 
 EVICTING_KINDS = ("aggregation", "dedup", "dedup_within_watermark", "session", "join")
@@ -33,16 +34,6 @@ def _level(value: float, warn: float, error: float) -> str | None:
 def _worst(*levels: str | None) -> str | None:
     order = {None: 0, "info": 1, "warn": 2, "error": 3}
     return max(levels, key=lambda lvl: order[lvl])
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _iso(moment: _dt.datetime | None) -> str:

@@ -17,6 +17,7 @@ import pyarrow as pa
 from stateops.audit.model import AuditReport, audit_json
 from stateops.delta import append_rows, read_table
 from stateops.layout import Layout
+from stateops.storage import is_url
 
 AUDITS = "audits"
 FINDINGS = "findings"
@@ -43,7 +44,7 @@ FINDINGS_SCHEMA = pa.schema([
 
 def normalize(checkpoint: str) -> str:
     """One spelling per checkpoint (no trailing slash, no `..`), so history lookups match."""
-    if "://" in checkpoint:
+    if is_url(checkpoint):
         scheme, rest = checkpoint.split("://", 1)
         return f"{scheme}://{posixpath.normpath(rest)}"
     return posixpath.normpath(posixpath.abspath(checkpoint))

@@ -40,7 +40,7 @@ class OperatorAudit:
 
     rows_*: exact counts from Spark's statestore reader (deep), or the progress table's numRowsTotal
     (fast; None when the operator has several stores, e.g. joins, whose split progress does not give).
-    bytes_*: state files on disk now (see stateops.audit.inventory for what is counted).
+    bytes_*: state files on disk now (see stateops.checkpoints.operators for what is counted).
     skew_ratio: max/mean of rows per partition (deep) or of bytes per partition (fast: no row counts).
     keys_*: distinct partitioning keys, which is the rows except in join value stores (several rows per
     join key: counted from the side's keyToNumValues store).

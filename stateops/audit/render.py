@@ -7,25 +7,21 @@
     history_chart(history_rows)      PNG: state rows and bytes over time, one line per store (`audits` rows)
     save_charts(report, history, folder)  both charts as PNG files in `folder` (next to the audit): {name: path}
 
-Every chart is PNG_SIZE pixels whatever the data, rendered with matplotlib's Agg backend (no display).
+Every chart is stateops.charts.PNG_SIZE pixels whatever the data, rendered with matplotlib's Agg backend (no display).
 Charts are files, never data inside the Dagster event log: an embedded pair of charts made every audit's
 events ~180 KB (a year of hourly audits: 1.6 GB in the instance); linked files leave a few KB.
 """
 from __future__ import annotations
 
-import io
 import posixpath
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from stateops.audit.findings import human_bytes
 from stateops.audit.model import SEVERITIES, AuditReport, Finding, OperatorAudit
-from stateops.extras import require
+from stateops.charts import bytes_axis, figure, png
+from stateops.sizes import human_bytes
 from stateops.storage import filesystem
 
-DPI = 100
-FIGSIZE = (9.0, 4.0)  # inches
-PNG_SIZE = (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))  # (width, height) in pixels
 
 
 def _cell(value: Any) -> str:
@@ -105,41 +101,12 @@ def severity_counts(findings: Iterable[Finding | Mapping[str, Any]]) -> dict[str
     return counts
 
 
-def _figure(panels: int):
-    require("charts", "drawing a chart")
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)  # a display-less backend; a no-op if Agg is already selected
-    from matplotlib.figure import Figure  # a Figure without pyplot: no global state, thread-safe
-
-    cols = min(panels, 3)
-    rows = (panels + cols - 1) // cols
-    fig = Figure(figsize=FIGSIZE, dpi=DPI)
-    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-    for extra in axes[panels:]:
-        extra.set_visible(False)
-    return fig, axes[:panels]
-
-
-def _png(fig) -> bytes:
-    fig.tight_layout()
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=DPI)  # no bbox_inches="tight": the size stays PNG_SIZE
-    return out.getvalue()
-
-
-def _bytes_axis(ax) -> None:
-    from matplotlib.ticker import FuncFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
-
-
 def partition_chart(report: AuditReport) -> bytes | None:
     """Bars per partition, one panel per operator/store: rows (deep), or bytes on disk (fast: no rows)."""
     stores: list[OperatorAudit] = [op for op in report.operators if op.rows_per_partition or op.bytes_per_partition]
     if not stores:
         return None
-    fig, axes = _figure(len(stores))
+    fig, axes = figure(len(stores))
     for ax, op in zip(axes, stores):
         by_rows = bool(op.rows_per_partition)
         data = op.rows_per_partition if by_rows else op.bytes_per_partition
@@ -152,12 +119,12 @@ def partition_chart(report: AuditReport) -> bytes | None:
         ax.set_xlabel("partition", fontsize=8)
         ax.set_ylabel("rows" if by_rows else "bytes on disk", fontsize=8)
         if not by_rows:
-            _bytes_axis(ax)
+            bytes_axis(ax)
         if len(parts) <= 16:
             ax.set_xticks(parts)
         ax.tick_params(labelsize=7)
     fig.suptitle(f"{report.kind} audit, batch {report.batch_id}: state per partition", fontsize=9)
-    return _png(fig)
+    return png(fig)
 
 
 def history_chart(history: Sequence[Mapping[str, Any]]) -> bytes | None:
@@ -167,7 +134,7 @@ def history_chart(history: Sequence[Mapping[str, Any]]) -> bytes | None:
         series.setdefault(store_label(row["operator_id"], row["operator_name"], row["store_name"]), []).append(row)
     if not series:
         return None
-    fig, (rows_ax, bytes_ax) = _figure(2)
+    fig, (rows_ax, bytes_ax) = figure(2)
     for label, points in series.items():
         with_rows = [p for p in points if p.get("rows_total") is not None]
         if with_rows:
@@ -177,14 +144,14 @@ def history_chart(history: Sequence[Mapping[str, Any]]) -> bytes | None:
                       markersize=3, label=label)
     rows_ax.set_title("state rows", fontsize=9)
     bytes_ax.set_title("state bytes on disk", fontsize=9)
-    _bytes_axis(bytes_ax)
+    bytes_axis(bytes_ax)
     for ax in (rows_ax, bytes_ax):
         ax.tick_params(labelsize=7)
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_ylim(bottom=0)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig)
 
 
 def save_charts(report: AuditReport, history: Sequence[Mapping[str, Any]], folder: str) -> dict[str, str]:
@@ -193,10 +160,10 @@ def save_charts(report: AuditReport, history: Sequence[Mapping[str, Any]], folde
     fs, root = filesystem(folder)
     fs.makedirs(root, exist_ok=True)
     saved = {}
-    for name, png in charts.items():
-        if png is not None:
+    for name, drawn in charts.items():
+        if drawn is not None:
             path = posixpath.join(folder.rstrip("/"), f"{name}.png")
             with fs.open(posixpath.join(root, f"{name}.png"), "wb") as handle:
-                handle.write(png)
+                handle.write(drawn)
             saved[name] = path
     return saved

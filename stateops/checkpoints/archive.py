@@ -1,4 +1,6 @@
-"""Archives: a runbook's verified copy of a checkpoint, with a manifest, next to the runbook's journal.
+"""Archives: a runbook's verified copy of a checkpoint, with a manifest, next to the runbook's journal; the one
+format of every archive of a checkpoint (retention's of an orphan checkpoint and a retired dead-letter query's are
+written in it by `archive_copy`, with a manifest and the copy only).
 
     <archive root>/<runbook id>/          archive root: the job's `archive_dir` (default ops/<job>/archives)
         plan.json                          the plan as confirmed
@@ -93,10 +95,36 @@ def manifest(archive_root: str, runbook_id: str) -> dict[str, Any] | None:
 
 def verify(archive_root: str, runbook_id: str) -> list[str]:
     """Problems of an archive's checkpoint copy against its manifest; [] when it verifies."""
-    found = manifest(archive_root, runbook_id)
+    return verify_folder(runbook_dir(archive_root, runbook_id), manifest(archive_root, runbook_id))
+
+
+def verify_folder(folder: str, found: dict[str, Any] | None) -> list[str]:
+    """Problems of the archive in `folder` (its checkpoint copy) against its manifest `found`; [] when it verifies."""
     if found is None:
-        return [f"{runbook_dir(archive_root, runbook_id)}: no manifest (not an archive, or not finished)"]
-    return verify_tree(posixpath.join(runbook_dir(archive_root, runbook_id), CHECKPOINT), found["files"])
+        return [f"{folder}: no manifest (not an archive, or not finished)"]
+    return verify_tree(posixpath.join(folder, CHECKPOINT), found.get("files", []))
+
+
+def archive_copy(source: str, destination: str, details: dict[str, Any]) -> None:
+    """An archive of the checkpoint `source` at `destination`, in the runbook's format, for an archive no runbook
+    makes (retention's of an orphan checkpoint, a retired dead-letter query's): `source` copied into
+    `destination/checkpoint` (checksummed while copying), the manifest written, the copy verified against it.
+    Raises when it does not verify, or when `destination` exists already (an archive is never written over); the
+    source is then left untouched."""
+    fs, path = filesystem(destination)
+    if fs.exists(path):
+        raise OSError(f"the archive destination {destination} exists already; nothing is written over it")
+    entries = copy_tree(source, posixpath.join(destination, CHECKPOINT))
+    files = [e.__dict__ for e in entries]
+    found = {"archive_id": details.get("archive_id"), "job": details.get("job"),
+             "mode": details.get("mode", "retention"), "method": "copy",
+             "source": source, "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+             "reason": details.get("reason", "orphan checkpoint archived by retention"), "actor": details.get("actor"),
+             "total_bytes": sum(e.size for e in entries), "files": files}
+    write_json(posixpath.join(destination, MANIFEST), found)
+    problems = verify_folder(destination, found)
+    if problems:
+        raise OSError(f"the archive of {source} at {destination} does not verify: {problems[0]}")
 
 
 def summary(archive_root: str, runbook_id: str) -> dict[str, Any] | None:

@@ -16,8 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from stateops.audit.profile import parse_schema_file
-from stateops.checkpoint import Checkpoint, StateFile
+from stateops.checkpoints.profile import parse_schema_file
+from stateops.checkpoints.checkpoint import Checkpoint, StateFile
 from stateops.storage import filesystem
 
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from stateops.checkpoint import IMMUTABLE_DIRS
-from stateops.checkpoint_files.listing import Entry, Tree, zip_references
+from stateops.checkpoints.checkpoint import IMMUTABLE_DIRS
+from stateops.checkpoints.listing import Entry, Tree, zip_references
 
 _NUMBER = re.compile(r"^\d+$")
 _VERSIONED = re.compile(r"^(\d+)(_[0-9a-f-]+)?\.(changelog|zip|delta|snapshot)$")

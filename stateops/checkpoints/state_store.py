@@ -22,13 +22,14 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import ConfigError, StateOpsError
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 MEMORY = "memory"
-STORES = {"rocksdb": ROCKSDB_PROVIDER, MEMORY: HDFS_PROVIDER}
+ROCKSDB = "rocksdb"
+STORES = {ROCKSDB: ROCKSDB_PROVIDER, MEMORY: HDFS_PROVIDER}
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
@@ -102,7 +103,7 @@ def of_checkpoint(path: str) -> tuple[Formats, int] | None:
     versioned = [f for f in files if f.version is not None]
     unique = any(_UNIQUE_ID.match(posixpath.basename(f.path)) for f in versioned)
     changelog: bool | None = None
-    if store == "rocksdb":
+    if store == ROCKSDB:
         # no state file yet (a stateless start): what the session will write
         changelog = any(f.kind == "changelog" for f in versioned) if versioned else None
     return Formats(store, changelog, int(conf.get(JOIN_FORMAT, 1)), 2 if unique else 1), batches[-1]
@@ -186,7 +187,7 @@ def _recorded(formats: Formats, kept: Formats | None) -> Formats:
     """An existing checkpoint's formats, with RocksDB's changelog checkpointing as a runbook recorded it (`kept`)
     where the files show only snapshots: a store switch writes one snapshot per store and records the changelog
     setting the checkpoint goes on with."""
-    if kept is not None and kept.store == formats.store == "rocksdb" and not formats.changelog and kept.changelog:
+    if kept is not None and kept.store == formats.store == ROCKSDB and not formats.changelog and kept.changelog:
         return replace(formats, changelog=True)
     return formats
 
@@ -222,7 +223,7 @@ def after_rebuild(old_checkpoint: str, asked: str | None, session_conf: Mapping[
         formats, _sources, notes = for_new_checkpoint(asked, None, session_conf)
         return formats, [f"the new checkpoint: {formats.text()}", *notes]
     old = existing[0]
-    if old.store == "rocksdb" and old.changelog is None:  # no state file yet: what the session writes
+    if old.store == ROCKSDB and old.changelog is None:  # no state file yet: what the session writes
         old = replace(old, changelog=for_new_checkpoint(None, None, session_conf)[0].changelog)
     formats, _sources, notes = for_new_checkpoint(asked, _asked(old, session_conf), session_conf)
     if formats == old:

@@ -12,7 +12,7 @@ from stateops import actions
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.store import ControlStore
 
 RECORD = "maintenance"

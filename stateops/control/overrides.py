@@ -29,7 +29,8 @@ SHUFFLE_PARTITIONS = "shuffle_partitions"
 SETTINGS = (WATERMARK_DELAY, SHUFFLE_PARTITIONS)
 SINK_EPOCH = "sink_epoch"    # part of the sink's Delta transaction app id; every runbook restart takes a new one
 SINK_REPLAY = "sink_replay"  # JSON: a rebuild's write floor and insert-if-absent horizon, for one epoch
-# JSON: the state store and formats of the checkpoint a rebuild replaced, for the new one (stateops.state_store)
+# JSON: the state store and formats of the checkpoint a rebuild replaced, for the new one
+# (stateops.checkpoints.state_store)
 STATE_FORMATS = "state_formats"
 # JSON: an adopted job's checkpoint (query id) and the newest of its batches the table held (stateops.adoption)
 ADOPTION = "adoption"

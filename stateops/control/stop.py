@@ -12,7 +12,7 @@ from stateops import actions
 from stateops.layout import Layout
 
 from stateops.control.fence import lease as leases
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
 

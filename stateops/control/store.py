@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from stateops.storage.holders import identity
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.errors import OperationFailed, StateOpsError
 from stateops.layout import Layout
 from stateops.storage import (SUPPORTED, LockBusy, LockLost, UnsupportedStorageError, can_lock, describe, lock_at,

@@ -20,13 +20,13 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 from urllib.parse import unquote
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import first_line
 from stateops.explain import kafka_input
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
-from stateops.sparkstate import join_state_format, readable_units
+from stateops.checkpoints.sparkstate import join_state_format, readable_units
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 

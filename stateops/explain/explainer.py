@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from stateops import progress
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.explain import batches, evidence
 from stateops.explain.model import Evidence, ExplainError, ExplainTarget, KeyExplanation
 from stateops.explain.verdict import judge
-from stateops.sparkstate import ensure_state_coordinator, reading_format
+from stateops.checkpoints.sparkstate import ensure_state_coordinator, reading_format
 from stateops.timefmt import iso_millis
 
 
@@ -25,7 +25,7 @@ def resolve_batch(checkpoint: Checkpoint, batch_id: int | None) -> int:
 
 def gather(spark, target: ExplainTarget, checkpoint: Checkpoint, key: str, batch: int) -> Evidence:
     """Everything the checkpoint, the progress table, the input and the output say about `key` at `batch` (its
-    state read in the checkpoint's own format: stateops.sparkstate.reading_format)."""
+    state read in the checkpoint's own format: stateops.checkpoints.sparkstate.reading_format)."""
     ensure_state_coordinator(spark)
     with reading_format(spark, checkpoint.checkpoint_format(batch)):
         return _gather(spark, target, checkpoint, key, batch)

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from stateops import kafka_offsets
+from stateops.checkpoints import kafka_offsets
 
 Offsets = Mapping[str, Mapping[str, int]]  # topic -> partition -> offset
 

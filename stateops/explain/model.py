@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from stateops.errors import StateOpsError
 from stateops.joins import JoinBound
-from stateops.kafka_offsets import KafkaSource
+from stateops.checkpoints.kafka_offsets import KafkaSource
 
 # Stable reason names (README and the --json contract name them); one line each.
 REASONS: dict[str, str] = {

@@ -4,7 +4,7 @@ implemented by the jobs layer).
 
     plan(layout, target, request)                      -> RecoveryPlan (preflight; writes nothing)
     run(layout, target, request, runtime, on_event=, terminate=) -> RecoveryReport
-    archives: list_archives(root), summary(root, id), verify(root, id)
+    archives (stateops.checkpoints.archive): list_archives(root), summary(root, id), verify(root, id)
 
 Modes: adjust (watermark delay), repartition (state partitions, offline), rebuild (fresh checkpoint,
 replaying the retained input), rewind (back to batch N), restore (an archive), restart (as it ran),

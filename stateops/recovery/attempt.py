@@ -17,7 +17,7 @@ from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 from stateops.runbooks import Journal
 
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.recovery.model import RecoveryPlan
 from stateops.recovery.runtime import Runtime, Terminate
 from stateops.recovery.settings import RecoverySettings

@@ -26,8 +26,8 @@ import posixpath
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from stateops import kafka_offsets
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints import kafka_offsets
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError
@@ -96,7 +96,7 @@ def largest_delay_ms(layout: Layout, target: JobTarget) -> int:
 
 def kafka_replay(target: JobTarget, needed: dict[str, dict[str, int]], action: str, fix: str) -> None:
     """Refuses `action` unless the brokers still hold every record from `needed` ({topic: {partition: offset}})
-    on (stateops.kafka_offsets): Spark would fail on deleted ones at restart (failOnDataLoss), after the
+    on (stateops.checkpoints.kafka_offsets): Spark would fail on deleted ones at restart (failOnDataLoss), after the
     checkpoint was already changed."""
     if not needed:
         return

@@ -29,16 +29,17 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from stateops.control import maintenance
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.errors import error_line
 from stateops.layout import Layout
 from stateops.runbooks import StepEvent, run_step
 
-from stateops.recovery import archive, rollback, steps
+from stateops.recovery import rollback, steps
+from stateops.checkpoints import archive
 from stateops.recovery.journal import recovery_journal
-from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, STOP, VERIFY, RecoveryPlan, RecoveryRefused,
-                                     RecoveryReport)
+from stateops.recovery.model import (ALIGN_SINK, AUDIT_BEFORE, FINISH, ROLLBACK_SINK, ROLLBACK_VERIFY, STOP, VERIFY,
+                                     RecoveryPlan, RecoveryRefused, RecoveryReport)
 from stateops.recovery.rollback import ROLLBACK
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.runtime import Runtime, Terminate
@@ -99,7 +100,7 @@ class Executor:
                         intent=lambda: self._intent_details(name))
 
     def _intent_details(self, name: str) -> dict[str, Any]:
-        if name in (ALIGN_SINK, "rollback_sink"):
+        if name in (ALIGN_SINK, ROLLBACK_SINK):
             return {"target_version": steps.align_target(self.attempt, rollback=name != ALIGN_SINK)}
         return {}
 
@@ -114,7 +115,7 @@ class Executor:
             plan=self.plan.to_dict(), archive_path=self.directory,
             audit_before=self.journal.details(AUDIT_BEFORE).get("audit"),
             audit_after=self.journal.details(VERIFY).get("audit_after") or self.journal.details(
-                "rollback_verify").get("audit_after"),
+                ROLLBACK_VERIFY).get("audit_after"),
             verification=self.journal.details(VERIFY).get("verification") or self.journal.details(
                 VERIFY, "failed").get("verification"),
             rollback=rolled_back, error=error, notes=list(self.plan.notes), started_at=started, finished_at=now_iso())

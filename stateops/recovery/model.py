@@ -29,8 +29,14 @@ RESTORE_CHECKPOINT = "restore_checkpoint"
 ALIGN_SINK = "align_sink"
 RESTART = "restart"
 VERIFY = "verify"
-ROLLBACK_STEPS = ("rollback_stop", "rollback_checkpoint", "rollback_settings", "rollback_sink", "rollback_restart",
-                  "rollback_verify")
+ROLLBACK_STOP = "rollback_stop"
+ROLLBACK_CHECKPOINT = "rollback_checkpoint"
+ROLLBACK_SETTINGS = "rollback_settings"
+ROLLBACK_SINK = "rollback_sink"
+ROLLBACK_RESTART = "rollback_restart"
+ROLLBACK_VERIFY = "rollback_verify"
+ROLLBACK_STEPS = (ROLLBACK_STOP, ROLLBACK_CHECKPOINT, ROLLBACK_SETTINGS, ROLLBACK_SINK, ROLLBACK_RESTART,
+                  ROLLBACK_VERIFY)
 FINISH = "finish"
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from stateops import kafka_offsets, sinkstate
+from stateops import sinkstate
+from stateops.checkpoints import kafka_offsets
 from stateops import progress as progress_table
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.storage.holders import alive
 from stateops.delta import read_table

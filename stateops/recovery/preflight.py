@@ -14,18 +14,21 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 from stateops.storage import copies
-from stateops.audit.inventory import operator_meta
-from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
-from stateops import kafka_offsets, sinkstate, state_store
+from stateops import sinkstate
+from stateops.checkpoints import kafka_offsets
+from stateops.checkpoints import state_store
 from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 from stateops.runbooks import running
-from stateops.sparkstate import JOIN
+from stateops.checkpoints.sparkstate import JOIN
 
-from stateops.recovery import archive, coverage, store_switch, surgery
+from stateops.recovery import coverage, store_switch, surgery
+from stateops.checkpoints import archive
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
                                      VERIFY_SOURCE, RecoveryPlan, RecoveryRefused, Step)

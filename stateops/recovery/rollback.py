@@ -21,8 +21,10 @@ from stateops.storage import copies
 from stateops.control import overrides
 from stateops.errors import error_line
 
-from stateops.recovery import archive, observation, steps, verify
-from stateops.recovery.model import ARCHIVE, ROLLBACK_STEPS, STOP
+from stateops.recovery import observation, steps, verify
+from stateops.checkpoints import archive
+from stateops.recovery.model import (ARCHIVE, ROLLBACK_RESTART, ROLLBACK_SINK, ROLLBACK_STEPS, ROLLBACK_STOP,
+                                     ROLLBACK_VERIFY, STOP)
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.steps import StepFailed
 
@@ -42,13 +44,13 @@ def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[s
     journal = attempt.journal
     reason = journal.details(ROLLBACK, "started").get("reason")
     archived = journal.phase(ARCHIVE) == "done"
-    names = ROLLBACK_STEPS if archived else ("rollback_stop", "rollback_restart")
+    names = ROLLBACK_STEPS if archived else (ROLLBACK_STOP, ROLLBACK_RESTART)
     if journal.phase(STOP) != "done" and not archived:
         journal.record(ROLLBACK, "done", {"reason": reason, "note": "nothing was stopped or changed"})
         return "rolled_back", {"reason": reason, "note": "nothing was stopped or changed"}
     try:
         for name in names:
-            if name == "rollback_restart" and journal.details(STOP).get("how") in (
+            if name == ROLLBACK_RESTART and journal.details(STOP).get("how") in (
                     "nothing was running", "no live holder") and not archived:
                 continue
             step(name)
@@ -57,7 +59,7 @@ def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[s
         journal.record(ROLLBACK, "failed", {"error": error_line(err)})
         return "failed", {"reason": reason, "error": error_line(err)}
     journal.record(ROLLBACK, "done", {"reason": reason})
-    return "rolled_back", {"reason": reason, "verification": journal.details("rollback_verify").get("verification")}
+    return "rolled_back", {"reason": reason, "verification": journal.details(ROLLBACK_VERIFY).get("verification")}
 
 
 def _checkpoint(attempt: Attempt) -> dict[str, Any]:
@@ -82,11 +84,11 @@ def _settings(attempt: Attempt) -> dict[str, Any]:
 
 
 def _sink(attempt: Attempt) -> dict[str, Any]:
-    return steps.align(attempt, attempt.journal.details("rollback_sink", "started").get("target_version"))
+    return steps.align(attempt, attempt.journal.details(ROLLBACK_SINK, "started").get("target_version"))
 
 
 def _restart(attempt: Attempt) -> dict[str, Any]:
-    if attempt.journal.phase("rollback_restart") == "started" and attempt.plan.restart_mode == "continuous":
+    if attempt.journal.phase(ROLLBACK_RESTART) == "started" and attempt.plan.restart_mode == "continuous":
         if attempt.restarted_run() is not None:
             return {**steps.start_state(attempt), "how": "continuous", "note": "launched before the interruption"}
     return steps.launch(attempt)
@@ -94,7 +96,7 @@ def _restart(attempt: Attempt) -> dict[str, Any]:
 
 def _verify(attempt: Attempt) -> dict[str, Any]:
     kept = attempt.manifest() or {}
-    details = observation.verification(attempt.view(), attempt.journal.details("rollback_restart"),
+    details = observation.verification(attempt.view(), attempt.journal.details(ROLLBACK_RESTART),
                                        kept.get("audit_before"), observation.audited_partitions(kept.get("audit_before")),
                                        None)
     if not details["verification"]["ok"]:

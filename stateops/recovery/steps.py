@@ -15,18 +15,20 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any, Callable
 
-from stateops import control, sinkstate, state_store
-from stateops.checkpoint import Checkpoint
+from stateops import control, sinkstate
+from stateops.checkpoints import state_store
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.errors import OperationFailed, StateOpsError, error_line
 from stateops.storage import copies, exists
 
-from stateops.recovery import archive, coverage, observation, store_switch, surgery, verify
+from stateops.recovery import coverage, observation, store_switch, surgery, verify
+from stateops.checkpoints import archive
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
-                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
+                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, ROLLBACK_SINK, STOP, SWITCH_STORE, VERIFY,
                                      VERIFY_SOURCE, RecoveryRefused)
 
 
@@ -310,8 +312,8 @@ def align_target(attempt: Attempt, rollback: bool) -> int | None:
     latest = sinkstate.table_version(uri)
     if latest is None:
         return None
-    if journal.phase("rollback_sink" if rollback else ALIGN_SINK) == "started":
-        return journal.details("rollback_sink" if rollback else ALIGN_SINK, "started").get("target_version")
+    if journal.phase(ROLLBACK_SINK if rollback else ALIGN_SINK) == "started":
+        return journal.details(ROLLBACK_SINK if rollback else ALIGN_SINK, "started").get("target_version")
     if rollback or plan.mode == "restore":
         kept = attempt.manifest() if rollback else archive.manifest(target.archive_root, plan.request["archive_id"])
         if kept["sink"]["version"] is None:

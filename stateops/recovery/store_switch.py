@@ -30,18 +30,18 @@ import posixpath
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from stateops import state_store
-from stateops.audit.inventory import operator_meta
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints import state_store
+from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.faults import fault_point
-from stateops.sparkstate import JOIN
+from stateops.checkpoints.sparkstate import JOIN
 from stateops.storage import filesystem
 
 SCRATCH = "state.switch"
 COMPLETE = "_COMPLETE"
 # What each provider writes in a store folder (Hadoop's `.<name>.crc` files go with their file).
-PROVIDER_FILES = {state_store.MEMORY: (".delta", ".snapshot"), "rocksdb": (".zip", ".changelog")}
-PROVIDER_DIRS = {state_store.MEMORY: (), "rocksdb": ("SSTs", "logs")}
+PROVIDER_FILES = {state_store.MEMORY: (".delta", ".snapshot"), state_store.ROCKSDB: (".zip", ".changelog")}
+PROVIDER_DIRS = {state_store.MEMORY: (), state_store.ROCKSDB: ("SSTs", "logs")}
 TWS = "transformWithState"
 
 

@@ -19,10 +19,10 @@ import posixpath
 import re
 from typing import Any
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.storage import filesystem
-from stateops.checkpoint_files import restart
-from stateops.checkpoint_files.listing import Tree, read_many
+from stateops.checkpoints import restart
+from stateops.checkpoints.listing import Tree, read_many
 
 
 _SOURCE_ENTRY = re.compile(r"^(\d+)(\.compact)?$")
@@ -73,7 +73,7 @@ def rewind_problems(checkpoint: Checkpoint, to_batch: int) -> list[str]:
     if missing:
         return [f"{', '.join(missing)} no longer retained (oldest offsets: {offsets[0]}); choose N >= "
                 f"{max(offsets[0] + 1, committed[0])}"]
-    # Which state a restart from to_batch loads: stateops.checkpoint_files.restart, as retention sees it. A
+    # Which state a restart from to_batch loads: stateops.checkpoints.restart, as retention sees it. A
     # snapshot counts only with every SST its metadata names, and every partition's store must be there.
     files = restart.parse(Tree.list(checkpoint.path), read_many)
     version = to_batch + 1

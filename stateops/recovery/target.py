@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from stateops.control.overrides import WatermarkBounds
-from stateops.kafka_offsets import KafkaSource
+from stateops.checkpoints.kafka_offsets import KafkaSource
 from stateops.roots import Roots
 
 
@@ -27,5 +27,6 @@ class JobTarget:
     roots: Roots
     kafka: KafkaSource | None = None  # Kafka jobs: the brokers a replay's records must still be on
     state_store: str | None = None    # the job's state_store: a rebuild's new checkpoint takes it (else the old one's)
-    # the state store settings STATEOPS_SPARK_CONF sets (stateops.state_store): a rebuild's new checkpoint takes them
+    # the state store settings STATEOPS_SPARK_CONF sets (stateops.checkpoints.state_store): a rebuild's new checkpoint
+    # takes them
     state_conf: Mapping[str, str] = field(default_factory=dict)

@@ -32,13 +32,13 @@ from deltalake import DeltaTable
 
 from stateops import actions
 from stateops.control import current_lease, maintenance, request_stop, wait_released
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.delta import open_table
 from stateops.errors import OperationFailed
 from stateops.faults import fault_point
 from stateops.layout import Layout
-from stateops.recovery.archive import CHECKPOINT, MANIFEST
+from stateops.checkpoints.archive import CHECKPOINT, MANIFEST
 from stateops.runbooks import Journal, Step, StepEvent, run_steps
 from stateops.storage import exists, filesystem, find_files
 from stateops.storage.aws import storage_options

@@ -25,7 +25,7 @@ from typing import Any
 
 from stateops.errors import StateOpsError
 from stateops.layout import Layout, Part, part_of
-from stateops.storage import LOCAL, S3, filesystem, find_files, kind
+from stateops.storage import LOCAL, S3, filesystem, find_files, is_url, kind
 
 from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG
 
@@ -214,7 +214,7 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     refusal unless `stop`); `outside`: jobs whose configured checkpoint or archives lie outside the home (the move
     cannot take them)."""
     old = layout.home.rstrip("/")
-    new = new.rstrip("/") if "://" in new else os.path.abspath(new)
+    new = new.rstrip("/") if is_url(new) else os.path.abspath(new)
     refusals = []
     if kind(new) not in (LOCAL, S3):
         refusals.append(f"{new}: a home lives on a local or POSIX path or on S3 (s3://, s3a://)")

@@ -22,6 +22,7 @@ import datetime as _dt
 from typing import Any, Mapping, Sequence
 
 from stateops.audit.thresholds import Thresholds
+from stateops.checkpoints.state_store import ROCKSDB
 from stateops.remediation.model import Decision, at_least, finding_key, runbook_config, tightened, when
 from stateops.remediation.policy import Policy
 from stateops.remediation.signals import Trail
@@ -67,11 +68,11 @@ def _memory(job: str, policy: Policy, f: Mapping[str, Any]) -> Decision:
     if f["severity"] != "error" or policy.memory_action == "alert":
         return Decision(job, "alert", f"{seen}. Fix: {f['recommendation']}", key=finding_key(f),
                         rule="growth.state_memory -> alert", finding=f)
-    rule = "growth.state_memory -> switch-store (rocksdb)"
+    rule = f"growth.state_memory -> switch-store ({ROCKSDB})"
     reason = f"sensor state_growth_sensor, rule {rule}, audit {f['audit_id']}: {f['message']}"
     return Decision(job, "remediate", f"{seen}: switch the state to RocksDB", key=finding_key(f), rule=rule, finding=f,
                     runbook=runbook_config(job, "switch-store", reason=reason, dry_run=policy.mode == "plan",
-                                           to_store="rocksdb"))
+                                           to_store=ROCKSDB))
 
 
 def _grown(job: str, trail: Trail, policy: Policy, f: Mapping[str, Any], delay: str, minimum: str) -> Decision:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from stateops import actions
 from stateops.audit import Thresholds, fast_audit
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError, first_line
 from stateops.storage import exists
 from stateops.layout import Layout

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from stateops.checkpoints.archive import archive_copy
 from stateops.retention import archives
 from stateops.retention.executor import Executor
 from stateops.retention.inventory import Inventory, MissingRootError, take as take_inventory
@@ -32,7 +33,7 @@ def apply(scope: Scope, plan: Plan, *, actor: str, run_id: str | None = None, fr
     """Apply `plan` (RetentionLockedError while another run holds a root). Each item is admitted only as the
     planner makes it now (retention.admission): pass fresh=True when `plan` is what make_plan just returned,
     so it is not made twice; any other plan (saved, old, edited) is checked against a new one."""
-    return Executor(scope, plan, actor=actor, verify=archives.verify, archive=archives.archive_checkpoint,
+    return Executor(scope, plan, actor=actor, verify=archives.verify, archive=archive_copy,
                     replan=lambda: make_plan(scope), current=plan if fresh else None, run_id=run_id).apply()
 
 

@@ -25,11 +25,11 @@ from stateops import actions
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError, first_line
 from stateops.storage import filesystem
-from stateops.checkpoint_files import restart
+from stateops.checkpoints import restart
 from stateops.retention import lock, tables
 from stateops.retention.admission import Admission
 from stateops.retention.inventory import ArchiveEntry, archive_root, archives_in, checkpoint_entry
-from stateops.checkpoint_files.listing import Tree
+from stateops.checkpoints.listing import Tree
 from stateops.retention.model import (ARCHIVE_RETENTION, ARCHIVE_TREE, CHECKPOINT_HISTORY, CLEANUP_LOG, COMPACT,
                                       DELETE_FILES, DELETE_TREE, DROP_ROWS, ROLLUP_ROWS, TEMP_FILES,
                                       UNREFERENCED_FILES, VACUUM, ApplyReport, Item, ItemResult, Plan)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from stateops.charts import bytes_axis, figure, png
 from stateops.delta import append_rows, read_table
 from stateops.layout import Layout
 from stateops.retention.inventory import Inventory
@@ -51,22 +52,20 @@ def read(layout: Layout) -> list[dict[str, Any]]:
 
 
 def storage_chart(rows: list[dict[str, Any]]) -> bytes | None:
-    """Storage over time by kind (checkpoints, archives, tables, ops tables) from `storage` rows, as a PNG
-    drawn by the audits' chart helpers (same size and style); None without two points to draw."""
-    from stateops.audit.render import _bytes_axis, _figure, _png  # noqa: PLC2701 - one chart style for StateOps
-
+    """Storage over time by kind (checkpoints, archives, tables, ops tables) from `storage` rows, as a PNG in
+    StateOps' one chart style (stateops.charts, as the audits'); None without two points to draw."""
     points = [r for r in rows if r.get("total_bytes") is not None]
     if len(points) < 2:
         return None
-    fig, (ax,) = _figure(1)
+    fig, (ax,) = figure(1)
     times = [r["recorded_at"] for r in points]
     for column, label in (("total_bytes", "total"), ("checkpoints_bytes", "checkpoints"),
                           ("archives_bytes", "archives"), ("tables_bytes", "tables"), ("ops_tables_bytes", "ops tables")):
         ax.plot(times, [r.get(column) or 0 for r in points], marker="o", markersize=3, label=label)
     ax.set_title("storage under the StateOps home", fontsize=9)
-    _bytes_axis(ax)
+    bytes_axis(ax)
     ax.tick_params(labelsize=7)
     ax.tick_params(axis="x", labelrotation=30)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig)

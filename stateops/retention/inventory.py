@@ -16,19 +16,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from stateops.audit.inventory import operator_meta
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.storage import can_lock, filesystem
 from stateops.runbooks import running
-from stateops.checkpoint_files import restart
-from stateops.checkpoint_files.listing import Tree, read_many
+from stateops.checkpoints import restart, state_store
+from stateops.checkpoints.archive import MANIFEST, REPORT
+from stateops.checkpoints.listing import Tree, read_many
 from stateops.retention.scope import Scope
 from stateops.timefmt import iso_seconds
 
-MANIFEST, REPORT, ARCHIVED = "manifest.json", "report.json", "checkpoint"
-PROVIDERS = {"RocksDBStateStoreProvider": "rocksdb", "HDFSBackedStateStoreProvider": "hdfs"}
 
 
 class MissingRootError(StateOpsError):
@@ -64,9 +63,8 @@ class CheckpointEntry:
 
     def summary(self) -> dict[str, Any]:
         provider = self.files.provider() if self.files else None
-        short = next((v for k, v in PROVIDERS.items() if provider and provider.endswith(k)), provider)
         return {"path": self.path, "job": self.job, "kind": self.kind, "bytes": self.tree.bytes(),
-                "files": len(self.tree), "provider": short if self.files and self.files.stores else short,
+                "files": len(self.tree), "provider": state_store.store_name(provider) if provider else None,
                 "operators": self.operators, "latest_committed_batch": self.latest,
                 "oldest_restorable_batch": self.restorable[0] if self.restorable else None,
                 "restorable_batches": len(self.restorable),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from stateops.audit.findings import human_bytes as human
+from stateops.sizes import human_bytes as human
 
 # Rules: why an item was chosen (stable names: the JSON contract and the `actions` journal use them).
 CHECKPOINT_HISTORY = "checkpoint_history"      # state versions and logs no restart from a kept batch needs

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 from stateops.control import current_lease, maintenance
 from stateops.durations import parse_seconds
-from stateops.checkpoint_files import restart
+from stateops.checkpoints import restart
 from stateops.retention import tables
 from stateops.retention.inventory import ArchiveEntry, CheckpointEntry, Inventory, TableEntry
 from stateops.retention.model import (ARCHIVE_RETENTION, ARCHIVE_TREE, CHECKPOINT_HISTORY, CLEANUP_LOG, COMPACT,

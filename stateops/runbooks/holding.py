@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from stateops.storage.holders import identity
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.errors import OperationFailed, StateOpsError
 from stateops.storage import Lock, LockBusy, describe
 
@@ -35,7 +35,7 @@ class Holding:
     def __init__(self, title: str, *, fix: str, on_lost: Callable[[str, str], None] | None = None):
         self.title, self.fix, self.on_lost = title, fix, on_lost
         self.locks: list[Lock] = []
-        self._stopped: RunbookStopped | None = None
+        self._stopped: str | None = None  # why the runbook stopped, once a lock was lost
 
     def take(self, lock: Lock, record: dict[str, Any],
              busy: Callable[[LockBusy], StateOpsError] | None = None) -> None:
@@ -61,11 +61,12 @@ class Holding:
             if lost is None:
                 return
             where = f" ({step})" if step else ""
-            self._stopped = RunbookStopped(f"{self.title} stopped before its next write{where}: {lost}; the process "
-                                           f"that took it over acts now. Fix: {self.fix}")
+            self._stopped = (f"{self.title} stopped before its next write{where}: {lost}; the process that took it "
+                             f"over acts now. Fix: {self.fix}")
             if self.on_lost is not None:
-                self.on_lost(step, str(self._stopped))
-        raise self._stopped
+                self.on_lost(step, self._stopped)
+        # a fresh exception each time: one instance raised again carries the first raise's traceback along
+        raise RunbookStopped(self._stopped)
 
     def release(self) -> None:
         """Give every lock up (a lost one is left to its new holder: the storage layer never removes it)."""

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.faults import fault_point
 from stateops.redaction import redact_tree
 from stateops.storage import Lock, entry_log_at, lock_at

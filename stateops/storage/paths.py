@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import Any, Literal
 
 import fsspec
@@ -30,6 +31,17 @@ _S3_SCHEMES = ("s3", "s3a")
 fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
 
 _LOCAL = LocalFileSystem()  # fsspec caches instances: url_to_fs hands out this same one for local paths
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def is_url(text: str) -> bool:
+    """A URL (`scheme://...`, file:// among them), as opposed to a path: the one test of "URL or path"."""
+    return bool(_URL.match(text or ""))
+
+
+def absolute(path: str) -> str:
+    """A URL as it is; a path made absolute (against the working directory)."""
+    return path if is_url(path) else os.path.abspath(path)
 
 
 def kind(url: str) -> Kind:

@@ -22,7 +22,7 @@ from stateops.cli.main import main
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops import actions
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.storage.holders import HOST
 from tests.support import oracle

@@ -23,7 +23,7 @@ from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.audit import Thresholds
-from stateops.audit.render import PNG_SIZE
+from stateops.charts import PNG_SIZE
 from stateops.delta import read_table
 from stateops.layout import Layout
 

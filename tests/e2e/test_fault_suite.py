@@ -31,12 +31,13 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.failures import QueryFailed
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
-from stateops.recovery import RecoveryRequest, archive
+from stateops.recovery import RecoveryRequest
+from stateops.checkpoints import archive
 from stateops.recovery.model import RecoveryRefused
 from stateops.cli.main import main
-from stateops.checkpoint_files.restart import DELTAS
+from stateops.checkpoints.restart import DELTAS
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.delta_writers import spark_writer_available

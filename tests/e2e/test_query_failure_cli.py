@@ -15,7 +15,7 @@ import pytest
 from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from tests.support.scenarios import rocksdb_config
 
 # Long tier (the default run: the one line, the exit code and the log's place, from a failed query's error, in

@@ -18,8 +18,8 @@ from stateops.jobs.runtime.runner import run_job
 from stateops.control import current_lease, maintenance, overrides
 from stateops.control.fence.lease import Lease
 from stateops.storage.holders import HOST, start_ticks
-from stateops.control.records import now_iso
-from stateops.recovery import archive
+from stateops.clock import now_iso
+from stateops.checkpoints import archive
 from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.delta_rows import table_rows

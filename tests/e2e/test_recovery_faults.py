@@ -22,10 +22,10 @@ from deltalake import DeltaTable
 from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import maintenance, overrides
 from stateops.delta import read_table
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.cli_attempts import attempt

@@ -28,9 +28,9 @@ from dagster_graphql import DagsterGraphQLClient
 
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease, maintenance, overrides
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.runbooks import read_entries
 from tests.support import oracle
 from tests.support.delta_rows import table_rows

@@ -28,11 +28,12 @@ import pytest
 from stateops.jobs.definition.environment import Environment, get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.recovery import recover
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease
 from stateops.delta import read_table
-from stateops.recovery import RecoveryRequest, RecoverySettings, archive
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.recovery import RecoveryRequest, RecoverySettings
+from stateops.checkpoints import archive
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 

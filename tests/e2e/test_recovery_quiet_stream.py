@@ -26,7 +26,7 @@ import pytest
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops import progress
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease
 
 from tests.support.runbook_env import runbook_env

@@ -15,7 +15,7 @@ from stateops.control.store import ControlStore
 from stateops.faults import ENV
 from stateops.jobs.runtime.retirement import RECORD
 from stateops.layout import Layout
-from stateops.recovery.archive import read_json
+from stateops.checkpoints.archive import read_json
 from stateops.storage.copies import verify_tree
 
 from tests.support.kill_trials import STATEOPS, run_until_fault

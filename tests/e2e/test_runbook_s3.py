@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from stateops.storage import copies
 from stateops.storage import filesystem
 from stateops.layout import Layout
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.recovery.journal import recovery_journal
 from stateops.runbooks import RunbookBusy, read_entries, running
 from stateops.cli.main import main

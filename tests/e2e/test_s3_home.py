@@ -17,12 +17,13 @@ from stateops.jobs.definition.environment import Environment, load_jobs, read_se
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.state_store import HDFS_PROVIDER, MEMORY
+from stateops.checkpoints.state_store import HDFS_PROVIDER, MEMORY
 from stateops.audit import deep_audit, fast_audit
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import LeaseHeldError, acquire, current_lease, maintenance
 from stateops.storage import filesystem
-from stateops.recovery import RecoveryRequest, archive
+from stateops.recovery import RecoveryRequest
+from stateops.checkpoints import archive
 from stateops.cli.main import main
 from stateops.control import ControlSettings
 from tests.support.audit_queries import nonzero, oracle_rows

@@ -4,7 +4,7 @@ byte (adjust and repartition on S3 run in the default run: tests/e2e/test_s3_hom
 ways.
 
 On S3 these modes "rename" the checkpoint into the archive: a server-side copy, verified by reading the copy
-back, then the delete of the source (stateops/recovery/archive.py move_tree)."""
+back, then the delete of the source (stateops/checkpoints/archive.py move_tree)."""
 from __future__ import annotations
 
 import pytest
@@ -13,10 +13,11 @@ from stateops.jobs.definition.environment import Environment, load_jobs, read_se
 from stateops.jobs.demo.generator import generate
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
-from stateops.recovery import RecoveryRequest, archive
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.recovery import RecoveryRequest
+from stateops.checkpoints import archive
 from stateops.recovery.store_switch import SCRATCH
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from stateops.storage import exists
 from tests.support.audit_queries import state_rows
 from tests.support.outcomes import assert_equals_oracle, local_mirror

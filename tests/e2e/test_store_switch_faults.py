@@ -17,14 +17,14 @@ import signal
 
 import pytest
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import maintenance
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.demo.generator import generate
 from stateops.jobs.runtime.runner import run_job
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.runbooks import read_entries
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from tests.support.audit_queries import state_rows
 from tests.support.cli_attempts import attempt
 from tests.support.outcomes import assert_equals_oracle

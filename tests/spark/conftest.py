@@ -83,7 +83,7 @@ def numbers_bare_report(spark, audit_numbers):
     import datetime as dt
 
     from stateops.audit import deep_audit
-    from stateops.checkpoint import Checkpoint
+    from stateops.checkpoints.checkpoint import Checkpoint
 
     batch = Checkpoint.open(audit_numbers["join_cp"]).latest_committed_batch()
     return deep_audit(spark, audit_numbers["join_cp"], batch_id=batch,

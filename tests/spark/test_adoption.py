@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from stateops.audit import deep_audit
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.jobs.demo.generator import generate
 from stateops.layout import Layout
-from stateops.sparkstate import reading_format
-from stateops.state_store import CHANGELOG, CHECKPOINT_FORMAT, HDFS_PROVIDER, PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.sparkstate import reading_format
+from stateops.checkpoints.state_store import CHANGELOG, CHECKPOINT_FORMAT, HDFS_PROVIDER, PROVIDER, ROCKSDB_PROVIDER
 
 from tests.support import oracle, plain_jobs
 from tests.support.audit_queries import nonzero, oracle_rows, state_rows

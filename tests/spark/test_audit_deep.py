@@ -17,10 +17,10 @@ from pyspark.sql import functions as F
 
 from stateops.audit import Thresholds, deep_audit, fast_audit, load_history, record
 from stateops.audit.deep import StateReadError
-from stateops.checkpoint import Checkpoint, NotACheckpointError
+from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.layout import Layout
 
-from stateops.state_store import HDFS_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER
 from tests.support.audit_queries import (DEEP_AUDIT_JOBS, event_stream, events, nonzero, oracle_rows,
                                          write_batches)
 

@@ -21,7 +21,7 @@ from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops import actions
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import LeaseLostError, WatermarkBounds, current_lease, request_stop
 from stateops.control import overrides
 from stateops.control.store import ControlStore

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from stateops.explain import REASONS, ExplainError, explain_key
-from stateops.state_store import of_checkpoint
+from stateops.checkpoints.state_store import of_checkpoint
 
 
 pytestmark = pytest.mark.spark

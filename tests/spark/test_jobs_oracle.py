@@ -12,7 +12,7 @@ import pytest
 
 from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
 from tests.support.scenarios import ORACLE_INPUT
 from tests.support import oracle

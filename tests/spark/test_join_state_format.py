@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from stateops.audit import deep_audit
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.jobs.runtime.session import JOIN_STATE_FORMAT
-from stateops.sparkstate import join_state_format
+from stateops.checkpoints.sparkstate import join_state_format
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
 from tests.support.scenarios import rocksdb_config

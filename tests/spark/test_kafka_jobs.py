@@ -178,7 +178,7 @@ def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spar
     checkpoint's batches read (the rebuild's: its upserts over the rows it does not emit again); the rebuild
     admits the rows the shorter delay dropped as late. (Runs before the tests that add records to `events`.)"""
     from stateops.jobs.runtime.recovery import recover
-    from stateops import kafka_offsets
+    from stateops.checkpoints import kafka_offsets
     from stateops.recovery import RecoveryRequest
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
@@ -266,7 +266,7 @@ def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothin
     restarts on it and reads the records produced since; the table equals the oracle, the state has 3
     partitions. (Adds records to `events`, like the adjust test.)"""
     from stateops.jobs.runtime.recovery import recover
-    from stateops.checkpoint import Checkpoint
+    from stateops.checkpoints.checkpoint import Checkpoint
     from stateops.recovery import RecoveryRequest
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
@@ -295,10 +295,10 @@ def test_the_store_switch_on_a_kafka_job_reads_on_from_the_offsets_it_recorded(s
     its latest batch the same rows in RocksDB (Spark's reader), the restart reading on from the offsets the batches
     before it ended at, the table equal to the oracle over the records each batch read. Runs before the test that
     deletes records (it adds records to `events`, like the adjust test)."""
-    from stateops.checkpoint import Checkpoint
+    from stateops.checkpoints.checkpoint import Checkpoint
     from stateops.jobs.runtime.recovery import recover
     from stateops.recovery import RecoveryRequest
-    from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+    from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")
     broker, job = kafka_topics, "user_activity"

@@ -21,13 +21,14 @@ from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.failures import QueryFailed
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from tests.support.scenarios import rocksdb_config
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import acquire, current_lease, maintenance, overrides
 from stateops.control.stop import RECORD as STOP_RECORD
 from stateops.control.store import ControlStore
-from stateops.recovery import RecoveryRequest, archive
+from stateops.recovery import RecoveryRequest
+from stateops.checkpoints import archive
 from stateops.control import ControlSettings
 from tests.support import oracle
 from tests.support.delta_rows import table_rows

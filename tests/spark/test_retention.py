@@ -29,7 +29,7 @@ from stateops.jobs.runtime.retention import retention_scope
 from stateops.jobs.runtime.runner import run_job
 from stateops import actions, progress, retention
 from stateops.delta import read_table
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
 from stateops.recovery.surgery import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE

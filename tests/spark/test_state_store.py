@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from stateops.audit import Thresholds, deep_audit, fast_audit
 from stateops.audit.context import recent_progress
 from stateops.audit.findings import latest_state_memory
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.layout import Layout
-from stateops.state_store import HDFS_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER
 
 from tests.support.audit_queries import nonzero, oracle_rows
 from tests.support.outcomes import assert_equals_oracle

@@ -27,9 +27,9 @@ from stateops.audit import deep_audit, fast_audit
 from stateops.audit.context import build_context
 from stateops.audit.deep import store_refs
 from stateops.audit.thresholds import Thresholds
-from stateops.checkpoint import Checkpoint
-from stateops.checkpoint_files import restart
-from stateops.checkpoint_files.listing import Tree, read_many
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints import restart
+from stateops.checkpoints.listing import Tree, read_many
 from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER, CHECKPOINT_FILE_MANAGER_KEY
 from stateops.explain import explain_key
 from stateops.explain.model import ExplainTarget, JoinSpec
@@ -41,8 +41,8 @@ from stateops.recovery import surgery
 from stateops.recovery.model import RecoveryRefused
 from stateops.recovery.preflight import check_store
 from stateops.relocation.rewrite import SOURCE_LOG, pairs, rewrite_source_log
-from stateops.sparkstate import reading_format
-from stateops.state_store import CHANGELOG
+from stateops.checkpoints.sparkstate import reading_format
+from stateops.checkpoints.state_store import CHANGELOG
 
 from tests.support.audit_queries import EVENTS_SCHEMA, nonzero, oracle_rows, run_bounded, state_rows, with_conf
 from tests.support.store_matrix import CELLS, CHANGED, KINDS, RUN, join

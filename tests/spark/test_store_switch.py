@@ -14,15 +14,16 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.cli.main import main
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.demo.generator import generate
 from stateops.jobs.runtime.recovery import recover
 from stateops.jobs.runtime.runner import run_job
-from stateops.recovery import RecoveryRequest, archive
+from stateops.recovery import RecoveryRequest
+from stateops.checkpoints import archive
 from stateops.recovery.store_switch import SCRATCH
-from stateops.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from tests.support.audit_queries import state_rows
 from tests.support.outcomes import assert_equals_oracle
 from tests.support.scenarios import SMALL, builtin, more_input

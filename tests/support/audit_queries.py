@@ -19,15 +19,15 @@ from stateops.audit import deep_audit
 from stateops.audit.context import build_context
 from stateops.audit.deep import store_refs
 from stateops.audit.thresholds import Thresholds
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.joins import JoinBound
 from stateops.layout import Layout
 
 from stateops.jobs.definition.environment import get_job
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.start import stateful_frame
-from stateops.sparkstate import reading_format
-from stateops.state_store import HDFS_PROVIDER
+from stateops.checkpoints.sparkstate import reading_format
+from stateops.checkpoints.state_store import HDFS_PROVIDER
 from tests.support.spark_confs import sql_confs
 
 EVENTS_SCHEMA = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"

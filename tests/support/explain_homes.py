@@ -11,7 +11,7 @@ from stateops.jobs.definition.environment import get_job, read_settings
 from stateops.jobs.definition.targets import explain_target
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
 from tests.support import oracle
 from tests.support.delta_rows import table_rows

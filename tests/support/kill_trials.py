@@ -16,7 +16,7 @@ import time
 from deltalake import DeltaTable
 
 from stateops.sinkstate import query_app_id
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.faults import ENV
 from stateops.layout import Layout

@@ -9,7 +9,7 @@ from typing import Mapping
 from pyspark.sql import DataFrame, SparkSession
 
 from stateops.jobs.examples.transforms import user_activity as activity  # noqa: F401 - dedup, then windows
-from stateops.state_store import HDFS_PROVIDER, PROVIDER
+from stateops.checkpoints.state_store import HDFS_PROVIDER, PROVIDER
 from tests.support.spark_confs import sql_confs
 
 EVENTS = "event_id STRING, user_id STRING, event_time TIMESTAMP, value DOUBLE"

@@ -32,12 +32,12 @@ from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.storage import copies
-from stateops.checkpoint import Checkpoint
-from stateops.sparkstate import join_state_format, readable_units
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.sparkstate import join_state_format, readable_units
 from stateops import progress
 from stateops.layout import Layout
 from tests.support.legacy_homes import run_deadletter_query
-from stateops.recovery import archive as runbook_archive
+from stateops.checkpoints import archive as runbook_archive
 from tests.support.audit_queries import with_conf
 
 DAY = 86400

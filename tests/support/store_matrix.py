@@ -15,7 +15,8 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from stateops.state_store import CHANGELOG, CHECKPOINT_FORMAT, HDFS_PROVIDER, JOIN_FORMAT, PROVIDER, ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import (CHANGELOG, CHECKPOINT_FORMAT, HDFS_PROVIDER, JOIN_FORMAT, PROVIDER,
+                                              ROCKSDB_PROVIDER)
 from tests.support.tiers import FULL
 from tests.support.audit_queries import event_stream, events, run_bounded, with_conf, write_batches
 

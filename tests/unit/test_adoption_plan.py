@@ -11,7 +11,7 @@ import pytest
 from stateops.adoption import evidence
 from stateops.adoption.evidence import Batches, Sink
 from stateops.adoption.plan import NOT_WRITTEN, UNKNOWN, WRITTEN, in_flight_output, refusals
-from stateops.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.unit
 

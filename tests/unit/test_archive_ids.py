@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from stateops.errors import ConfigError
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.cli.main import main
 
 pytestmark = pytest.mark.unit

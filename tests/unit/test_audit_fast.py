@@ -16,7 +16,7 @@ import pytest
 
 from stateops import progress as progress_table
 from stateops.audit import Thresholds, fast_audit, load_findings, load_history, record
-from stateops.checkpoint import NotACheckpointError
+from stateops.checkpoints.checkpoint import NotACheckpointError
 from tests.support.fake_checkpoint import ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit

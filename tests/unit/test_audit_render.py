@@ -7,7 +7,8 @@ import io
 import pytest
 
 from stateops.audit.model import AuditReport, Finding, OperatorAudit
-from stateops.audit.render import (PNG_SIZE, findings_markdown, history_chart, operators_markdown, partition_chart,
+from stateops.charts import PNG_SIZE
+from stateops.audit.render import (findings_markdown, history_chart, operators_markdown, partition_chart,
                                    save_charts, severity_counts)
 
 pytestmark = pytest.mark.unit

@@ -8,11 +8,11 @@ from click.testing import CliRunner
 
 from stateops.cli.main import main
 from stateops.audit.deep import StateReadError
-from stateops.checkpoint import NotACheckpointError
+from stateops.checkpoints.checkpoint import NotACheckpointError
 from stateops.control.fence.lease import LeaseLostError
 from stateops.control.maintenance import MaintenanceLockedError
 from stateops.errors import ConfigError, StateOpsError
-from stateops.recovery.archive import ArchiveError
+from stateops.checkpoints.archive import ArchiveError
 from stateops.recovery.model import RecoveryRefused
 from stateops.remediation.signals import OpsTableError
 from stateops.roots import OutsideRootsError

@@ -1,5 +1,5 @@
 """The shared fake-checkpoint builder (tests/support/fake_checkpoint.py) writes what the product's readers expect: the
-files, names and bytes as Spark 4 writes them, read back through stateops.checkpoint and the retention
+files, names and bytes as Spark 4 writes them, read back through stateops.checkpoints.checkpoint and the retention
 listing (so a test built on it tests the product, not the builder's own idea of a checkpoint)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from stateops.checkpoint import Checkpoint
-from stateops.checkpoint_files.listing import zip_references
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.listing import zip_references
 from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, hadoop_crc
 
 pytestmark = pytest.mark.unit

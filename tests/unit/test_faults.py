@@ -82,7 +82,7 @@ def test_an_unknown_action_is_a_config_error():
 
 
 def test_the_lease_clock_skew_and_the_fence_switch_are_read_from_the_same_variable(monkeypatch):
-    from stateops.control.records import age_seconds, now_iso
+    from stateops.clock import age_seconds, now_iso
     from stateops.faults import clock_skew_seconds, fence_off
 
     monkeypatch.delenv(ENV, raising=False)

@@ -10,7 +10,7 @@ from stateops.audit.findings import (CONFIGURED_GRACE, cleanup_finding, evaluate
                                      large_state_finding, latest_state_memory, no_watermark_finding, operator_progress,
                                      skew_finding, unbounded_dedup_finding, watermark_lag_finding)
 from stateops.audit.model import CODES, AuditReport, Finding, OperatorAudit, skew_ratio
-from stateops.audit.profile import parse_schema_file, profile
+from stateops.checkpoints.profile import parse_schema_file, profile
 from stateops.audit.thresholds import Thresholds
 from stateops.errors import ConfigError
 

@@ -111,6 +111,34 @@ def test_the_rooms_of_jobs_import_downwards_only():
     assert "stateops.sinkstate" in sink and not {m for m in sink if m.startswith("stateops.recovery")}
 
 
+# The core's capabilities, one floor: each stands on the rooms below them (Spark's checkpoint, the storage layer, the
+# runbook engine, the control plane and the loose core modules) and imports no other capability, but for the arrows
+# listed: remediation decides from the audits' findings and plans the recovery runbook.
+CAPABILITIES = ("adoption", "audit", "explain", "recovery", "relocation", "remediation", "retention")
+MAY_IMPORT = {"remediation": {"audit", "recovery"}}
+BELOW = ("checkpoints", "storage", "runbooks", "control")
+
+
+def _core_room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "stateops" and _layer(module) == "core" else None
+
+
+def test_the_capabilities_stand_side_by_side_importing_each_other_only_as_listed():
+    """A capability imports another only where MAY_IMPORT lists it (Spark's checkpoint facts live in
+    stateops.checkpoints, below them all, not in the capability that first needed them); the rooms below import no
+    capability."""
+    graph = _modules()
+    crossing = sorted(f"{module} imports {imported}" for module, imports in graph.items()
+                      if _core_room(module) in CAPABILITIES for imported in imports
+                      if _core_room(imported) in CAPABILITIES and _core_room(imported) != _core_room(module)
+                      and _core_room(imported) not in MAY_IMPORT.get(_core_room(module), ()))
+    assert crossing == []
+    upwards = sorted(f"{module} imports {imported}" for module, imports in graph.items()
+                     if _core_room(module) in BELOW for imported in imports if _core_room(imported) in CAPABILITIES)
+    assert upwards == []
+
+
 def test_sensors_never_import_the_dagster_code_which_composes_them():
     assert _importers(_modules(), SENSORS, (DAGSTER_CODE,)) == []
 

@@ -1,11 +1,11 @@
-"""What a Kafka replay needs against what the brokers still hold (stateops/kafka_offsets.py), on offsets as
+"""What a Kafka replay needs against what the brokers still hold (stateops/checkpoints/kafka_offsets.py), on offsets as
 Spark writes them in `offsets/N`."""
 from __future__ import annotations
 
 import pytest
 
 from stateops.explain.kafka_input import KafkaBatches
-from stateops.kafka_offsets import KafkaSource, deleted, initial, recorded, unread
+from stateops.checkpoints.kafka_offsets import KafkaSource, deleted, initial, recorded, unread
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,8 @@ from stateops import sinkstate
 from stateops.control import maintenance, overrides
 from stateops.delta import write_batch
 from stateops.errors import ConfigError
-from stateops.recovery import (JobTarget, RecoveryPlan, RecoveryRefused, RecoveryRequest, RecoverySettings, archive,
+from stateops.checkpoints import archive
+from stateops.recovery import (JobTarget, RecoveryPlan, RecoveryRefused, RecoveryRequest, RecoverySettings,
                                preflight, verify)
 from stateops.recovery.journal import recovery_journal
 from stateops.runbooks import RunbookBusy, running

@@ -20,9 +20,10 @@ from stateops.storage.holders import HOST, start_ticks
 from stateops.control.store import ControlStore
 from stateops.errors import ConfigError
 from stateops.layout import Layout
-from stateops.recovery import JobTarget, RecoveryRefused, RecoveryRequest, RecoverySettings, archive, preflight
+from stateops.recovery import JobTarget, RecoveryRefused, RecoveryRequest, RecoverySettings, preflight
+from stateops.checkpoints import archive
 from stateops.roots import OutsideRootsError, Roots
-from stateops.state_store import JOIN_FORMAT
+from stateops.checkpoints.state_store import JOIN_FORMAT
 from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from stateops.retention.archives import archive_checkpoint
+from stateops.checkpoints.archive import archive_copy
 from stateops.retention.planner import orphan_name
 from tests.support.fake_checkpoint import FakeCheckpoint
 
@@ -20,7 +20,7 @@ def test_a_job_and_its_dead_letter_checkpoint_archive_apart(tmp_path):
     dead = FakeCheckpoint(tmp_path / "checkpoints" / "_deadletter" / "old", "dead-letter-query").batch(0)
     assert orphan_name(main.path) == "old" and orphan_name(dead.path + "/") == "deadletter-old"
     for source in (dead.path, main.path):
-        archive_checkpoint(source, str(tmp_path / "archives" / orphan_name(source)), {"archive_id": "a"})
+        archive_copy(source, str(tmp_path / "archives" / orphan_name(source)), {"archive_id": "a"})
     for source, files in ((main.path, 4), (dead.path, 3)):
         manifest = json.loads((tmp_path / "archives" / orphan_name(source) / "manifest.json").read_text())
         assert manifest["source"] == source and len(manifest["files"]) == files
@@ -34,6 +34,6 @@ def test_an_existing_archive_is_never_written_over(tmp_path):
     (destination / "checkpoint").mkdir(parents=True)
     (destination / "checkpoint" / "metadata").write_text("kept")
     with pytest.raises(OSError, match="exists already"):
-        archive_checkpoint(source.path, str(destination), {"archive_id": "a"})
+        archive_copy(source.path, str(destination), {"archive_id": "a"})
     assert (destination / "checkpoint" / "metadata").read_text() == "kept"
     assert json.loads((tmp_path / "checkpoints" / "old" / "metadata").read_text()) == {"id": "new"}

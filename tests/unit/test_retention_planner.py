@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from stateops.layout import Layout
-from stateops.checkpoint_files import restart
+from stateops.checkpoints import restart
 from stateops.retention import take_inventory
-from stateops.checkpoint_files.listing import Tree
+from stateops.checkpoints.listing import Tree
 from stateops.retention.model import (ARCHIVE_RETENTION, ARCHIVE_TREE, CHECKPOINT_HISTORY, DELETE_FILES, DELETE_TREE,
                                       ORPHAN_CHECKPOINT, TEMP_FILES, UNREFERENCED_FILES, Plan)
 from stateops.retention.planner import JobControl, make_plan, promised_floor

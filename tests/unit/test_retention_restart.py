@@ -1,4 +1,4 @@
-"""What a restart needs (stateops/checkpoint_files/restart.py) on checkpoints written by hand (tests/support/fake_checkpoint.py).
+"""What a restart needs (stateops/checkpoints/restart.py) on checkpoints written by hand (tests/support/fake_checkpoint.py).
 
 The oracle is the rule of restart.py's docstring and docs/operations.md "Retention", applied by hand to each
 checkpoint: restarting from batch N needs offsets/N and offsets/N-1, commits/N and every state store at
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from stateops.checkpoint_files import restart
-from stateops.checkpoint_files.listing import Tree, read_many
+from stateops.checkpoints import restart
+from stateops.checkpoints.listing import Tree, read_many
 from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint, crc_name
 
 pytestmark = pytest.mark.unit

@@ -21,7 +21,7 @@ from stateops.jobs.definition.catalog import Catalog
 from stateops.jobs.definition.spec import resolved
 from stateops.jobs.examples.builtin import BUILTIN
 from stateops.layout import Layout
-from stateops.recovery import archive
+from stateops.checkpoints import archive
 from stateops.redaction import RedactingStream, redact, redact_tree
 from stateops.references import resolve
 

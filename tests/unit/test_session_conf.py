@@ -13,7 +13,7 @@ from tests.support.fetched_jars import fetched_jars
 
 from stateops.jobs.runtime.python_workers import worker_python
 from stateops.jobs.runtime.session import console_log_for, delta_jars_on_classpath, spark_conf
-from stateops.state_store import ROCKSDB_PROVIDER
+from stateops.checkpoints.state_store import ROCKSDB_PROVIDER
 from stateops.storage import s3a_conf
 from stateops.errors import ConfigError
 

@@ -1,12 +1,12 @@
 """How the audit and explain-key split a checkpoint's stores into what Spark's state reader reads on its own
-(stateops.sparkstate.readable_units), from state-metadata rows written here."""
+(stateops.checkpoints.sparkstate.readable_units), from state-metadata rows written here."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from stateops.sparkstate import join_state_format, readable_units
+from stateops.checkpoints.sparkstate import join_state_format, readable_units
 
 pytestmark = pytest.mark.unit
 

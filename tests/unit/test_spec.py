@@ -216,3 +216,16 @@ def test_a_definition_from_the_config_file_is_the_python_one():
                            watermark_max="1 hour",
                            inputs=(InputSpec("clicks", "click_id STRING, click_time TIMESTAMP", "click_time"),),
                            shuffle_partitions=spec.shuffle_partitions)
+
+
+@pytest.mark.parametrize("archive_dir,accepted", [
+    ("/var/stateops/archives", True), ("s3://bucket/archives", True),
+    ("archives", False), ("gs://bucket/archives", False), ("https://host/archives", False)])
+def test_an_archive_dir_is_accepted_where_the_runbooks_journal_can_lock(archive_dir, accepted):
+    """One rule for archive_dir, the recovery preflight's (storage.can_lock): local or POSIX shared paths and S3;
+    anything else refused when the job is defined, naming the field and the fix."""
+    if accepted:
+        assert replace(BASE, archive_dir=archive_dir).archive_dir == archive_dir
+    else:
+        with pytest.raises(ConfigError, match=r"archive_dir: .* the runbook's journal can lock"):
+            replace(BASE, archive_dir=archive_dir)

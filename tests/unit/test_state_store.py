@@ -1,15 +1,15 @@
-"""The store and formats a checkpoint runs with, and those a new checkpoint gets (stateops/state_store.py): read
+"""The store and formats a checkpoint runs with, and those a new checkpoint gets (stateops/checkpoints/state_store.py): read
 from checkpoints written by hand as Spark 4.2 lays them out (tests/support/fake_checkpoint.py), no JVM."""
 from __future__ import annotations
 
 import pytest
 
-from stateops import state_store
+from stateops.checkpoints import state_store
 from stateops.errors import ConfigError
 from stateops.jobs.definition.spec import JobSpec, with_overrides
 from stateops.jobs.examples.builtin import BUILTIN
-from stateops.state_store import (CHANGELOG, CHECKPOINT_FORMAT, JOIN_FORMAT, PROVIDER, Formats, after_rebuild,
-                                  for_new_checkpoint, in_force, of_checkpoint, run_conf)
+from stateops.checkpoints.state_store import (CHANGELOG, CHECKPOINT_FORMAT, JOIN_FORMAT, PROVIDER, Formats,
+                                              after_rebuild, for_new_checkpoint, in_force, of_checkpoint, run_conf)
 
 from tests.support.fake_checkpoint import HDFS, ROCKSDB, FakeCheckpoint
 

@@ -45,3 +45,15 @@ def test_the_local_shortcuts_answer_as_fsspec(tmp_path, monkeypatch):
         assert _ours(path) == _fsspec(path), path
     assert sorted(names("cp/commits")) == [".1.crc", "0", "1", "10"]
     assert names(os.path.join(str(tmp_path), "cp", "absent")) is None
+
+
+@pytest.mark.parametrize("text,url", [("s3://b/k", True), ("S3A://b/k", True), ("file:///tmp/x", True),
+                                      ("memory://x", True), ("/tmp/x", False), ("relative/x", False),
+                                      ("/tmp/a://b", False), ("", False), ("://x", False)])
+def test_url_or_path_is_one_test(text, url):
+    """The one test of "URL or path" (storage.is_url); `absolute` keeps a URL and makes a path absolute."""
+    from stateops.storage import absolute, is_url
+
+    assert is_url(text) is url
+    if text:
+        assert absolute(text) == (text if url else os.path.abspath(text))

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from stateops import state_store
+from stateops.checkpoints import state_store
 from stateops.recovery import store_switch
 
 pytestmark = pytest.mark.unit

@@ -39,7 +39,7 @@ from stateops.control.fence.lease import EPOCH, Lease, LeaseHeldError, LeaseLost
 from stateops.control.maintenance import MaintenanceLockedError
 from stateops.control.process import default_actor
 from stateops.storage.holders import HOST, start_ticks
-from stateops.control.records import now_iso
+from stateops.clock import now_iso
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
 

@@ -19,7 +19,7 @@ from stateops.errors import OperationFailed, StateOpsError
 from stateops.layout import Layout
 
 from stateops.storage.holders import HOST, alive
-from stateops.control.records import age_seconds
+from stateops.clock import age_seconds
 from stateops.control.settings import ControlSettings
 from stateops.control.store import ControlStore
 
