@@ -5,7 +5,9 @@ tests/support/json_lines.py), for every job's schema, from files and from Kafka.
 The oracle is Spark's JSON source itself, reading the same file (a Kafka value: the same bytes as a file's line).
 One small file is one partition, whose rows Spark returns in line order: the rows StateOps' query reads must be the
 same sequence, field by field (floats by their bits, -0.0 and NaN included), and each row judged as docs/jobs.md says
-(a dead letter with its reason, or valid), by a second, independent reading of the rule here.
+(a dead letter with its reason, or valid), by a second, independent reading of the rule here. Spark's reader
+reads a line with a key of invalid UTF-8 by the lines before it in its file (Jackson's field-name cache); StateOps
+reads every line as Spark reads it alone, and where the file's reading differs, the line is read alone as well.
 
 Issue 69: a number in a string column (`"user_id": 4242`) read from a file became a slice of another field's text,
 silently; the parser handed Jackson the line at an offset inside a larger buffer, and Spark copies a non-string
@@ -78,23 +80,50 @@ def _judged(raw, inp, spec, order: str | None = None) -> list[Row]:
     return sorted(rows, key=lambda r: r.line_no)  # stable: a line's rows keep their order
 
 
-def _assert_read_as_spark_reads(spark, path: str, judged: list[Row], inp, spec) -> int:
-    """`judged` (StateOps' rows of the lines of the file at `path`, in order) against the rows Spark's JSON source
-    reads from that file: the same sequence, field by field, and each judged by the rule. Returns the rows compared."""
+def _spark_rows(spark, tmp_path, lines: list[bytes], inp, file_start: bool) -> list[Row]:
+    """The rows Spark's JSON source reads from `lines` as one file, in order (as text: `_as_text`). A file's first
+    line loses a byte-order mark to Hadoop's line reader: unless these lines start the file StateOps read
+    (`file_start`), a blank line goes first."""
+    path = _file(tmp_path, (b"" if file_start else b"\n") + b"".join(text + b"\n" for text in lines))
     read = json_source(spark.read, inp.schema).json(path)
-    expected = [r.row for r in read.select(_as_text(F.struct("*"), read.columns).alias("row")).collect()]
-    ours = [r for r in judged if r.row is not None]
-    for at, (want, got) in enumerate(zip(expected, ours)):
-        if want != got.row:
-            fields = [f for f in want.asDict() if want[f] != got.row[f]]
-            pytest.fail(f"line {got.line_no} ({got.raw!r}), row {at}: field(s) {fields} read as "
-                        f"{[got.row[f] for f in fields]}, Spark's JSON reader reads {[want[f] for f in fields]}")
-    assert len(ours) == len(expected), f"{len(ours)} rows read, Spark's JSON reader reads {len(expected)}"
+    return [r.row for r in read.select(_as_text(F.struct("*"), read.columns).alias("row")).collect()]
+
+
+def _assert_read_as_spark_reads(spark, tmp_path, lines: list[bytes], judged: list[Row], inp, spec,
+                                file_start: bool) -> dict:
+    """`judged` (StateOps' rows of `lines`, each with its line's place) against the rows Spark's JSON source reads
+    from the same lines, line by line, field by field, each row judged by the rule; returns what was compared.
+
+    Spark's reader reads the lines of one file with one Jackson factory, whose field-name cache makes a line with a
+    key of invalid UTF-8 parse or not by the lines before it (docs/spark-behaviour.md); StateOps reads every line as
+    Spark reads it alone. Where the file's reading differs from StateOps', that line and the one before it (whose
+    rows may have run on) are read alone, each a file of its own, StateOps' rows must equal those, and the file's
+    reading starts again after them."""
+    place = {line_no: at for at, line_no in enumerate(sorted({r.line_no for r in judged}))}  # the line's index
+    assert len(place) == len(lines), f"{len(place)} lines read, {len(lines)} in the input"
+    ours: list[list[Row]] = [[] for _ in lines]
+    for row in judged:
+        if row.row is not None:
+            ours[place[row.line_no]].append(row.row)
+    expected, at, alone, line = _spark_rows(spark, tmp_path, lines, inp, file_start), 0, 0, 0
+    while line < len(lines):
+        if expected[at:at + len(ours[line])] == ours[line]:
+            at, line = at + len(ours[line]), line + 1
+            continue
+        for checked in (line - 1, line) if line else (line,):
+            want = _spark_rows(spark, tmp_path, [lines[checked]], inp, file_start and checked == 0)
+            if want != ours[checked]:
+                raise AssertionError(f"line {checked} ({lines[checked]!r}): read as {ours[checked]}, Spark's JSON "
+                                     f"reader reads {want} from it alone")
+            alone += 1
+        line += 1
+        expected, at = (_spark_rows(spark, tmp_path, lines[line:], inp, False) if line < len(lines) else []), 0
+    assert at == len(expected), f"Spark's JSON reader reads {len(expected) - at} rows more"
     for got in judged:
         want = _expected_error(got.row, got.row_us, got.arrival_us, inp, spec)
         error = got.error if got.error is None or "future_tolerance" not in got.error else "future"
         assert error == want, f"line {got.line_no} ({got.raw!r}): judged {got.error!r}, the rule says {want!r}"
-    return len(ours)
+    return {"rows": sum(map(len, ours)), "read_alone": alone}
 
 
 def _file(tmp_path, data: bytes) -> str:
@@ -109,7 +138,7 @@ def _file(tmp_path, data: bytes) -> str:
 def _check_file(spark, tmp_path, data: bytes, inp, spec) -> list[Row]:
     path = _file(tmp_path, data)
     judged = _judged(sources.file_lines(spark, [path]), inp, spec)
-    _assert_read_as_spark_reads(spark, path, judged, inp, spec)
+    _assert_read_as_spark_reads(spark, tmp_path, json_lines.hadoop_lines(data), judged, inp, spec, file_start=True)
     return judged
 
 
@@ -120,6 +149,20 @@ def test_a_number_in_a_string_column_reads_as_spark_reads_it(spark, tmp_path, in
     judged = _check_file(spark, tmp_path, ISSUE_LINES, inp, spec)
     assert [(r.row.event_id, r.row.user_id, r.error) for r in judged] == [
         ("e1", "4242", None), ("e2", "u1", None), ("e3", "x-array", None)]
+
+
+def test_a_key_of_invalid_utf8_reads_as_spark_reads_the_line_alone(spark, tmp_path, input_schemas):
+    """Spark's JSON source reads `{"\\xffx y": ...}` as refused (not UTF-8) alone, and as parsed, the key read as
+    `x y`, after a line that cached the name `x y` in the same file (Jackson's field-name cache: found by the full
+    tier on generated lines). StateOps reads it as Spark reads it alone, whatever came before it."""
+    spec, inp = input_schemas["events"]
+    trigger, target = b'{"x y": 1}', b'{"\xffx y": true, "event_time": "2026-01-01T00:10:05Z", "user_id": "u"}'
+    assert [r.event_time for r in _spark_rows(spark, tmp_path, [trigger, target], inp, True)] == [
+        None, "2026-01-01 00:10:05"]  # the premise: Spark's own reading depends on the line before
+    alone = _spark_rows(spark, tmp_path, [target], inp, True)
+    assert [r.event_time for r in alone] == [None]
+    judged = _judged(sources.file_lines(spark, [_file(tmp_path, trigger + b"\n" + target + b"\n")]), inp, spec)
+    assert [r.row for r in judged][1:] == alone and judged[1].error == "not a JSON object with any expected field"
 
 
 # Seeded files of generated lines (tests/support/json_lines.py): the same in every run, more of them in the long
@@ -200,10 +243,8 @@ def test_every_generated_kafka_value_reads_as_spark_reads_it(spark, kafka, tmp_p
         topic_input = dataclasses.replace(inp, path=topic)
         judged = _judged(sources.kafka_lines(spark, spec, topic_input, {0: -2}, {0: len(values)}), topic_input,
                          spec, "kafka_offset")
-        # a blank first line: Hadoop's line reader drops a byte-order mark that starts a file, not a Kafka value's
-        path = _file(tmp_path, b"\n" + b"".join(v + b"\n" for v in values))
         try:
-            _assert_read_as_spark_reads(spark, path, judged, topic_input, spec)
+            _assert_read_as_spark_reads(spark, tmp_path, values, judged, topic_input, spec, file_start=False)
         except AssertionError as failed:
             raise AssertionError(f"{schema} on Kafka, seed {1000 + seed}: {failed}") from None
         _count(judged, seen)
