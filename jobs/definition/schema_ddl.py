@@ -116,7 +116,7 @@ def parse_schema(ddl: str, field_name: str) -> dict[str, str]:
             kind = _type(tokens)
             if tokens.peek() is not None:
                 raise _Unreadable(f"unexpected {tokens.peek()!r} after the type")
-        except (_Unreadable, ValueError) as error:
+        except ValueError as error:  # _Unreadable, or a decimal's precision that is no number
             raise ConfigError(field_name, f"cannot read column definition {part.strip()!r} ({error})", FIX) from None
         if name in columns:
             raise ConfigError(field_name, f"column {name!r} is defined twice", "name each column once")

@@ -211,5 +211,4 @@ def _archive(spec: JobSpec, layout: Layout, legacy: str, record: dict[str, Any])
 
 
 def _verified(archive: str) -> bool:
-    manifest = posixpath.join(archive, MANIFEST)
-    return exists(manifest) and not verify_folder(archive, read_json(manifest))
+    return not verify_folder(archive, read_json(posixpath.join(archive, MANIFEST)))  # no manifest: not verified

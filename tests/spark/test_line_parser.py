@@ -58,7 +58,7 @@ def _expected_error(row, row_us: int | None, arrival_us: int, inp, spec) -> str 
     """The reason docs/jobs.md gives for a row (None: a valid row), read from the row as Spark's reader read it."""
     if row is None:
         return sources.NO_ROW
-    columns = list(parse_schema(inp.schema, "schema"))
+    columns = list(inp.columns())
     nulls = [c for c in columns if row[c] is None]
     if len(nulls) == len(columns):
         return "not a JSON object with any expected field"
@@ -74,7 +74,7 @@ def _judged(raw, inp, spec, order: str | None = None) -> list[Row]:
     `order`, or the line's place in the file's one partition."""
     place = F.col(order) if order else F.monotonically_increasing_id()
     checked = sources.checked_rows(raw.withColumn("line_no", place), inp, spec)
-    names = list(_columns(inp))
+    names = list(inp.columns())
     rows = checked.select("line_no", "raw", _as_text(F.col("row"), names).alias("row"), "error", F.unix_micros(f"row.{inp.time_column}").alias("row_us"),
                           F.unix_micros("arrival_time").alias("arrival_us")).collect()
     return sorted(rows, key=lambda r: r.line_no)  # stable: a line's rows keep their order
@@ -170,10 +170,6 @@ def test_a_key_of_invalid_utf8_reads_as_spark_reads_the_line_alone(spark, tmp_pa
 FILES, LINES = (24, 2000) if FULL else (3, 700)
 
 
-def _columns(inp) -> dict[str, str]:
-    return parse_schema(inp.schema, "schema")
-
-
 def _count(judged: list[Row], seen: dict) -> None:
     seen["lines"] += len({r.line_no for r in judged})
     seen["rows"] += sum(r.row is not None for r in judged)
@@ -193,7 +189,7 @@ def test_every_generated_file_line_reads_as_spark_reads_it(spark, tmp_path, inpu
     spec, inp = input_schemas[schema]
     seen = {"rows": 0, "lines": 0, "valid": 0}
     for seed in range(FILES):
-        data = json_lines.Lines(_columns(inp), seed).file(LINES)
+        data = json_lines.Lines(inp.columns(), seed).file(LINES)
         try:
             _count(_check_file(spark, tmp_path, data, inp, spec), seen)
         except AssertionError as failed:
@@ -236,7 +232,7 @@ def test_every_generated_kafka_value_reads_as_spark_reads_it(spark, kafka, tmp_p
     spec = dataclasses.replace(spec, source="kafka", kafka_bootstrap_servers=kafka)
     seen = {"rows": 0, "lines": 0, "valid": 0}
     for seed in range(KAFKA_FILES):
-        values = json_lines.hadoop_lines(json_lines.Lines(_columns(inp), 1000 + seed).file(LINES * 3))
+        values = json_lines.hadoop_lines(json_lines.Lines(inp.columns(), 1000 + seed).file(LINES * 3))
         topic = f"lines-{uuid.uuid4().hex[:12]}"
         create_topics(kafka, [topic], partitions=1)
         produce(kafka, topic, values)
