@@ -15,7 +15,7 @@ from stateops import progress
 from stateops.checkpoints import state_store
 from stateops.audit import Thresholds
 from stateops.audit.history import normalize
-from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.operators import describe
 from stateops.checkpoints.profile import kind_of
 from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.errors import first_line
@@ -77,7 +77,7 @@ DEDUP_KINDS = ("dedup", "dedup_within_watermark")
 
 def state_kind(spec: JobSpec, checkpoint: Checkpoint) -> str:
     """The one kind of state the job's checkpoint keeps; ExplainError naming the operators otherwise."""
-    names = [meta.operator_name for meta in map(lambda op: operator_meta(checkpoint, op), checkpoint.operator_ids())
+    names = [meta.operator_name for meta in map(lambda op: describe(checkpoint, op), checkpoint.operator_ids())
              if meta is not None]
     stateful = [name for name in names if kind_of(name) not in DEDUP_KINDS]
     kinds = {EXPLAIN_KINDS.get(kind_of(name)) for name in stateful}

@@ -26,6 +26,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.schemas import copy_schema_files
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 from stateops.checkpoints.sparkstate import reading_format
@@ -120,7 +121,7 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
         return StateFit(spec.name, checkpoint, UNDECIDED, message=f"the checkpoint does not read: {_first(err)}")
     with tempfile.TemporaryDirectory(prefix="stateops-state-check-") as scratch:
         # Spark looks for `state/` beside the offsets (the state folder's parent): each copy is a checkpoint's
-        stored_dir, query_dir = os.path.join(scratch, "stored", "state"), os.path.join(scratch, "query", "state")
+        stored_dir, query_dir = (Checkpoint(os.path.join(scratch, copy)).state_root for copy in ("stored", "query"))
         batch, query_id, metadata = restart or (0, str(uuid.uuid4()), None)
         try:
             planned = state_schemas.plan_restart(spark, frame, spec, query_id, query_dir, metadata, 0)  # its own files
@@ -130,7 +131,7 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
             return StateFit(spec.name, checkpoint, UNDECIDED, message=_first(err))
         if restart is None:
             return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins)
-        state_schemas.copy_schema_files(checkpoint, stored_dir)
+        copy_schema_files(checkpoint, stored_dir)
         stored = state_schemas.read_schemas(spark, stored_dir)
         found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins)
         try:

@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQuery
 from stateops import progress as progress_table
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
-from stateops.storage import filesystem
+from stateops.checkpoints.checkpoint import Checkpoint
 
 from stateops.jobs.runtime.query_events import JsonEvents
 
@@ -143,7 +143,7 @@ class ProgressRecorder(JsonEvents):
         the run must end with the store's failure, not a second one on its way out."""
         try:
             ran = next((p for p in reversed(query.recentProgress)
-                        if p.get("numInputRows") or _planned(checkpoint, p["batchId"])), None)
+                        if p.get("numInputRows") or Checkpoint(checkpoint).planned(p["batchId"])), None)
         except Exception as err:  # noqa: BLE001 - s3fs raises botocore's connection errors as they are
             log.warning("%s: could not read %s/offsets (%s): not waiting for its last progress event", self.job,
                         checkpoint, first_line(err))
@@ -156,12 +156,6 @@ class ProgressRecorder(JsonEvents):
                 if self._reported.get(ran["id"], -1) >= ran["batchId"]:
                     return
             time.sleep(0.05)
-
-
-def _planned(checkpoint: str, batch_id: int) -> bool:
-    """Whether the checkpoint's offset log has an entry for the batch (Spark writes it before running it)."""
-    fs, path = filesystem(checkpoint)
-    return fs.exists(f"{path}/offsets/{batch_id}")
 
 
 def deliver(recorder: ProgressRecorder, on_progress: ProgressCallback | None) -> None:

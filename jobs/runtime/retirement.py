@@ -37,7 +37,7 @@ from stateops.layout import Layout
 from stateops.checkpoints.archive import MANIFEST, archive_copy, read_json, verify_folder
 from stateops.retention.scope import ORPHANS
 from stateops.sinkstate import app_id, transaction_version
-from stateops.storage import comparable, exists, names
+from stateops.storage import comparable, exists
 from stateops.storage.copies import remove_tree
 
 from stateops.jobs.definition.spec import JobSpec
@@ -74,7 +74,7 @@ def retire_deadletter_query(spark: SparkSession, spec: JobSpec, layout: Layout, 
 
 def deadletter_in_use(path: str) -> bool:
     """The old dead-letter checkpoint at `path` holds a batch (the job ran under StateOps with two queries)."""
-    return exists(path) and bool(names(posixpath.join(path, "offsets")) or ())
+    return exists(path) and Checkpoint(path).has_batches()
 
 
 def _retire(spark: SparkSession, spec: JobSpec, layout: Layout, legacy: str, run_id: str,

@@ -42,7 +42,7 @@ from stateops.control.fence.writes import fence_run
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
-from stateops.relocation.placement import check_placement
+from stateops.checkpoints.placement import check_placement
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
 

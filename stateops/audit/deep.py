@@ -32,7 +32,8 @@ from stateops.checkpoints.profile import JOIN_KEY_TIME, NUM_VALUES_STORE, VALUES
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
 from stateops.errors import OperationFailed, first_line
-from stateops.checkpoints.sparkstate import ensure_state_coordinator, join_state_format, readable_units, reading_format
+from stateops.checkpoints.sparkstate import (ensure_state_coordinator, join_state_format, listed_stores, readable_units,
+                                            reading_format)
 from stateops.joins import SIDES, JoinBound
 from stateops.layout import Layout
 
@@ -58,12 +59,11 @@ class StoreRef:
 def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     if not ctx.checkpoint.operator_ids():
         return []
-    rows = spark.read.format("state-metadata").load(ctx.checkpoint.path).collect()
-    unlisted = sorted(set(ctx.checkpoint.operator_ids()) - {row.operatorId for row in rows})
-    if unlisted:  # never an audit that leaves out state it holds without saying so
+    listed, undescribed = listed_stores(spark, ctx.checkpoint)
+    if undescribed:  # never an audit that leaves out state it holds without saying so
         raise StateReadError(
-            f"{ctx.checkpoint.path}: operator(s) {unlisted} hold state under state/ but Spark's state-metadata lists "
-            f"{sorted({row.operatorId for row in rows}) or 'none'} (checkpoint format "
+            f"{ctx.checkpoint.path}: operator(s) {undescribed} hold state under state/ but neither Spark's "
+            f"state-metadata nor their schema files describe them (checkpoint format "
             f"{ctx.checkpoint.checkpoint_format(ctx.batch_id)}): the deep audit cannot read them. Fix: `stateops "
             "audit --fast` for their files, or run the query once more so Spark writes their operator metadata")
     # state-metadata keeps the count an operator was created with (also after an offline repartition):
@@ -71,13 +71,12 @@ def store_refs(spark, ctx: AuditContext) -> list[StoreRef]:
     counted = ctx.checkpoint.state_partitions(ctx.batch_id)
     join_format = join_state_format(ctx.checkpoint.batch_metadata(ctx.batch_id).get("conf", {}))
     refs: list[StoreRef] = []
-    for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
-        partitions = counted.get((row.operatorId, row.stateStoreName), row.numPartitions)
-        units = readable_units(row.operatorId, row.stateStoreName, getattr(row, "operatorProperties", None),
-                               row.operatorName, join_format)
+    for row in sorted(listed, key=lambda r: (r.operator_id, r.store_name)):
+        partitions = counted.get((row.operator_id, row.store_name), row.num_partitions)
+        units = readable_units(row.operator_id, row.store_name, row.properties, row.operator_name, join_format)
         # transformWithState's variables share the store's files: the first reports them.
-        refs += [StoreRef(row.operatorId, row.operatorName, label, partitions, row.minBatchId, row.maxBatchId,
-                          options, row.stateStoreName if i == 0 else None) for i, (label, options) in enumerate(units)]
+        refs += [StoreRef(row.operator_id, row.operator_name, label, partitions, row.min_batch_id, row.max_batch_id,
+                          options, row.store_name if i == 0 else None) for i, (label, options) in enumerate(units)]
     return refs
 
 

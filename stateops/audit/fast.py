@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from stateops.audit.context import build_context, recent_progress_by_query
 from stateops.audit.findings import evaluate, latest_state_memory, operator_progress
 from stateops.audit.history import history_by_checkpoint, normalize
-from stateops.checkpoints.operators import files_by_store, operator_meta, store_schema
+from stateops.checkpoints.operators import files_by_store, describe, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
 from stateops.checkpoints.sparkstate import join_state_format, join_units
 from stateops.checkpoints.profile import profile
@@ -40,7 +40,7 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
     operators: list[OperatorAudit] = []
     join_format = join_state_format(ctx.checkpoint.batch_metadata(ctx.batch_id).get("conf", {}))
     for op_id in ctx.checkpoint.operator_ids():
-        meta = operator_meta(ctx.checkpoint, op_id)
+        meta = describe(ctx.checkpoint, op_id)
         name = meta.operator_name if meta else "unknown"
         stores = list(meta.stores) if meta and meta.stores else [
             (store, max(files[(o, store)].bytes_per_partition, default=-1) + 1)

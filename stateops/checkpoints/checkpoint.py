@@ -13,8 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from stateops.errors import StateOpsError
+from stateops.checkpoints import source_log
+from stateops.checkpoints.source_log import SOURCES
 from stateops.storage import exists, filesystem, find_files, is_dir, names, read_text
 
+OFFSETS, COMMITS, STATE, METADATA = "offsets", "commits", "state", "_metadata"
+SCHEMA = "schema"  # a store's schema file (format v2) in `<store folder>/_metadata/`
 _BATCH_FILE = re.compile(r"^\d+$")
 # RocksDB: <v>.changelog, <v>.zip (snapshot), SSTs/*.sst; HDFS provider: <v>.delta, <v>.snapshot.
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9a-f-]+)?\.(changelog|zip|delta|snapshot)$")
@@ -37,6 +41,11 @@ class StateFile:
     size: int
     kind: str  # changelog | zip | delta | snapshot | sst | log | other
     version: int | None
+
+
+def store_dir(state_root: str, operator_id: int, partition: int, store: str = "default") -> str:
+    """A store's folder for one partition under a state root (a checkpoint's `state/`, or a scratch laid out as it)."""
+    return posixpath.join(state_root, str(operator_id), str(partition), *([] if store == "default" else [store]))
 
 
 def watermark_of(batch_metadata: dict) -> datetime | None:
@@ -64,7 +73,7 @@ class Checkpoint:
             raise NotACheckpointError(f"{path}: does not exist; pass a job name or a checkpoint directory")
         if not is_dir(path):
             raise NotACheckpointError(f"{path}: is a file, not a checkpoint directory")
-        if not exists(posixpath.join(path, "metadata")) or not exists(posixpath.join(path, "offsets")):
+        if not exists(posixpath.join(path, "metadata")) or not exists(posixpath.join(path, OFFSETS)):
             raise NotACheckpointError(
                 f"{path}: not a Structured Streaming checkpoint (no metadata or offsets/); "
                 "has the job run yet? (stateops jobs run NAME)")
@@ -76,11 +85,33 @@ class Checkpoint:
     def _batches(self, folder: str) -> list[int]:
         return sorted(int(name) for name in names(self._join(folder)) or () if _BATCH_FILE.match(name))
 
+    def has_batches(self) -> bool:
+        """Whether the offset log holds a batch (a query planned one; it may not have committed it)."""
+        return bool(self.offset_batches())
+
+    def planned(self, batch_id: int) -> bool:
+        """Whether the offset log has an entry for the batch (Spark writes it before running the batch)."""
+        return exists(self._join(OFFSETS, str(batch_id)))
+
+    def batch_files(self, above: int) -> list[str]:
+        """The offset and commit files of the batches after `above` (what a rewind to `above` removes)."""
+        return [self._join(folder, str(batch)) for folder in (OFFSETS, COMMITS) for batch in self._batches(folder)
+                if batch > above]
+
+    def commit_metadata(self, batch_id: int) -> dict:
+        """A committed batch's commit line: nextBatchWatermarkMs, and (format v2) stateUniqueIds."""
+        lines = read_text(self._join(COMMITS, str(batch_id))).splitlines()
+        return json.loads(lines[1]) if len(lines) > 1 else {}
+
+    def next_watermark_ms(self, batch_id: int) -> int:
+        """The watermark the batch after `batch_id` runs with, as its commit records it (0 before any)."""
+        return int(self.commit_metadata(batch_id).get("nextBatchWatermarkMs", 0))
+
     def offset_batches(self) -> list[int]:
-        return self._batches("offsets")
+        return self._batches(OFFSETS)
 
     def committed_batches(self) -> list[int]:
-        return self._batches("commits")
+        return self._batches(COMMITS)
 
     def latest_committed_batch(self) -> int:
         committed = self.committed_batches()
@@ -90,7 +121,7 @@ class Checkpoint:
 
     def _offset_lines(self, batch_id: int) -> list[str]:
         try:
-            return read_text(self._join("offsets", str(batch_id))).splitlines()
+            return read_text(self._join(OFFSETS, str(batch_id))).splitlines()
         except FileNotFoundError:
             raise NotACheckpointError(f"{self.path}: batch {batch_id} is not in the offset log "
                                       f"(available: {self.offset_batches()[:1]}..{self.offset_batches()[-1:]})") from None
@@ -99,7 +130,7 @@ class Checkpoint:
         """The checkpoint format a committed batch was written in: its commit file's version (`v2`: the state
         files carry unique ids, recorded in the commit as `stateUniqueIds`); 1 for a batch not committed."""
         try:
-            header = read_text(self._join("commits", str(batch_id))).split("\n", 1)[0].strip()
+            header = read_text(self._join(COMMITS, str(batch_id))).split("\n", 1)[0].strip()
         except FileNotFoundError:
             return 1
         return int(header[1:]) if header.startswith("v") and header[1:].isdigit() else 1
@@ -107,6 +138,26 @@ class Checkpoint:
     def batch_metadata(self, batch_id: int) -> dict:
         """The offset log's metadata line for a batch: batchWatermarkMs, batchTimestampMs, conf."""
         return json.loads(self._offset_lines(batch_id)[1])
+
+    def write_planned_batch(self, batch_id: int, metadata: str) -> None:
+        """An offset file with the batch's metadata and no source offsets: a scratch copy's restart point, planned
+        and never run (Spark reads the metadata's confs; transformWithState reads up to the log's end)."""
+        fs, path = filesystem(self._join(OFFSETS, str(batch_id)))
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        with fs.open(path, "w") as handle:
+            handle.write(f"v1\n{metadata}\n")
+
+    def write_batch_metadata(self, batch_id: int, metadata: dict) -> None:
+        """Replace a batch's metadata line in its offset file, the rest as it was, and drop its Hadoop checksum
+        (Spark checks a .crc against the file when one is there, and rewrites none)."""
+        lines = read_text(self._join(OFFSETS, str(batch_id))).split("\n")
+        lines[1] = json.dumps(metadata, separators=(",", ":"))
+        fs, path = filesystem(self._join(OFFSETS, str(batch_id)))
+        crc = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.crc")
+        if fs.exists(crc):
+            fs.rm(crc)
+        with fs.open(path, "w") as handle:
+            handle.write("\n".join(lines))
 
     def source_offsets(self, batch_id: int) -> list[dict | None]:
         """One offset per source for a batch (file sources: {"logOffset": n}); None where unreadable."""
@@ -125,31 +176,30 @@ class Checkpoint:
                 for index in self.file_sources()}
 
     def file_sources(self) -> list[int]:
-        """The indexes of the sources that keep a file log (`sources/<index>/`: Spark's file source)."""
-        fs, root = filesystem(self._join("sources"))
-        if not fs.exists(root):
-            return []
-        return sorted(int(name) for name in (posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False))
-                      if name.isdigit())
+        """The indexes of the sources that keep a log folder (`sources/<index>/`: the file source's log; a Kafka
+        source's holds only its first offsets)."""
+        return sorted(int(name) for name in names(self._join(SOURCES)) or () if name.isdigit())
+
+    def source_dir(self, index: int) -> str:
+        return self._join(SOURCES, str(index))
+
+    def source_log_files(self, index: int) -> dict[int, str]:
+        """Source batch -> the path of the log file that holds it alone or last (`<b>` or `<b>.compact`)."""
+        return {batch: posixpath.join(self.source_dir(index), name)
+                for batch, name in source_log.entries(self.source_dir(index)).items()}
+
+    def newest_source_log(self, index: int) -> str | None:
+        files = self.source_log_files(index)
+        return files[max(files)] if files else None
 
     def source_log(self, index: int) -> dict[str, dict]:
-        """A file source's log (its batch files and compactions, `v1` then one JSON entry a line): file path ->
-        its entry {"path", "timestamp", "batchId"}, the newest entry where a path repeats."""
-        fs, folder = filesystem(self._join("sources", str(index)))
+        """A file source's log (its batch files and compactions): file path -> its entry {"path", "timestamp",
+        "batchId"}, the newest entry where a path repeats."""
         seen: dict[str, dict] = {}
-        if not fs.exists(folder):
-            return seen
-        entries = [e for e in fs.ls(folder, detail=False) if not posixpath.basename(e).startswith(".")
-                   and posixpath.basename(e).split(".")[0].isdigit()]
-        for entry in sorted(entries, key=lambda e: int(posixpath.basename(e).split(".")[0])):
-            with fs.open(entry, "r") as handle:
-                for line in handle.read().splitlines()[1:]:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict) and "path" in record and "batchId" in record:
-                        seen[record["path"]] = record
+        for _, path in sorted(self.source_log_files(index).items()):
+            for record in source_log.records(read_text(path)):
+                if "batchId" in record:
+                    seen[record["path"]] = record
         return seen
 
     def watermark(self, batch_id: int) -> datetime | None:
@@ -164,7 +214,29 @@ class Checkpoint:
         return provider_of(self.batch_metadata(batch_id))
 
     def operator_ids(self) -> list[int]:
-        return sorted(int(name) for name in names(self._join("state")) or () if name.isdigit())
+        return self.operators_under(self.state_root)
+
+    @staticmethod
+    def operators_under(state_root: str) -> list[int]:
+        """The operators a state root holds folders for (`state/<op>/`)."""
+        return sorted(int(name) for name in names(state_root) or () if name.isdigit())
+
+    @property
+    def state_root(self) -> str:
+        return self._join(STATE)
+
+    def state_dir(self, operator_id: int, partition: int, store: str = "default") -> str:
+        """A store's folder for one partition: `state/<op>/<partition>`, and `/<store>` for a store not `default`."""
+        return store_dir(self.state_root, operator_id, partition, store)
+
+    def operator_metadata_files(self, above: int) -> list[str]:
+        """The operators' metadata files of format v2 (`state/<op>/_metadata/v2/<batch>`) of batches after `above`."""
+        found = []
+        for op in self.operator_ids():
+            folder = self._join(STATE, str(op), METADATA, "v2")
+            found += [posixpath.join(folder, name) for name in names(folder) or ()
+                      if name.isdigit() and int(name) > above]
+        return found
 
     def state_partitions(self, batch_id: int, files: list[StateFile] | None = None) -> dict[tuple[int, str], int]:
         """(operator, store) -> partitions that wrote state version `batch_id + 1` (the version batch_id
@@ -178,7 +250,7 @@ class Checkpoint:
 
     def state_files(self) -> list[StateFile]:
         """Every state file with its operator, partition, store and size, from one recursive listing."""
-        fs, root = filesystem(self._join("state"))
+        fs, root = filesystem(self.state_root)
         if not fs.exists(root):
             return []
         files, prefix = [], root.rstrip("/") + "/"

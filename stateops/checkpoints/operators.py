@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from stateops.checkpoints.profile import parse_schema_file
-from stateops.checkpoints.checkpoint import Checkpoint, StateFile
-from stateops.storage import filesystem
+from stateops.checkpoints.checkpoint import IMMUTABLE_DIRS, METADATA, SCHEMA, Checkpoint, StateFile
+from stateops.checkpoints.profile import JOIN, parse_schema_file
+from stateops.storage import filesystem, is_dir, names
 
 
 @dataclass
@@ -44,6 +44,7 @@ class OperatorMeta:
     properties: dict | None = None  # transformWithState: state variables
     prefix_columns: Mapping[str, int] = field(default_factory=dict)  # store -> the key's leading columns it
     # scans by (numColsPrefixKey: session windows), for stores that have any
+    from_files: bool = False  # read from the store folders and schema files (no operator metadata: before Spark 4.0)
 
 
 def files_by_store(checkpoint: Checkpoint, files: list[StateFile] | None = None) -> dict[tuple[int, str], StoreFiles]:
@@ -65,7 +66,7 @@ def _read(path: str) -> bytes | None:
 
 def operator_meta(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | None:
     """Operator name and stores from `state/<op>/_metadata/metadata` (v1) or its newest v2 file."""
-    base = posixpath.join(checkpoint.path.rstrip("/"), "state", str(operator_id), "_metadata")
+    base = posixpath.join(checkpoint.state_root, str(operator_id), METADATA)
     data = _read(posixpath.join(base, "metadata"))
     if data is None:
         fs, p = filesystem(posixpath.join(base, "v2"))
@@ -93,8 +94,56 @@ def operator_meta(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | No
 
 def store_schema(checkpoint: Checkpoint, operator_id: int, store_name: str) -> tuple[dict | None, dict | None]:
     """Key and value schema JSON of a store, from partition 0's schema file (None when absent)."""
-    parts = [checkpoint.path.rstrip("/"), "state", str(operator_id), "0"]
-    if store_name != "default":
-        parts.append(store_name)
-    data = _read(posixpath.join(*parts, "_metadata", "schema"))
+    data = _read(posixpath.join(checkpoint.state_dir(operator_id, 0, store_name), METADATA, SCHEMA))
     return parse_schema_file(data) if data else (None, None)
+
+
+# What an operator is, from its stores' schema files where Spark wrote no operator metadata (before 4.0): a join's
+# stores are named by side; a deduplication's value is one null `__dummy__` (with its expiry, `expiresAtMicros`,
+# within the watermark); [flat]mapGroupsWithState's and applyInPandasWithState's value is the group's state in
+# `groupState` (the two write the same shape, so both read as flatMapGroupsWithState); an aggregation's value is its
+# buffers. A session window's key scans by its leading columns (numColsPrefixKey), which no file before Spark 4.0
+# records, so it is not guessed: it stays unnamed, and a reader of it refuses.
+_SESSION = "spark.sessionWindow"
+
+
+def _named_by_schema(stores: list[str], schemas: Mapping[str, tuple[dict | None, dict | None]]) -> str | None:
+    if stores and all(store.startswith(("left-", "right-")) for store in stores):
+        return JOIN
+    key, value = schemas.get("default", (None, None))
+    if value is None:
+        return None
+    names = {f.get("name") for f in value.get("fields", [])}
+    if any(_SESSION in (f.get("metadata") or {}) for f in (key or {}).get("fields", [])):
+        return None
+    if "expiresAtMicros" in names:
+        return "dedupeWithinWatermark"
+    if names == {"__dummy__"}:
+        return "dedupe"
+    if "groupState" in names:
+        return "flatMapGroupsWithState"
+    return "stateStoreSave"
+
+
+def _store_folders(checkpoint: Checkpoint, operator_id: int) -> list[str]:
+    """The stores of an operator, from partition 0's folder: `default` where its files lie there, else one
+    folder per store (a join's four); RocksDB's shared files and the schema folder are not stores."""
+    listed = names(checkpoint.state_dir(operator_id, 0)) or []
+    stores = sorted(n for n in listed if "." not in n and not n.startswith(("_", ".")) and n not in IMMUTABLE_DIRS
+                    and is_dir(checkpoint.state_dir(operator_id, 0, n)))
+    return stores or ["default"]
+
+
+def _from_files(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | None:
+    stores = _store_folders(checkpoint, operator_id)
+    name = _named_by_schema(stores, {store: store_schema(checkpoint, operator_id, store) for store in stores})
+    if name is None:
+        return None
+    partitions = len([n for n in names(posixpath.join(checkpoint.state_root, str(operator_id))) or () if n.isdigit()])
+    return OperatorMeta(operator_id, name, tuple((store, partitions) for store in stores), from_files=True)
+
+
+def describe(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | None:
+    """An operator as Spark's operator metadata records it, or, where there is none (a checkpoint written before
+    Spark 4.0), as its store folders and schema files show it (`from_files`); None when neither tells."""
+    return operator_meta(checkpoint, operator_id) or _from_files(checkpoint, operator_id)

@@ -19,12 +19,13 @@ NUM_VALUES_STORE = "keyToNumValues"  # a join side's keys, each with its number 
 JOIN_KEY_TIME = "__event_time"  # format 4's event-time part of a values store's key
 _STRUCT_START = re.compile(r'\{\s*"type"\s*:\s*"struct"')
 
+JOIN = "symmetricHashJoin"
 KINDS = {
     "stateStoreSave": "aggregation",
     "dedupe": "dedup",
     "dedupeWithinWatermark": "dedup_within_watermark",
     "sessionWindowStateStoreSaveExec": "session",
-    "symmetricHashJoin": "join",
+    JOIN: "join",
     "applyInPandasWithState": "custom",
     "flatMapGroupsWithState": "custom",
     "transformWithStateExec": "tws",

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from stateops.checkpoints.checkpoint import IMMUTABLE_DIRS
+from stateops.checkpoints.checkpoint import IMMUTABLE_DIRS, OFFSETS
 from stateops.checkpoints.listing import Entry, Tree, zip_references
 
 _NUMBER = re.compile(r"^\d+$")
@@ -140,6 +140,11 @@ class CheckpointFiles:
             if all(batch + 1 in loadable[id(s)] for s in self.stores_at(batch)):
                 out.append(batch)
         return out
+
+
+def is_checkpoint(tree: Tree) -> bool:
+    """Whether a listed tree holds a checkpoint: its query's `metadata` and an offset log with a batch."""
+    return "metadata" in tree and bool(tree.children(OFFSETS))
 
 
 def parse(tree: Tree, read: Callable[[list[str]], Mapping[str, bytes]]) -> CheckpointFiles:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import Iterator
 
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.operators import describe, files_by_store
+from stateops.checkpoints.profile import JOIN
 from stateops.errors import OperationFailed
 
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -38,12 +42,52 @@ def reading_format(spark, checkpoint_format: int) -> Iterator[None]:
             spark.conf.set(CHECKPOINT_FORMAT, before)
 
 
-JOIN = "symmetricHashJoin"
 # A stream-stream join's stores per side, by the state format its checkpoint records
 # (`spark.sql.streaming.join.stateFormatVersion`): formats 1 and 2 keep four stores of their own, format 3 the same
 # four as column families of one store (`default`), format 4 (Spark 4.2: keys carry the event time, eviction
 # range-scans a time index) a values store and its time index per side; the index (`tsWithKey`) holds no row of
 # its own and is not read.
+@dataclass(frozen=True)
+class ListedStore:
+    """One store of a checkpoint, as a row of Spark's `state-metadata` gives it, or as the store's folders and schema
+    files give it where Spark lists none of its operator (a checkpoint written before Spark 4.0: `from_files`, its
+    batch range the versions on disk)."""
+
+    operator_id: int
+    operator_name: str
+    store_name: str
+    num_partitions: int
+    min_batch_id: int | None
+    max_batch_id: int | None
+    properties: str | None
+    from_files: bool = False
+
+
+def listed_stores(spark, checkpoint: Checkpoint, batch_id: int | None = None) -> tuple[list[ListedStore], list[int]]:
+    """Every store Spark's state reader can be asked for, and the operators that hold state neither Spark's
+    `state-metadata` nor the files describe (the caller refuses those: never an audit that leaves out state)."""
+    reader = spark.read.format("state-metadata")
+    rows = (reader.option("batchId", batch_id) if batch_id is not None else reader).load(checkpoint.path).collect()
+    found = [ListedStore(r.operatorId, r.operatorName, r.stateStoreName, r.numPartitions, r.minBatchId, r.maxBatchId,
+                         getattr(r, "operatorProperties", None)) for r in rows]
+    listed = {r.operatorId for r in rows}
+    unlisted = [op for op in checkpoint.operator_ids() if op not in listed]
+    on_disk = files_by_store(checkpoint) if unlisted else {}
+    undescribed = []
+    for op in unlisted:
+        meta = describe(checkpoint, op)
+        if meta is None:
+            undescribed.append(op)
+            continue
+        for store, partitions in meta.stores:
+            files = on_disk.get((op, store))
+            low, high = (files.min_version, files.max_version) if files else (None, None)
+            found.append(ListedStore(op, meta.operator_name, store, partitions,
+                                     None if low is None else low - 1, None if high is None else high - 1, None,
+                                     from_files=True))
+    return found, undescribed
+
+
 JOIN_STORES = {3: ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
                    "right-keyWithIndexToValue"),
                4: ("left-keyWithTsToValues", "right-keyWithTsToValues")}

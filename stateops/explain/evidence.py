@@ -26,7 +26,7 @@ from stateops.explain import kafka_input
 from stateops.explain.batches import BatchLog
 from stateops.explain.model import ExplainError, ExplainTarget, InputSource
 from stateops.jsonvalues import jsonable
-from stateops.checkpoints.sparkstate import join_state_format, readable_units
+from stateops.checkpoints.sparkstate import join_state_format, listed_stores, readable_units
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
 
@@ -96,14 +96,17 @@ class Store:
 
 def stores(spark, checkpoint: str, batch_id: int) -> list[Store]:
     try:
-        rows = (spark.read.format("state-metadata").option("batchId", batch_id).load(checkpoint)
-                .collect())
+        listed, undescribed = listed_stores(spark, Checkpoint(checkpoint), batch_id)
     except Exception as err:  # noqa: BLE001 - Spark raises Py4J/Analysis errors; report them as one line
         raise ExplainError(f"{checkpoint}: cannot read state metadata at batch {batch_id}: "
                            f"{_spark_error(err)}") from None
+    if undescribed:
+        raise ExplainError(f"{checkpoint}: operator(s) {undescribed} hold state that neither Spark's state-metadata "
+                           "nor their schema files describe: explain-key cannot say what their state holds. Fix: run "
+                           "the query once more so Spark writes their operator metadata")
     join_format = join_state_format(Checkpoint(checkpoint).batch_metadata(batch_id).get("conf", {}))
-    return [Store(r.operatorId, r.operatorName, r.stateStoreName, r.numPartitions, r.minBatchId, r.maxBatchId,
-                  r.operatorProperties, join_format) for r in rows]
+    return [Store(r.operator_id, r.operator_name, r.store_name, r.num_partitions, r.min_batch_id, r.max_batch_id,
+                  r.properties, join_format) for r in listed]
 
 
 def _readers(spark, checkpoint: str, store: Store) -> list[tuple[str, Any]]:

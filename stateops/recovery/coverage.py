@@ -21,7 +21,6 @@ like a rewind whose offsets are gone; brokers that cannot be asked refuse it too
 """
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -76,15 +75,8 @@ def _floor(checkpoint: Checkpoint, source_batch: int, max_delay_ms: int) -> int:
     for batch in checkpoint.committed_batches():
         offsets = checkpoint.source_offsets(batch) if batch in retained else []
         if any(isinstance(o, dict) and o.get("logOffset", -1) >= source_batch for o in offsets):
-            return next_watermark(checkpoint, batch) + max_delay_ms
-    return next_watermark(checkpoint, checkpoint.latest_committed_batch()) + max_delay_ms
-
-
-def next_watermark(checkpoint: Checkpoint, batch: int) -> int:
-    fs, path = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "commits", str(batch)))
-    with fs.open(path, "r") as handle:
-        lines = handle.read().splitlines()
-    return int(json.loads(lines[1]).get("nextBatchWatermarkMs", 0)) if len(lines) > 1 else 0
+            return checkpoint.next_watermark_ms(batch) + max_delay_ms
+    return checkpoint.next_watermark_ms(checkpoint.latest_committed_batch()) + max_delay_ms
 
 
 def largest_delay_ms(layout: Layout, target: JobTarget) -> int:

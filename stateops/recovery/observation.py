@@ -43,7 +43,7 @@ def verification(attempt: AttemptView, restart: dict[str, Any], start_audit: dic
         audit_after = attempt.audit(target.checkpoint, audited)
         if seen["run_id"]:
             progress = _progress_through(attempt, seen["run_id"], audited, restart.get("latest_committed_batch"))
-    end = coverage.next_watermark(checkpoint, audited)
+    end = checkpoint.next_watermark_ms(audited)
     delay = parse_seconds(overrides.validate(target.job, overrides.WATERMARK_DELAY,
                                              attempt.plan.settings_after["watermark_delay"], target.bounds))
     result = verify.evaluate(

@@ -20,14 +20,14 @@ from stateops.control import current_lease, default_actor, maintenance, override
 from stateops.durations import parse_seconds
 from stateops import sinkstate
 from stateops.checkpoints import kafka_offsets
-from stateops.checkpoints import state_store
+from stateops.checkpoints import rewind, state_store
 from stateops.storage import can_lock, exists
 from stateops.control.settings import ControlSettings
 from stateops.layout import Layout
 from stateops.runbooks import running
-from stateops.checkpoints.sparkstate import JOIN
+from stateops.checkpoints.profile import JOIN
 
-from stateops.recovery import coverage, store_switch, surgery
+from stateops.recovery import coverage, store_switch
 from stateops.checkpoints import archive
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
                                      RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
@@ -325,7 +325,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     if request.mode == "switch-store":
         check_switch(target, request.to_store)
     if request.mode == "rewind":
-        problems = surgery.rewind_problems(checkpoint, request.to_batch)
+        problems = rewind.rewind_problems(checkpoint, request.to_batch)
         if problems:
             raise RecoveryRefused(f"{target.job}: cannot rewind to batch {request.to_batch}: {problems[0]}")
         if target.kafka is not None:  # the restart reads each partition from the offset offsets/N recorded

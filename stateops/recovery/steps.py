@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, Callable
 
 from stateops import control, sinkstate
-from stateops.checkpoints import state_store
+from stateops.checkpoints import rewind, state_store
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
@@ -24,7 +24,7 @@ from stateops.clock import now_iso
 from stateops.errors import OperationFailed, StateOpsError, error_line
 from stateops.storage import copies, exists
 
-from stateops.recovery import coverage, observation, store_switch, surgery, verify
+from stateops.recovery import coverage, observation, store_switch, verify
 from stateops.checkpoints import archive
 from stateops.recovery.attempt import Attempt
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
@@ -267,7 +267,7 @@ def _rewind_cut(attempt: Attempt) -> dict[str, Any]:
     attempt.hold_lease()
     target = attempt.target
     to_batch = attempt.plan.request["to_batch"]
-    counts = surgery.rewind(target.roots.confine(target.checkpoint, job=target.job), to_batch, attempt.archived)
+    counts = rewind.rewind(target.roots.confine(target.checkpoint, job=target.job), to_batch, attempt.archived)
     return {**counts, "to_batch": to_batch}
 
 
@@ -349,7 +349,7 @@ def start_state(attempt: Attempt) -> dict[str, Any]:
         latest = checkpoint.latest_committed_batch()
     except StateOpsError:
         return {"latest_committed_batch": None, "watermark_ms": 0}
-    return {"latest_committed_batch": latest, "watermark_ms": coverage.next_watermark(checkpoint, latest)}
+    return {"latest_committed_batch": latest, "watermark_ms": checkpoint.next_watermark_ms(latest)}
 
 
 def launch(attempt: Attempt) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from typing import Callable
 
 from stateops.checkpoints import state_store
 from stateops.checkpoints.operators import operator_meta
-from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.checkpoint import Checkpoint, store_dir
 from stateops.faults import fault_point
-from stateops.checkpoints.sparkstate import JOIN
+from stateops.checkpoints.profile import JOIN
 from stateops.storage import filesystem
 
 SCRATCH = "state.switch"
@@ -136,8 +136,7 @@ def _provider_files(name: str, store: str) -> bool:
 
 
 def _store_folder(root: str, store: StoreToWrite, partition: int) -> str:
-    parts = [root, str(store.operator_id), str(partition)]
-    return posixpath.join(*parts, *([] if store.store_name == "default" else [store.store_name]))
+    return store_dir(root, store.operator_id, partition, store.store_name)
 
 
 def _offsets_to_record(checkpoint: Checkpoint, batch: int) -> list[int]:
@@ -183,7 +182,7 @@ def swap(checkpoint: str, switch: SwitchPlan) -> int:
             new = filesystem(_store_folder(posixpath.join(base, SCRATCH), store, partition))[1]
             if not fs.exists(new):
                 continue  # moved by an earlier attempt
-            old = filesystem(_store_folder(posixpath.join(base, "state"), store, partition))[1]
+            old = filesystem(Checkpoint(checkpoint).state_dir(store.operator_id, partition, store.store_name))[1]
             for entry in fs.ls(old, detail=False) if fs.exists(old) else []:
                 if _provider_files(posixpath.basename(entry.rstrip("/")), switch.source):
                     fs.rm(entry, recursive=True)
@@ -208,18 +207,9 @@ def record(checkpoint: str, switch: SwitchPlan) -> list[int]:
     for batch in _offsets_to_record(opened, switch.batch):
         if opened.state_provider(batch) == wanted:
             continue
-        fs, path = filesystem(posixpath.join(checkpoint.rstrip("/"), "offsets", str(batch)))
-        with fs.open(path, "r") as handle:
-            lines = handle.read().split("\n")
-        metadata = json.loads(lines[1])
+        metadata = opened.batch_metadata(batch)
         metadata.setdefault("conf", {})[state_store.PROVIDER] = wanted
-        lines[1] = json.dumps(metadata, separators=(",", ":"))
-        folder, name = posixpath.split(path)
-        crc = posixpath.join(folder, f".{name}.crc")
-        if fs.exists(crc):
-            fs.rm(crc)
-        with fs.open(path, "w") as handle:
-            handle.write("\n".join(lines))
+        opened.write_batch_metadata(batch, metadata)
         rewritten.append(batch)
         fault_point("switch.part", job=_job(checkpoint), part="recorded", n=batch)
     return rewritten

@@ -39,6 +39,7 @@ from stateops.errors import OperationFailed
 from stateops.faults import fault_point
 from stateops.layout import Layout
 from stateops.checkpoints.archive import CHECKPOINT, MANIFEST
+from stateops.checkpoints.source_log import SOURCE_LOG, checkpoint_of, logged_paths, spark_form
 from stateops.runbooks import Journal, Step, StepEvent, run_steps
 from stateops.storage import exists, filesystem, find_files
 from stateops.storage.aws import storage_options
@@ -46,9 +47,8 @@ from stateops.storage.copies import copy_file, digest, remove_tree
 
 from stateops.relocation import marker
 from stateops.relocation.plan import MovePlan, MoveRefused, Rewrite, running_refusal
-from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG, json_column_update, logged_paths,
-                                         pairs, path_column_update, rewrite_source_log, rewrite_text, spark_form,
-                                         sql_text)
+from stateops.relocation.rewrite import (JSON_COLUMNS, PATH_COLUMNS, json_column_update, pairs, path_column_update,
+                                         rewrite_source_log, rewrite_text, sql_text)
 
 LOCK, COPY, REWRITE, VERIFY, MARK, UNLOCK = "lock", "copy", "rewrite", "verify", "mark", "unlock"
 PLAN = "plan"       # the journal's first entry: what the move was planned as
@@ -324,10 +324,10 @@ def _source_logs(home: str) -> dict[str, set[str]]:
     base = base.rstrip("/")
     recorded: dict[str, set[str]] = {}
     for path in find_files(fs, posixpath.join(base, "checkpoints")):
-        rel = path[len(base) + 1:]
-        if not SOURCE_LOG.search(rel):
+        checkpoint = checkpoint_of(path[len(base) + 1:])
+        if checkpoint is None:
             continue
         with fs.open(path, "r") as handle:
-            recorded.setdefault(rel.split("/sources/")[0], set()).update(logged_paths(handle.read()))
+            recorded.setdefault(checkpoint, set()).update(logged_paths(handle.read()))
     return recorded
 

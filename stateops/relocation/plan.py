@@ -27,7 +27,8 @@ from stateops.errors import StateOpsError
 from stateops.layout import Layout, Part, part_of
 from stateops.storage import LOCAL, S3, filesystem, find_files, is_url, kind
 
-from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS, SOURCE_LOG
+from stateops.checkpoints.source_log import SOURCE_LOG
+from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS
 
 RATE_SAMPLE_BYTES = 16 << 20  # read this much of the largest files to measure the copy rate
 

@@ -10,27 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
-from urllib.parse import quote
 
+from stateops.checkpoints.source_log import rewrite_paths, spark_form
 from stateops.storage import LOCAL, kind
 
-# The file source's log: `v1` and one JSON entry per line ({"path", "timestamp", "batchId"}), compacted into
-# `<batch>.compact` every few batches; each checkpoint (and each archived copy of one) keeps one per source.
-SOURCE_LOG = re.compile(r"(?:^|/)sources/\d+/\d+(?:\.compact)?$")
 # The ops tables whose columns name paths under the home: whole paths, and JSON text.
 PATH_COLUMNS = {"audits": "checkpoint", "findings": "checkpoint", "storage": "home"}
 JSON_COLUMNS = {"actions": "details_json"}
-
-
-def spark_form(home: str) -> str:
-    """How Spark's file source names a file under `home` (its prefix): `file://` + the absolute path, URL-encoded,
-    on local disk; the URL itself on S3."""
-    if kind(home) == LOCAL:
-        path = os.path.abspath(home.removeprefix("file://"))
-        return "file://" + quote(path, safe="/")
-    return home.rstrip("/")
 
 
 def pairs(old: str, new: str) -> list[tuple[str, str]]:
@@ -72,34 +59,9 @@ def rewrite_text(text: str, mapping: list[tuple[str, str]]) -> str:
     return text if rewritten == value else json.dumps(rewritten, sort_keys=isinstance(value, dict))
 
 
-def logged_paths(text: str) -> list[str]:
-    """The file paths a file source's log file names (none for another source's log: Kafka's holds offsets)."""
-    paths = []
-    for line in text.split("\n")[1:]:  # the version line first
-        try:
-            entry = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and "path" in entry:
-            paths.append(entry["path"])
-    return paths
-
-
 def rewrite_source_log(text: str, mapping: list[tuple[str, str]]) -> tuple[str, int]:
-    """A file source log file with every entry's `path` rewritten, in Spark's own format (the version line, one
-    compact JSON object per line, in order); returns the text and how many paths changed."""
-    lines = text.split("\n")
-    changed = 0
-    for number, line in enumerate(lines):
-        if number == 0 or not line.strip():
-            continue  # the version line ("v1"), and a trailing newline
-        entry = json.loads(line)
-        path = rewrite_path(entry["path"], mapping)
-        if path != entry["path"]:
-            entry["path"] = path
-            changed += 1
-            lines[number] = json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
-    return "\n".join(lines), changed
+    """A file source log file with every entry's `path` under the old home rewritten (its text, how many changed)."""
+    return rewrite_paths(text, lambda path: rewrite_path(path, mapping))
 
 
 def sql_text(value: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.operators import describe
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
@@ -185,7 +185,7 @@ def _check_roots(scope: Scope) -> None:
 
 def checkpoint_entry(path: str, tree: Tree, job: str | None, kind: str) -> CheckpointEntry:
     """Parse one checkpoint's listing: logs, stores, restorable batches, operators."""
-    if "metadata" not in tree or not tree.children("offsets"):
+    if not restart.is_checkpoint(tree):
         return CheckpointEntry(path, job, kind, tree, None)
     files = restart.parse(tree, read_many)
     if files.commits:
@@ -193,7 +193,7 @@ def checkpoint_entry(path: str, tree: Tree, job: str | None, kind: str) -> Check
     operators = []
     for op in sorted({s.operator for s in files.stores}):
         try:
-            meta = operator_meta(Checkpoint(path), op)
+            meta = describe(Checkpoint(path), op)
         except (OSError, ValueError):
             meta = None
         operators.append({"operator_id": op, "operator_name": meta.operator_name if meta else None,

@@ -239,3 +239,16 @@ def input_schemas(tmp_path_factory) -> dict:
     return {"events": (activity, activity.inputs[0]),
             "orders": (payments, payments.inputs[0]), "payments": (payments, payments.inputs[1]),
             "readings": (readings, readings.inputs[0])}
+
+
+@pytest.fixture(scope="module")
+def spark35(tmp_path_factory) -> dict[str, str]:
+    """A copy of each fixture checkpoint (the tests never touch the fixtures themselves)."""
+    from tests.support.spark35 import FIXTURES, WRITTEN
+
+    root = tmp_path_factory.mktemp("spark35")
+    copies = {}
+    for name in WRITTEN:
+        shutil.copytree(FIXTURES / name / "checkpoint", root / name)
+        copies[name] = str(root / name)
+    return copies

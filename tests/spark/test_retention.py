@@ -31,7 +31,7 @@ from stateops import actions, progress, retention
 from stateops.delta import read_table
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
-from stateops.recovery.surgery import rewind, rewind_problems
+from stateops.checkpoints.rewind import rewind, rewind_problems
 from stateops.retention.model import ARCHIVE_TREE, DELETE_FILES, DELETE_TREE
 from stateops.control import ControlSettings
 from tests.support.retention_history import ARCHIVES, JOBS, ORPHAN, needs_oracle, state_rows

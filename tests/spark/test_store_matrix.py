@@ -37,10 +37,11 @@ from stateops.jobs.definition.spec import InputSpec, JobSpec
 from stateops.jobs.runtime.compatibility import COMPATIBLE, REFUSED, check_state
 from stateops.joins import JoinBound
 from stateops.layout import Layout
-from stateops.recovery import surgery
+from stateops.checkpoints import rewind
 from stateops.recovery.model import RecoveryRefused
 from stateops.recovery.preflight import check_store
-from stateops.relocation.rewrite import SOURCE_LOG, pairs, rewrite_source_log
+from stateops.checkpoints.source_log import SOURCE_LOG
+from stateops.relocation.rewrite import pairs, rewrite_source_log
 from stateops.checkpoints.sparkstate import reading_format
 from stateops.checkpoints.state_store import CHANGELOG
 
@@ -134,8 +135,8 @@ def test_rewind_loads_the_earlier_state_and_the_replay_rebuilds_the_same_or_is_r
         assert "\n" not in str(refused.value) and "Fix:" in str(refused.value)
         assert file_hashes(copy) == before
         return
-    assert surgery.rewind_problems(Checkpoint.open(copy), 1) == []
-    surgery.rewind(copy, 1)
+    assert rewind.rewind_problems(Checkpoint.open(copy), 1) == []
+    rewind.rewind(copy, 1)
     assert Checkpoint.open(copy).latest_committed_batch() == 1
     _same_state(cell, state_rows(spark, copy), state_rows(spark, matrix[cell], 1))
     _restart(spark, os.path.dirname(os.path.dirname(matrix[cell])), cell, copy)

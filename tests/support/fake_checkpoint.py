@@ -1,7 +1,7 @@
 """A Structured Streaming checkpoint written by hand on local disk, laid out as Spark 4 writes it (no JVM).
 
 For tests of code that reads checkpoint files (stateops/checkpoints/checkpoint.py, stateops/checkpoints/restart.py and
-inventory.py, stateops/audit, stateops/recovery/preflight.py and surgery.py): every file is exactly what the
+inventory.py, stateops/audit, stateops/recovery/preflight.py and stateops/checkpoints/rewind.py): every file is exactly what the
 test asked for, so sizes, versions, gaps and broken files are known by construction. Formats (as found in
 checkpoints Spark 4 wrote for this project's jobs):
 

@@ -523,6 +523,7 @@ def test_a_run_cut_off_from_its_store_does_not_fail_again_waiting_for_its_last_p
     from S3, its last trigger idle)."""
     from stateops import progress
     from stateops.jobs.runtime import listener
+    from stateops.storage import paths
 
     class CutOff:
         def exists(self, path):
@@ -531,7 +532,7 @@ def test_a_run_cut_off_from_its_store_does_not_fail_again_waiting_for_its_last_p
     class IdleQuery:
         recentProgress = [{"id": "q", "batchId": 3, "numInputRows": 0}]
 
-    monkeypatch.setattr(listener, "filesystem", lambda path: (CutOff(), path))
+    monkeypatch.setattr(paths, "filesystem", lambda path: (CutOff(), path))  # the storage layer's every call
     recorder = listener.ProgressRecorder(layout, JOB, "mine", {JOB}, progress.FlushSettings(flush_seconds=3600))
     started = time.monotonic()
     with caplog.at_level("WARNING"):

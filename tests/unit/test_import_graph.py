@@ -203,6 +203,50 @@ def test_no_scheme_branch_outside_the_storage_layer():
     assert _scheme_branches(os.path.join(ROOT, "stateops", "storage", "paths.py")), "the check finds a branch"
 
 
+# A checkpoint's folders and files as Spark names them, and the names of the runbook's archive of one: only
+# stateops.checkpoints (and the storage layer below it) says them; everything else asks it.
+CHECKPOINT_NAMES = {"offsets", "commits", "sources", "state", "_metadata", "_stateSchema", "plan.json",
+                    "manifest.json", "report.json", "failed-attempt"}
+JOINED_ONLY = {"metadata", "checkpoint"}  # words of every kind elsewhere: names only where joined into a path
+_PATH_PARTS = ("offsets/", "commits/", "sources/", "state/", "_metadata/", "_stateSchema")
+# Calls whose string arguments are not paths (dict keys, dataclass fields, CLI flags, SQL column names).
+_NOT_PATHS = {"get", "pop", "setdefault", "field", "Field", "add_argument", "col", "getattr"}
+
+
+def _checkpoint_names(path: str) -> list[str]:
+    """Where `path` joins a checkpoint's folder or file name into a path (a call with it as an argument, a
+    folder or file listed by it), or writes one into a path's text (`f"{cp}/offsets/{n}"`)."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in _NOT_PATHS:
+                continue
+            names = CHECKPOINT_NAMES | (JOINED_ONLY if name in ("join", "_join") else set())
+            found += [f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(node)[:80]}" for arg in node.args
+                      if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.strip("/") in names]
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            found += [f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(node)[:80]}"
+                      for part in _PATH_PARTS if f"/{part}" in text or text.startswith(part)]
+    return found
+
+
+def test_no_module_outside_the_checkpoints_room_names_a_checkpoints_folders_or_files():
+    """Spark's checkpoint is read and written in stateops.checkpoints alone (its logs, operators, stores, schemas,
+    the archive of one): a capability asks it (`source_dir(i)`, `state_dir(op, partition, store)`, ...) instead of
+    joining `"offsets"` or `"state"` itself, so that each fact of those files lives in one place."""
+    found = [hit for module, path in _project_files()
+             if not module.startswith(("stateops.checkpoints", "stateops.storage"))
+             for hit in _checkpoint_names(path)]
+    assert found == []
+    inside = [hit for module, path in _project_files() if module.startswith("stateops.checkpoints")
+              for hit in _checkpoint_names(path)]
+    assert inside, "the check finds the room's own names"
+
+
 # Where the environment may be read (`X.from_env()`): the entry points (the CLI, the Dagster code location, its
 # runs and sensor ticks) and the one module that builds what they hand down (stateops.jobs.definition.environment, beside the
 # catalog): nothing in the core. Everything else takes its settings as parameters.

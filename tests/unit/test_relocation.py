@@ -14,10 +14,11 @@ from stateops.delta import read_table
 from stateops.jobs.definition.environment import Environment
 from stateops.layout import Layout
 from stateops.relocation import marker
-from stateops.relocation.placement import Misplaced, check_placement
+from stateops.checkpoints.placement import Misplaced, check_placement
 from stateops.relocation.plan import left_behind, make_plan
+from stateops.checkpoints.source_log import spark_form
 from stateops.relocation.rewrite import (json_column_update, pairs, path_column_update, rewrite_json,
-                                         rewrite_source_log, spark_form, sql_text)
+                                         rewrite_source_log, sql_text)
 
 pytestmark = pytest.mark.unit
 

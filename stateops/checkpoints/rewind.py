@@ -14,18 +14,12 @@ interrupted cut is completed by running it again.
 """
 from __future__ import annotations
 
-import json
 import posixpath
-import re
-from typing import Any
 
+from stateops.checkpoints import restart, source_log
 from stateops.checkpoints.checkpoint import Checkpoint
-from stateops.storage import filesystem
-from stateops.checkpoints import restart
 from stateops.checkpoints.listing import Tree, read_many
-
-
-_SOURCE_ENTRY = re.compile(r"^(\d+)(\.compact)?$")
+from stateops.storage import filesystem, read_text
 
 
 def _remove(fs, path: str) -> int:
@@ -46,18 +40,6 @@ def _source_offsets(checkpoint: Checkpoint, batch_id: int) -> dict[int, int | No
         if isinstance(offset, dict) and "logOffset" in offset:
             out[index] = int(offset["logOffset"])
     return out
-
-
-def _source_log(checkpoint: Checkpoint, index: int) -> tuple[Any, str, dict[int, str]]:
-    """(fs, folder, source batch -> file name) of one file source's log."""
-    fs, folder = filesystem(posixpath.join(checkpoint.path.rstrip("/"), "sources", str(index)))
-    names = {}
-    if fs.exists(folder):
-        for entry in fs.ls(folder, detail=False):
-            match = _SOURCE_ENTRY.match(posixpath.basename(entry))
-            if match:
-                names[int(match.group(1))] = posixpath.basename(entry)
-    return fs, folder, names
 
 
 def rewind_problems(checkpoint: Checkpoint, to_batch: int) -> list[str]:
@@ -86,7 +68,7 @@ def rewind_problems(checkpoint: Checkpoint, to_batch: int) -> list[str]:
         return [f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; choose a "
                 "later batch (Spark keeps spark.sql.streaming.minBatchesToRetain batches of state)"]
     for index, cut in _source_offsets(checkpoint, to_batch).items():
-        _, _, names = _source_log(checkpoint, index)
+        names = source_log.entries(checkpoint.source_dir(index))
         compacts = [b for b, n in names.items() if n.endswith(".compact")]
         base = max((b for b in compacts if b <= cut), default=-1)
         later = [b for b in compacts if b > cut]
@@ -106,43 +88,35 @@ def _restore_entries(fs, folder: str, names: dict[int, str], cut: int, archived_
         return 0
     source = posixpath.join(folder, names[later[0]])
     if not fs.exists(source) and archived_folder:  # removed by an interrupted cut: the archive has it
-        source = posixpath.join(archived_folder, names[later[0]])
-    entries: dict[int, list[str]] = {}
-    with filesystem(source)[0].open(filesystem(source)[1], "r") as handle:
-        for line in handle.read().splitlines()[1:]:
-            record = json.loads(line)
-            entries.setdefault(int(record["batchId"]), []).append(line)
+        text = read_text(posixpath.join(archived_folder, names[later[0]]))
+    else:
+        with fs.open(source, "r") as handle:
+            text = handle.read()
+    entries = source_log.lines_by_batch(text)
     for batch in gaps:
         with fs.open(posixpath.join(folder, str(batch)), "w") as handle:
-            handle.write("v1\n" + "\n".join(entries.get(batch, [])))
+            handle.write(source_log.batch_text(entries.get(batch, [])))
     return len(gaps)
 
 
 def rewind(checkpoint_path: str, to_batch: int, archived_checkpoint: str | None = None) -> dict[str, int]:
     """Cut the checkpoint back to `to_batch` (see the module doc); counts of files written back and removed."""
     checkpoint = Checkpoint(checkpoint_path)
-    root = checkpoint_path.rstrip("/")
-    fs, _ = filesystem(root)
+    fs, _ = filesystem(checkpoint_path)
     counts = {"source_entries_written": 0, "removed": 0}
     for index, cut in _source_offsets(checkpoint, to_batch).items():
-        fs_src, folder, names = _source_log(checkpoint, index)
-        archived = posixpath.join(archived_checkpoint, "sources", str(index)) if archived_checkpoint else None
+        fs_src, folder = filesystem(checkpoint.source_dir(index))
+        names = source_log.entries(checkpoint.source_dir(index))
+        archived = Checkpoint(archived_checkpoint).source_dir(index) if archived_checkpoint else None
         counts["source_entries_written"] += _restore_entries(fs_src, folder, names, cut, archived)
         for batch, name in names.items():
             if batch > cut:
                 counts["removed"] += _remove(fs_src, posixpath.join(folder, name))
-    for folder in ("offsets", "commits"):
-        for batch in checkpoint._batches(folder):
-            if batch > to_batch:
-                counts["removed"] += _remove(fs, filesystem(posixpath.join(root, folder, str(batch)))[1])
+    for path in checkpoint.batch_files(above=to_batch):
+        counts["removed"] += _remove(fs, filesystem(path)[1])
     for f in checkpoint.state_files():
         if f.version is not None and f.version > to_batch + 1:
             counts["removed"] += _remove(fs, f.path)
-    state_fs, state_root = filesystem(posixpath.join(root, "state"))
-    if state_fs.exists(state_root):
-        for path in state_fs.find(state_root):
-            parts = path.split("/")
-            if len(parts) > 3 and parts[-3:-1] == ["_metadata", "v2"] and parts[-1].isdigit() \
-                    and int(parts[-1]) > to_batch:
-                counts["removed"] += _remove(state_fs, path)
+    for path in checkpoint.operator_metadata_files(above=to_batch):
+        counts["removed"] += _remove(fs, filesystem(path)[1])
     return counts

@@ -10,15 +10,13 @@ command, instead of Spark's `Wrong basePath` or a silent re-read of every input 
 """
 from __future__ import annotations
 
-import posixpath
-
 from deltalake.exceptions import DeltaError
 
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.source_log import logged_paths, spark_form
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.storage import exists, filesystem
-
-from stateops.relocation.rewrite import logged_paths, spark_form
+from stateops.storage import exists, read_text
 
 MOVE = "stateops home move --to URL"
 
@@ -27,32 +25,13 @@ class Misplaced(StateOpsError):
     """A job's checkpoint or landing is not where its checkpoint recorded it: nothing was run (exit code 2)."""
 
 
-def _newest_log(folder: str) -> str | None:
-    """The newest file of one file source's log (`<batch>` or `<batch>.compact`)."""
-    fs, path = filesystem(folder)
-    try:
-        names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
-    except FileNotFoundError:
-        return None
-    batches = [(int(name.split(".")[0]), name) for name in names if name.split(".")[0].isdigit()]
-    return posixpath.join(folder, max(batches)[1]) if batches else None
-
-
 def recorded_folders(checkpoint: str) -> set[str]:
     """The folders the checkpoint's file sources read their newest files from (as Spark names them)."""
-    fs, path = filesystem(posixpath.join(checkpoint, "sources"))
-    try:
-        sources = [p.rstrip("/") for p in fs.ls(path, detail=False)]
-    except FileNotFoundError:
-        return set()
     folders = set()
-    for source in sources:
-        newest = _newest_log(posixpath.join(checkpoint, "sources", posixpath.basename(source)))
-        if newest is None:
-            continue
-        log_fs, log_path = filesystem(newest)
-        with log_fs.open(log_path, "r") as handle:
-            folders.update(path.rsplit("/", 1)[0] for path in logged_paths(handle.read()))
+    for index in Checkpoint(checkpoint).file_sources():
+        newest = Checkpoint(checkpoint).newest_source_log(index)
+        if newest is not None:
+            folders.update(path.rsplit("/", 1)[0] for path in logged_paths(read_text(newest)))
     return folders
 
 
