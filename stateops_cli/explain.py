@@ -17,7 +17,7 @@ import click
 
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.explain import REASONS, ExplainError, KeyExplanation, explain_key, resolve_batch
-from stateops.storage import filesystem
+from stateops.storage import exists
 
 from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.targets import explain_target
@@ -53,8 +53,7 @@ def render(result: KeyExplanation) -> str:
 def explain_key_command(obj: Environment, job: str, key: str, batch_id: int | None, as_json: bool) -> None:
     """Why is a key in state (or not), where, with which value, and why it has not been emitted."""
     layout, spec = obj.layout, obj.catalog.job(job)
-    fs, path = filesystem(spec.checkpoint_path(layout))
-    if not fs.exists(path):
+    if not exists(spec.checkpoint_path(layout)):
         raise ExplainError(f"job {job} has no checkpoint yet ({spec.checkpoint_path(layout)}); run it first: "
                            f"stateops jobs run {job}")
     # Usage errors before anything else: no committed batch means no operators to judge either.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -30,7 +29,7 @@ from stateops.checkpoints.schemas import copy_schema_files
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
 from stateops.checkpoints.sparkstate import reading_format
-from stateops.storage import filesystem
+from stateops.storage import read_text, remove, write_text
 
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime import state_schemas
@@ -202,24 +201,19 @@ def remember_join_keys(layout: Layout, job: str, query_id: str, fit: StateFit) -
     compares against them (_changed_joins). Nothing to keep for a query without a stream-stream join."""
     if fit.status == UNDECIDED:
         return  # the query was not planned: what is kept stays
-    fs, local = filesystem(layout.join_keys(job))
     if not fit.join_keys:
-        if fs.exists(local):
-            fs.rm(local)
+        remove(layout.join_keys(job))
         return
-    fs.makedirs(posixpath.dirname(local), exist_ok=True)
-    with fs.open(local, "w") as handle:
-        json.dump({"query_id": query_id, "joins": fit.join_keys}, handle)
+    write_text(layout.join_keys(job), json.dumps({"query_id": query_id, "joins": fit.join_keys}))
 
 
 def _kept_joins(layout: Layout, job: str, query_id: str) -> dict[str, str]:
     """The join keys remember_join_keys kept for this checkpoint's query (none for another checkpoint's: a
     restored or rebuilt one)."""
-    fs, path = filesystem(layout.join_keys(job))
-    if not fs.exists(path):
+    try:
+        kept = json.loads(read_text(layout.join_keys(job)))
+    except FileNotFoundError:
         return {}
-    with fs.open(path, "r") as handle:
-        kept = json.load(handle)
     return kept.get("joins", {}) if kept.get("query_id") == query_id else {}
 
 

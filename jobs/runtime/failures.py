@@ -7,13 +7,12 @@ and the log file.
 """
 from __future__ import annotations
 
-import posixpath
 import re
 import traceback
 from datetime import datetime, timezone
 
 from stateops.checkpoints.checkpoint import Checkpoint
-from stateops.storage import filesystem
+from stateops.storage import append_text, write_text
 from stateops.layout import Layout
 from stateops.redaction import redact
 
@@ -96,14 +95,10 @@ def failed_batch(checkpoint: str) -> int:
 
 def write_log(path: str, text: str) -> None:
     """Append to the run's log (it may already hold Spark's console output); write anew where no append."""
-    fs, p = filesystem(path)
-    fs.makedirs(posixpath.dirname(p), exist_ok=True)
     try:
-        with fs.open(p, "a") as handle:
-            handle.write(text)
+        append_text(path, text)
     except (NotImplementedError, ValueError):
-        with fs.open(p, "w") as handle:
-            handle.write(text)
+        write_text(path, text)
 
 
 def query_failed(err: BaseException, *, layout: Layout, job: str, query: str, checkpoint: str,

@@ -12,7 +12,7 @@ from stateops.checkpoints import state_store
 from stateops.control.fence.writes import BatchWriter
 from stateops.durations import spark_interval
 from stateops.layout import Layout
-from stateops.storage import filesystem
+from stateops.storage import makedirs
 
 from stateops.jobs.definition import transformation
 from stateops.jobs.definition.settings import kept_formats
@@ -36,8 +36,7 @@ def state_conf(spark: SparkSession, spec: JobSpec, layout: Layout) -> dict[str, 
 def ensure_landing(spec: JobSpec, layout: Layout) -> None:
     if spec.source == "json":
         for inp in spec.inputs:
-            fs, path = filesystem(inp.landing(layout))
-            fs.makedirs(path, exist_ok=True)
+            makedirs(inp.landing(layout))
 
 
 def stateful_frame(spark: SparkSession, spec: JobSpec, layout: Layout,

@@ -23,7 +23,7 @@ from stateops import retention as core
 from stateops.errors import StateOpsError, first_line
 from stateops.extras import MissingExtra
 from stateops.redaction import redact
-from stateops.storage import filesystem
+from stateops.storage import write_bytes, write_text
 from stateops.retention import history
 from stateops.retention.model import Plan
 
@@ -54,14 +54,11 @@ def _per_rule_markdown(plan: Plan) -> str:
 
 def _save(home: str, plan: Plan, chart: bytes | None) -> str:
     """The plan as JSON (what `stateops retention apply --plan` takes) and the chart beside it."""
-    fs, folder = filesystem(plans_dir(home))
-    fs.makedirs(folder, exist_ok=True)
-    with fs.open(posixpath.join(folder, f"{plan.plan_id}.json"), "w") as handle:
-        json.dump(plan.to_dict(), handle, indent=1)
+    folder = plans_dir(home)
+    write_text(posixpath.join(folder, f"{plan.plan_id}.json"), json.dumps(plan.to_dict(), indent=1))
     if chart is not None:
-        with fs.open(posixpath.join(folder, f"{plan.plan_id}.png"), "wb") as handle:
-            handle.write(chart)
-    return posixpath.join(plans_dir(home), f"{plan.plan_id}.json")
+        write_bytes(posixpath.join(folder, f"{plan.plan_id}.png"), chart)
+    return posixpath.join(folder, f"{plan.plan_id}.json")
 
 
 @asset(name="retention", group_name=GROUP, description="Checkpoint and ops-table retention: plan daily, apply "

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stateops.audit.model import SEVERITIES, AuditReport, Finding, OperatorAudit
 from stateops.charts import bytes_axis, figure, png
 from stateops.sizes import human_bytes
-from stateops.storage import filesystem
+from stateops.storage import write_bytes
 
 
 
@@ -157,13 +157,10 @@ def history_chart(history: Sequence[Mapping[str, Any]]) -> bytes | None:
 def save_charts(report: AuditReport, history: Sequence[Mapping[str, Any]], folder: str) -> dict[str, str]:
     """Write the partition chart and the history chart as PNG files into `folder`; {chart name: path}."""
     charts = {"state_per_partition": partition_chart(report), "state_over_time": history_chart(history)}
-    fs, root = filesystem(folder)
-    fs.makedirs(root, exist_ok=True)
     saved = {}
     for name, drawn in charts.items():
         if drawn is not None:
             path = posixpath.join(folder.rstrip("/"), f"{name}.png")
-            with fs.open(posixpath.join(root, f"{name}.png"), "wb") as handle:
-                handle.write(drawn)
+            write_bytes(path, drawn)
             saved[name] = path
     return saved

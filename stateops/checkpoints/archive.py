@@ -26,7 +26,7 @@ from typing import Any
 
 from stateops.errors import ConfigError, OperationFailed
 from stateops.redaction import redact_tree
-from stateops.storage import filesystem
+from stateops.storage import filesystem, read_text, write_text
 from stateops.storage.copies import copy_tree, move_tree, remove_tree, verify_tree
 
 PLAN = "plan.json"
@@ -64,27 +64,15 @@ def job_of(runbook_id: str) -> str:
 
 
 def write_json(path: str, data: Any) -> None:
-    """Replace `path` whole (temp file, fsync, rename): readers see the old or the new document."""
-    fs, p = filesystem(path)
-    fs.makedirs(posixpath.dirname(p), exist_ok=True)
-    tmp = f"{p}.tmp"
-    with fs.open(tmp, "w") as handle:
-        json.dump(redact_tree(data), handle, indent=1, sort_keys=True, default=str)
-        handle.flush()
-        if hasattr(handle, "fileno"):
-            try:
-                os.fsync(handle.fileno())
-            except (OSError, ValueError):
-                pass
-    fs.mv(tmp, p)
+    """Replace `path` whole: readers see the old or the new document."""
+    write_text(path, json.dumps(redact_tree(data), indent=1, sort_keys=True, default=str), replace=True)
 
 
 def read_json(path: str) -> Any | None:
-    fs, p = filesystem(path)
-    if not fs.exists(p):
+    try:
+        return json.loads(read_text(path))
+    except FileNotFoundError:
         return None
-    with fs.open(p, "r") as handle:
-        return json.load(handle)
 
 
 # --- reading archives ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from stateops.checkpoints.operators import describe
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.storage import can_lock, filesystem
+from stateops.storage import can_lock, exists
 from stateops.runbooks import running
 from stateops.checkpoints import restart, state_store
 from stateops.checkpoints.archive import MANIFEST, REPORT
@@ -169,15 +169,13 @@ def _tree(home: Tree, path: str) -> Tree:
 
 def _check_roots(scope: Scope) -> None:
     home = scope.layout.home
-    fs, p = filesystem(home)
-    if not fs.exists(p):
+    if not exists(home):
         raise MissingRootError(f"the StateOps home {home} does not exist. Fix: check STATEOPS_HOME (or --home); "
                                "retention only looks after an existing home")
     for area in scope.jobs.values():
         if _under(area.checkpoint, home) is None:
             parent = posixpath.dirname(area.checkpoint.rstrip("/"))
-            fs, p = filesystem(parent)
-            if not fs.exists(p):
+            if not exists(parent):
                 raise MissingRootError(
                     f"{area.job}'s checkpoint root {parent} does not exist (is the volume or bucket there?). "
                     f"Fix: mount or create it, or correct jobs.{area.job}.checkpoint in the config file")

@@ -127,6 +127,56 @@ def read_text(path: str) -> str:
         return handle.read()
 
 
+def makedirs(path: str) -> None:
+    """The folder `path` and its parents (an object store has no folders: nothing to do there but what fsspec does)."""
+    fs, p = filesystem(path)
+    fs.makedirs(p, exist_ok=True)
+
+
+def write_text(path: str, text: str, *, replace: bool = False) -> None:
+    """Write the whole file at `path` (its folder made first). `replace`: through a temporary file, fsync and a
+    rename, so that a reader sees the old or the new text, never a part (on an object store every PUT is whole)."""
+    _write(path, text, "w", replace)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write the whole file at `path` (its folder made first)."""
+    _write(path, data, "wb", False)
+
+
+def _write(path: str, data: str | bytes, mode: str, replace: bool) -> None:
+    fs, p = filesystem(path)
+    fs.makedirs(posixpath.dirname(p), exist_ok=True)
+    target = f"{p}.tmp" if replace else p
+    with fs.open(target, mode) as handle:
+        handle.write(data)
+        handle.flush()
+        if replace and hasattr(handle, "fileno"):
+            try:
+                os.fsync(handle.fileno())
+            except (OSError, ValueError):
+                pass
+    if replace:
+        fs.mv(target, p)
+
+
+def append_text(path: str, text: str) -> None:
+    """Append to the local file at `path` (its folder made first); an object store cannot append."""
+    fs, p = filesystem(path)
+    fs.makedirs(posixpath.dirname(p), exist_ok=True)
+    with fs.open(p, "a") as handle:
+        handle.write(text)
+
+
+def remove(path: str) -> bool:
+    """Remove the file at `path`; whether it was there."""
+    fs, p = filesystem(path)
+    if not fs.exists(p):
+        return False
+    fs.rm(p)
+    return True
+
+
 def names(path: str) -> list[str] | None:
     """The names of the entries of folder `path` (not their paths), None when there is no such folder. On local
     disk one os.listdir, where fsspec's local `ls` stats the folder and normalizes every entry's path: a sensor

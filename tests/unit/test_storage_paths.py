@@ -57,3 +57,22 @@ def test_url_or_path_is_one_test(text, url):
     assert is_url(text) is url
     if text:
         assert absolute(text) == (text if url else os.path.abspath(text))
+
+
+def test_the_layer_writes_whole_files_appends_and_removes(tmp_path):
+    """write_text makes the folder and replaces a file whole (`replace`: no `.tmp` left), write_bytes writes bytes,
+    append_text appends, remove says whether a file was there; checked with the file system's own reads."""
+    from stateops.storage import append_text, makedirs, remove, write_bytes, write_text
+
+    target = tmp_path / "a" / "b" / "doc.json"
+    write_text(str(target), "one")
+    write_text(str(target), '{"two": 2}', replace=True)
+    assert target.read_text() == '{"two": 2}' and sorted(os.listdir(target.parent)) == ["doc.json"]
+    write_bytes(f"file://{tmp_path}/c/chart.png", b"\x89PNG")
+    assert (tmp_path / "c" / "chart.png").read_bytes() == b"\x89PNG"
+    append_text(str(tmp_path / "log" / "run.log"), "a\n")
+    append_text(str(tmp_path / "log" / "run.log"), "b\n")
+    assert (tmp_path / "log" / "run.log").read_text() == "a\nb\n"
+    assert remove(str(target)) is True and not target.exists() and remove(str(target)) is False
+    makedirs(str(tmp_path / "x" / "y"))
+    assert (tmp_path / "x" / "y").is_dir()
