@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 from stateops.storage import copies
-from stateops.checkpoints.operators import operator_meta
+from stateops.checkpoints.operators import describe
 from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
@@ -194,7 +194,7 @@ def check_switch(target: JobTarget, to_store: str) -> None:
 def _joins(checkpoint: str) -> list[int]:
     opened = Checkpoint(checkpoint)
     return [op for op in opened.operator_ids()
-            if (meta := operator_meta(opened, op)) is not None and meta.operator_name == JOIN]
+            if (meta := describe(opened, op)) is not None and meta.operator_name == JOIN]
 
 
 def _store_text(checkpoint: Checkpoint) -> str | None:
