@@ -198,12 +198,16 @@ def test_bad_targets_are_clear_errors(spark, deep_audit_states, tmp_path):
         deep_audit(spark, str(tmp_path / "empty"))
     with pytest.raises(NotACheckpointError, match="batch 99 is not committed"):
         deep_audit(spark, deep_audit_states["cps"]["no_watermark"], batch_id=99)
-    # State that Spark's state-metadata does not list (its operator metadata gone) is never left out silently.
+    # State that Spark's state-metadata does not list (its operator metadata gone, as in a checkpoint Spark 3.5 wrote)
+    # is read from its schema files, as the state reader reads it; without those too it is refused, never left out.
     copy = str(tmp_path / "unlisted")
     shutil.copytree(deep_audit_states["cps"]["no_watermark"], copy)
     shutil.rmtree(os.path.join(copy, "state", "0", "_metadata"))
-    with pytest.raises(StateReadError, match=r"operator\(s\) \[0\] hold state under state/ but Spark's "
-                                             r"state-metadata lists none"):
+    [op] = deep_audit(spark, copy).operators
+    assert (op.operator_name, nonzero(op.rows_per_partition)) == ("stateStoreSave", oracle_rows(spark, copy))
+    shutil.rmtree(os.path.join(copy, "state", "0", "0", "_metadata"))
+    with pytest.raises(StateReadError, match=r"operator\(s\) \[0\] hold state under state/ but neither Spark's "
+                                             r"state-metadata nor their schema files describe them"):
         deep_audit(spark, copy)
 
 
