@@ -173,9 +173,9 @@ class Checkpoint:
         """File sources' logs: source index -> [(file path, source batch id)], in batch order."""
         return {index: sorted(((path, int(entry["batchId"])) for path, entry in self.source_log(index).items()),
                               key=lambda item: item[1])
-                for index in self.file_sources()}
+                for index in self.logged_sources()}
 
-    def file_sources(self) -> list[int]:
+    def logged_sources(self) -> list[int]:
         """The indexes of the sources that keep a log folder (`sources/<index>/`: the file source's log; a Kafka
         source's holds only its first offsets)."""
         return sorted(int(name) for name in names(self._join(SOURCES)) or () if name.isdigit())

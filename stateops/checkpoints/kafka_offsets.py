@@ -9,10 +9,10 @@ partitions and offsets. Brokers that cannot be asked refuse the plan too: an unv
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.storage import filesystem
 
@@ -119,15 +119,14 @@ def initial(checkpoint: str) -> dict[str, dict[str, int]]:
     """{topic: {partition: offset}} where the checkpoint's Kafka sources started: Spark's Kafka source writes the
     offsets it resolved `startingOffsets` to into `sources/<i>/0` (a NUL byte, `v1`, then the JSON) before the
     first batch, and never changes them. Empty for a checkpoint without a Kafka source."""
-    fs, root = filesystem(posixpath.join(checkpoint.rstrip("/"), "sources"))
     out: dict[str, dict[str, int]] = {}
-    if not fs.exists(root):
-        return out
-    for folder in fs.ls(root, detail=False):
-        first = posixpath.join(folder, "0")
-        if not posixpath.basename(folder.rstrip("/")).isdigit() or not fs.exists(first):
+    opened = Checkpoint(checkpoint)
+    for index in opened.logged_sources():
+        first = opened.source_log_files(index).get(0)
+        if first is None:
             continue
-        with fs.open(first, "rb") as handle:
+        fs, path = filesystem(first)
+        with fs.open(path, "rb") as handle:
             lines = handle.read().lstrip(b"\x00").decode("utf-8", "replace").splitlines()
         try:
             entry = json.loads(lines[-1]) if len(lines) > 1 and lines[0] == "v1" else None

@@ -28,7 +28,7 @@ class Misplaced(StateOpsError):
 def recorded_folders(checkpoint: str) -> set[str]:
     """The folders the checkpoint's file sources read their newest files from (as Spark names them)."""
     folders = set()
-    for index in Checkpoint(checkpoint).file_sources():
+    for index in Checkpoint(checkpoint).logged_sources():
         newest = Checkpoint(checkpoint).newest_source_log(index)
         if newest is not None:
             folders.update(path.rsplit("/", 1)[0] for path in logged_paths(read_text(newest)))
