@@ -1,6 +1,8 @@
 """The one place that starts and stops a job's queries, and reads the job's effective settings: a run is
 started (stateops.jobs.runtime.start), polled, stopped and settled (stateops.jobs.runtime.stop), its progress recorded as it comes
-(stateops.jobs.runtime.listener); this module holds the order and the run's result.
+(stateops.jobs.runtime.listener); this module holds the order and the run's result. A run's checks (placement, the
+query and its fit to the state, the progress gap) are made first as a plan (stateops.jobs.runtime.run_plan): a run
+refused there has retired, journaled and started nothing.
 
 A job runs as one query (checkpoint `checkpoints/<job>`: the job's transformation over its valid, watermarked input
 rows; refused before it starts unless it is a stateful streaming frame, stateops.jobs.runtime.plan). Its scan reads
@@ -40,25 +42,22 @@ from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import HeldLease
 from stateops.control.fence.writes import fence_run
 from stateops.delta import open_table
-from stateops.errors import StateOpsError
 from stateops.layout import Layout
-from stateops.checkpoints.placement import check_placement
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
 
 from stateops.jobs.definition.settings import effective_spec
-from stateops.jobs.definition.spec import JobSpec, check_output_columns
+from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.runtime import compatibility
 from stateops.jobs.runtime.deadletters import DeadLetterWriter
 from stateops.jobs.runtime.failures import QueryFailed, query_failed
 from stateops.jobs.runtime.listener import ProgressCallback, ProgressRecorder
-from stateops.jobs.runtime.plan import stateful_plan
 from stateops.jobs.runtime.retirement import retire_deadletter_query
 from stateops.jobs.runtime.result import MODES, RunResult
-from stateops.jobs.runtime.session import DELTA_WRITER_CONF, session_of, state_rows_tracked
+from stateops.jobs.runtime.run_plan import ProgressGap, plan_run
+from stateops.jobs.runtime.session import session_of, state_rows_tracked
 from stateops.jobs.runtime.sink import DeltaSink
-from stateops.jobs.runtime.sources import collector
-from stateops.jobs.runtime.start import ensure_landing, start_query, state_conf, stateful_frame
+from stateops.jobs.runtime.start import ensure_landing, start_query, state_conf
 from stateops.jobs.runtime.stop import poll, stop_and_settle
 
 log = logging.getLogger(__name__)
@@ -139,22 +138,19 @@ def _retrying(layout: Layout, job: str, lease: HeldLease, run_id: str, failed: Q
 def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: HeldLease, *, mode: str, run_id: str,
                  max_seconds: float | None, poll_seconds: float, dry_run: bool, grace_seconds: float,
                  flush: progress_table.FlushSettings, on_progress: ProgressCallback | None) -> RunResult:
-    """Start (stateops.jobs.runtime.start), poll until done or stopped, stop and settle (stateops.jobs.runtime.stop)."""
+    """The run's checks first as a plan (stateops.jobs.runtime.run_plan), then acted on: start
+    (stateops.jobs.runtime.start), poll until done or stopped, stop and settle (stateops.jobs.runtime.stop)."""
     ensure_landing(spec, layout)
-    use_jvm = spark.conf.get(DELTA_WRITER_CONF, "delta-rs") == "spark"  # the session factory sets it
-    checkpoint = spec.checkpoint_path(layout)
-    check_placement(spec.name, [checkpoint], [i.landing(layout) for i in spec.inputs] if
-                    spec.source == "json" else [], spec.sink_path(layout),
-                    by_runbook=lease.lease.runbook_id is not None)
-    sink = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, use_jvm=use_jvm,
+    planned = plan_run(spark, spec, layout, by_runbook=lease.lease.runbook_id is not None, dry_run=dry_run)
+    fit = _require_fit(spec, layout, planned.fit, run_id, lease)
+    checkpoint, plan = planned.checkpoint, planned.stateful
+    sink = DeltaSink(spec.name, spec.sink_path(layout), checkpoint, spec.merge_keys, use_jvm=planned.use_jvm,
                      sink=sink_state(layout, spec.name), row_key=spec.idempotent_key,
                      time_column=spec.output_time_column)
-    # a dry run changes nothing: an old dead-letter query stays for the next real run to retire
-    judged = None if dry_run else retire_deadletter_query(spark, spec, layout, run_id=run_id, lease=lease)
-    deadletters = DeadLetterWriter(spark, spec.name, layout.deadletter_table(spec.name),
-                                   {inp.name: collector(spark) for inp in spec.inputs}, sink.app_id, use_jvm=use_jvm,
-                                   judged=judged)
-    gap = _note_progress_gaps(layout, spec.name, run_id, checkpoint)
+    judged = retire_deadletter_query(spark, spec, layout, run_id=run_id, lease=lease) if planned.retire else None
+    deadletters = DeadLetterWriter(spark, spec.name, layout.deadletter_table(spec.name), planned.collectors,
+                                   sink.app_id, use_jvm=planned.use_jvm, judged=judged)
+    gap = _note_progress_gap(layout, spec.name, run_id, planned.gap)
     recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name}, flush,
                                 rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
     spark.streams.addListener(recorder)
@@ -165,11 +161,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                           [checkpoint, sink.table_uri, deadletters.table_uri], silence=recorder.silence,
                           stop=lambda: [query.stop() for query in list(queries) if query.isActive])
     started = time.monotonic()
+    frame = planned.frame
     try:
-        frame = stateful_frame(spark, spec, layout, deadletters.collectors)
-        plan = stateful_plan(frame, spec)
-        check_output_columns(spec, frame.columns)
-        fit = _require_fit(spark, spec, layout, frame, run_id, lease)
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
@@ -201,12 +194,11 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
     return replace(result, stop_reason=stopped.reason, hard_stopped=stopped.interrupted, progress_gap_batches=gap)
 
 
-def _require_fit(spark: SparkSession, spec: JobSpec, layout: Layout, frame, run_id: str,
+def _require_fit(spec: JobSpec, layout: Layout, fit: compatibility.StateFit, run_id: str,
                  lease: HeldLease) -> compatibility.StateFit:
-    """Refuse the run before a query starts when the query no longer fits its checkpoint's state
+    """Refuse the run before anything is done when the query no longer fits its checkpoint's state
     (stateops.jobs.runtime.compatibility), journaled as `state_check`/`refused` so the health sensor alerts
     instead of restarting it; a check that cannot decide leaves it to Spark's first batch."""
-    fit = compatibility.check_state(spark, spec, layout, frame)
     if fit.status == compatibility.UNDECIDED:
         log.warning("%s", fit.line)
     if fit.status != compatibility.REFUSED:
@@ -244,22 +236,18 @@ def _planned(checkpoint: str) -> int:
         return -1
 
 
-def _note_progress_gaps(layout: Layout, job: str, run_id: str, path: str) -> int:
+def _note_progress_gap(layout: Layout, job: str, run_id: str, gap: ProgressGap | None) -> int:
     """Batches an earlier run committed without a progress row (its buffer was lost in a crash, or could not
     be written): logged, journaled as `progress_gap` in `actions`, and counted in the run result."""
-    try:
-        checkpoint = Checkpoint.open(path)
-        latest, query_id = checkpoint.latest_committed_batch(), checkpoint.query_id()
-    except (StateOpsError, OSError, ValueError, KeyError):
-        return 0  # a new checkpoint: nothing committed before this run
-    gap = progress_table.unrecorded_batches(layout, query_id, latest)
-    if gap:
-        log.warning("%s: batches %d..%d of %s have no progress row (an earlier run ended before writing them)",
-                    job, gap[0], gap[-1], path)
-        actions.record(layout, job, "progress_gap", "noted", actor=control.default_actor(), run_id=run_id,
-                       details={"checkpoint": path, "query_id": query_id, "first_batch": gap[0],
-                                "last_batch": gap[-1], "batches": len(gap)})
-    return len(gap)
+    if gap is None:
+        return 0
+    first, last = gap.batches[0], gap.batches[-1]
+    log.warning("%s: batches %d..%d of %s have no progress row (an earlier run ended before writing them)",
+                job, first, last, gap.checkpoint)
+    actions.record(layout, job, "progress_gap", "noted", actor=control.default_actor(), run_id=run_id,
+                   details={"checkpoint": gap.checkpoint, "query_id": gap.query_id, "first_batch": first,
+                            "last_batch": last, "batches": len(gap.batches)})
+    return len(gap.batches)
 
 
 def _result(spec: JobSpec, layout: Layout, run_id: str, main: StreamingQuery, recorder: ProgressRecorder,

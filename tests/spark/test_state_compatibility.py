@@ -188,6 +188,28 @@ def _refused_with_nothing_written(layout: Layout, config: str, error_class: str,
     return report
 
 
+def test_a_run_its_state_check_refuses_has_retired_nothing(spark, layout, tmp_path, importable):
+    """A run's checks come first, as a plan (stateops.jobs.runtime.run_plan): a query that no longer fits its state
+    is refused before the run retires an old dead-letter query (its checkpoint stays byte for byte, no retirement
+    journaled); the next run of the query that fits retires it."""
+    from stateops.jobs.definition.environment import Environment
+    from tests.support.legacy_homes import run_deadletter_query
+    from tests.support.trees import file_hashes
+
+    clicks = _clicks(layout, tmp_path, importable)
+    run_deadletter_query(spark, Environment.from_env(layout=layout, config_path=clicks("by_user")).catalog.job(JOB),
+                         layout)
+    legacy = layout.deadletter_checkpoint(JOB)
+    before = file_hashes(legacy)
+    refused = _cli(layout, clicks("by_action"), "jobs", "run", JOB)
+    assert refused.exit_code == 2 and "STATE_KEY_COLUMNS_CHANGED" in refused.output, refused.output
+    assert file_hashes(legacy) == before and not actions.read(layout, JOB, "deadletter_retired")
+    fits = _cli(layout, clicks("by_user"), "jobs", "run", JOB)
+    assert fits.exit_code == 0, fits.output
+    assert not os.path.exists(legacy) and [r["phase"] for r in actions.read(layout, JOB, "deadletter_retired")] == [
+        "done"]
+
+
 def test_a_changed_aggregation_key_is_refused_before_the_run_and_the_rebuild_gives_the_new_query(spark, layout,
                                                                                                    tmp_path,
                                                                                                    importable):
