@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from stateops.errors import StateOpsError
 from stateops.checkpoints import source_log
 from stateops.checkpoints.source_log import SOURCES
-from stateops.storage import exists, filesystem, find_files, is_dir, names, read_text
+from stateops.storage import exists, filesystem, find_files, is_dir, names, read_text, remove, write_text
 
 OFFSETS, COMMITS, STATE, METADATA = "offsets", "commits", "state", "_metadata"
 SCHEMA = "schema"  # a store's schema file (format v2) in `<store folder>/_metadata/`
@@ -142,22 +142,16 @@ class Checkpoint:
     def write_planned_batch(self, batch_id: int, metadata: str) -> None:
         """An offset file with the batch's metadata and no source offsets: a scratch copy's restart point, planned
         and never run (Spark reads the metadata's confs; transformWithState reads up to the log's end)."""
-        fs, path = filesystem(self._join(OFFSETS, str(batch_id)))
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        with fs.open(path, "w") as handle:
-            handle.write(f"v1\n{metadata}\n")
+        write_text(self._join(OFFSETS, str(batch_id)), f"v1\n{metadata}\n")
 
     def write_batch_metadata(self, batch_id: int, metadata: dict) -> None:
         """Replace a batch's metadata line in its offset file, the rest as it was, and drop its Hadoop checksum
         (Spark checks a .crc against the file when one is there, and rewrites none)."""
-        lines = read_text(self._join(OFFSETS, str(batch_id))).split("\n")
+        path = self._join(OFFSETS, str(batch_id))
+        lines = read_text(path).split("\n")
         lines[1] = json.dumps(metadata, separators=(",", ":"))
-        fs, path = filesystem(self._join(OFFSETS, str(batch_id)))
-        crc = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.crc")
-        if fs.exists(crc):
-            fs.rm(crc)
-        with fs.open(path, "w") as handle:
-            handle.write("\n".join(lines))
+        remove(self._join(OFFSETS, f".{batch_id}.crc"))
+        write_text(path, "\n".join(lines))
 
     def source_offsets(self, batch_id: int) -> list[dict | None]:
         """One offset per source for a batch (file sources: {"logOffset": n}); None where unreadable."""

@@ -44,7 +44,6 @@ class OperatorMeta:
     properties: dict | None = None  # transformWithState: state variables
     prefix_columns: Mapping[str, int] = field(default_factory=dict)  # store -> the key's leading columns it
     # scans by (numColsPrefixKey: session windows), for stores that have any
-    from_files: bool = False  # read from the store folders and schema files (no operator metadata: before Spark 4.0)
 
 
 def files_by_store(checkpoint: Checkpoint, files: list[StateFile] | None = None) -> dict[tuple[int, str], StoreFiles]:
@@ -140,10 +139,10 @@ def _from_files(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | None
     if name is None:
         return None
     partitions = len([n for n in names(posixpath.join(checkpoint.state_root, str(operator_id))) or () if n.isdigit()])
-    return OperatorMeta(operator_id, name, tuple((store, partitions) for store in stores), from_files=True)
+    return OperatorMeta(operator_id, name, tuple((store, partitions) for store in stores))
 
 
 def describe(checkpoint: Checkpoint, operator_id: int) -> OperatorMeta | None:
     """An operator as Spark's operator metadata records it, or, where there is none (a checkpoint written before
-    Spark 4.0), as its store folders and schema files show it (`from_files`); None when neither tells."""
+    Spark 4.0), as its store folders and schema files show it; None when neither tells."""
     return operator_meta(checkpoint, operator_id) or _from_files(checkpoint, operator_id)

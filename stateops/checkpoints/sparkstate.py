@@ -50,8 +50,8 @@ def reading_format(spark, checkpoint_format: int) -> Iterator[None]:
 @dataclass(frozen=True)
 class ListedStore:
     """One store of a checkpoint, as a row of Spark's `state-metadata` gives it, or as the store's folders and schema
-    files give it where Spark lists none of its operator (a checkpoint written before Spark 4.0: `from_files`, its
-    batch range the versions on disk)."""
+    files give it where Spark lists none of its operator (a checkpoint written before Spark 4.0: its batch range the
+    versions on disk)."""
 
     operator_id: int
     operator_name: str
@@ -60,7 +60,6 @@ class ListedStore:
     min_batch_id: int | None
     max_batch_id: int | None
     properties: str | None
-    from_files: bool = False
 
 
 def listed_stores(spark, checkpoint: Checkpoint, batch_id: int | None = None) -> tuple[list[ListedStore], list[int]]:
@@ -83,8 +82,7 @@ def listed_stores(spark, checkpoint: Checkpoint, batch_id: int | None = None) ->
             files = on_disk.get((op, store))
             low, high = (files.min_version, files.max_version) if files else (None, None)
             found.append(ListedStore(op, meta.operator_name, store, partitions,
-                                     None if low is None else low - 1, None if high is None else high - 1, None,
-                                     from_files=True))
+                                     None if low is None else low - 1, None if high is None else high - 1, None))
     return found, undescribed
 
 
