@@ -30,7 +30,7 @@ from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
 from stateops.delta import open_table
 from stateops.errors import StateOpsError
-from stateops.storage import filesystem
+from stateops.storage import read_text
 from stateops.layout import Layout
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -107,28 +107,22 @@ class Commit:
     transactions: tuple[tuple[str, int], ...]  # (app id, batch id)
 
 
-def _log_dir(uri: str) -> tuple[Any, str]:
-    fs, path = filesystem(posixpath.join(uri.rstrip("/"), "_delta_log"))
-    return fs, path
-
-
 def read_commit(uri: str, version: int) -> Commit | None:
     """One commit of the Delta log, or None when its JSON file is no longer retained."""
-    fs, path = _log_dir(uri)
-    name = posixpath.join(path, f"{version:020d}.json")
-    if not fs.exists(name):
+    try:
+        text = read_text(posixpath.join(uri.rstrip("/"), "_delta_log", f"{version:020d}.json"))
+    except FileNotFoundError:
         return None
     operation, parameters, txns = None, {}, []
-    with fs.open(name, "r") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            action = json.loads(line)
-            if "commitInfo" in action:
-                operation = action["commitInfo"].get("operation")
-                parameters = action["commitInfo"].get("operationParameters") or {}
-            elif "txn" in action:
-                txns.append((action["txn"]["appId"], int(action["txn"]["version"])))
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "commitInfo" in action:
+            operation = action["commitInfo"].get("operation")
+            parameters = action["commitInfo"].get("operationParameters") or {}
+        elif "txn" in action:
+            txns.append((action["txn"]["appId"], int(action["txn"]["version"])))
     return Commit(version, operation, parameters, tuple(txns))
 
 

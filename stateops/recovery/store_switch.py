@@ -35,7 +35,8 @@ from stateops.checkpoints.operators import operator_meta
 from stateops.checkpoints.checkpoint import Checkpoint, store_dir
 from stateops.faults import fault_point
 from stateops.checkpoints.profile import JOIN
-from stateops.storage import filesystem
+from stateops.storage import exists, files_under, move_file, names, read_text, write_text
+from stateops.storage.copies import remove_tree
 
 SCRATCH = "state.switch"
 COMPLETE = "_COMPLETE"
@@ -154,48 +155,39 @@ def write(checkpoint: str, switch: SwitchPlan, writer: Writer) -> dict[str, list
     """Part 1: every store into the scratch folder at the switched version, then the marker; the rows written per
     store ("<operator>/<store>") and partition. A complete scratch is kept as it is."""
     scratch = posixpath.join(checkpoint.rstrip("/"), SCRATCH)
-    fs, root = filesystem(scratch)
-    marker = posixpath.join(root, COMPLETE)
-    if fs.exists(marker):
-        with fs.open(marker, "r") as handle:
-            return json.loads(handle.read())["rows"]
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
+    marker = posixpath.join(scratch, COMPLETE)
+    if exists(marker):
+        return json.loads(read_text(marker))["rows"]
+    remove_tree(scratch)
     provider = state_store.STORES[switch.target]
     rows = {}
     for n, store in enumerate(switch.stores):
         rows[f"{store.operator_id}/{store.store_name}"] = writer(checkpoint, switch.batch, store, provider,
                                                                  switch.version, scratch)
         fault_point("switch.part", job=_job(checkpoint), part="write", n=n)
-    with fs.open(marker, "w") as handle:
-        handle.write(json.dumps({"switch": switch.to_dict(), "rows": rows}, sort_keys=True))
+    write_text(marker, json.dumps({"switch": switch.to_dict(), "rows": rows}, sort_keys=True))
     return rows
 
 
 def swap(checkpoint: str, switch: SwitchPlan) -> int:
     """Part 2: each store folder's source-provider files out, the scratch's in; the files moved."""
     base = checkpoint.rstrip("/")
-    fs, _ = filesystem(base)
     moved = 0
     for store in switch.stores:
         for partition in range(store.partitions):
-            new = filesystem(_store_folder(posixpath.join(base, SCRATCH), store, partition))[1]
-            if not fs.exists(new):
+            new = _store_folder(posixpath.join(base, SCRATCH), store, partition)
+            if not exists(new):
                 continue  # moved by an earlier attempt
-            old = filesystem(Checkpoint(checkpoint).state_dir(store.operator_id, partition, store.store_name))[1]
-            for entry in fs.ls(old, detail=False) if fs.exists(old) else []:
-                if _provider_files(posixpath.basename(entry.rstrip("/")), switch.source):
-                    fs.rm(entry, recursive=True)
+            old = Checkpoint(checkpoint).state_dir(store.operator_id, partition, store.store_name)
+            for name in names(old) or []:
+                if _provider_files(name, switch.source):
+                    remove_tree(posixpath.join(old, name))
             fault_point("switch.part", job=_job(checkpoint), part="cleared", n=moved)
-            for path in sorted(fs.find(new)):
-                if path.endswith("/"):
-                    continue  # an object store's folder marker
-                dest = posixpath.join(old, posixpath.relpath(path, new))
-                fs.makedirs(posixpath.dirname(dest), exist_ok=True)
-                fs.mv(path, dest)
+            for rel in sorted(files_under(new)):
+                move_file(posixpath.join(new, rel), posixpath.join(old, rel))
                 moved += 1
                 fault_point("switch.part", job=_job(checkpoint), part="moved", n=moved)
-            fs.rm(new, recursive=True)
+            remove_tree(new)
     return moved
 
 
@@ -217,14 +209,12 @@ def record(checkpoint: str, switch: SwitchPlan) -> list[int]:
 
 def apply(checkpoint: str, switch: SwitchPlan, writer: Writer) -> dict:
     """The whole switch, resumable (the module doc): what each part did."""
-    scratch_fs, scratch = filesystem(posixpath.join(checkpoint.rstrip("/"), SCRATCH))
     done = {"rows": None, "files_moved": 0, "offsets_rewritten": []}
     if not recorded(checkpoint, switch):
         done["rows"] = write(checkpoint, switch, writer)
         done["files_moved"] = swap(checkpoint, switch)
         done["offsets_rewritten"] = record(checkpoint, switch)
-    if scratch_fs.exists(scratch):
-        scratch_fs.rm(scratch, recursive=True)
+    remove_tree(posixpath.join(checkpoint.rstrip("/"), SCRATCH))
     return done
 
 

@@ -41,7 +41,7 @@ from stateops.layout import Layout
 from stateops.checkpoints.archive import CHECKPOINT, MANIFEST
 from stateops.checkpoints.source_log import SOURCE_LOG, checkpoint_of, logged_paths, spark_form
 from stateops.runbooks import Journal, Step, StepEvent, run_steps
-from stateops.storage import exists, filesystem, find_files
+from stateops.storage import exists, files_under, names, read_text, write_text
 from stateops.storage.aws import storage_options
 from stateops.storage.copies import copy_file, digest, remove_tree
 
@@ -170,19 +170,14 @@ class Move:
         return {"files": progress.done_files, "bytes": progress.done_bytes}
 
     def _write_rewritten(self, rel: str, source: str, dest: str) -> None:
-        src_fs, src = filesystem(source)
-        dst_fs, dst = filesystem(dest)
-        with src_fs.open(src, "r") as handle:
-            text = handle.read()
+        text = read_text(source)
         if SOURCE_LOG.search(rel):
             text = self._source_log(text)
         elif rel.endswith(".jsonl"):
             text = "\n".join(rewrite_text(line, self.mapping) if line.strip() else line for line in text.split("\n"))
         else:
             text = rewrite_text(text, self.mapping)
-        dst_fs.makedirs(posixpath.dirname(dst), exist_ok=True)
-        with dst_fs.open(dst, "w") as handle:
-            handle.write(text)
+        write_text(dest, text)
 
     def _source_log(self, text: str) -> str:
         """The file source's log rewritten; another source's log (Kafka's initial offsets) is left as it is."""
@@ -226,11 +221,10 @@ class Move:
             by_manifest.setdefault(f"{head}/{MANIFEST}", []).append(inside)
         for manifest_rel, inside in by_manifest.items():
             path = posixpath.join(self.plan.new, manifest_rel)
-            fs, p = filesystem(path)
-            if not fs.exists(p):
+            try:
+                found = json.loads(read_text(path))
+            except FileNotFoundError:
                 continue
-            with fs.open(p, "r") as handle:
-                found = json.load(handle)
             entries = {entry["path"]: entry for entry in found.get("files", [])}
             for rel in inside:
                 if rel in entries:
@@ -238,8 +232,7 @@ class Move:
                                                       rel))
                     entries[rel].update(size=size, sha256=sha)
             self.journal.ensure_held(REWRITE)
-            with fs.open(p, "w") as handle:
-                json.dump(found, handle, indent=1, sort_keys=True)
+            write_text(path, json.dumps(found, indent=1, sort_keys=True))
             changed += 1
         return changed
 
@@ -309,25 +302,16 @@ class Move:
 
 def _names(folder: str, folders: bool = False) -> list[str]:
     """The names of the files (or the folders) in `folder`."""
-    fs, path = filesystem(folder)
-    try:
-        found = fs.ls(path, detail=True)
-    except FileNotFoundError:
-        return []
-    return sorted(posixpath.basename(info["name"].rstrip("/")) for info in found
-                  if (info["type"] == "directory") == folders)
+    return sorted(names(folder, folders=folders) or [])
 
 
 def _source_logs(home: str) -> dict[str, set[str]]:
     """checkpoint (relative to the home) -> every path its file source logs name."""
-    fs, base = filesystem(home)
-    base = base.rstrip("/")
     recorded: dict[str, set[str]] = {}
-    for path in find_files(fs, posixpath.join(base, "checkpoints")):
-        checkpoint = checkpoint_of(path[len(base) + 1:])
-        if checkpoint is None:
-            continue
-        with fs.open(path, "r") as handle:
-            recorded.setdefault(checkpoint, set()).update(logged_paths(handle.read()))
+    for rel in files_under(posixpath.join(home, "checkpoints")):
+        checkpoint = checkpoint_of(posixpath.join("checkpoints", rel))
+        if checkpoint is not None:
+            text = read_text(posixpath.join(home.rstrip("/"), "checkpoints", rel))
+            recorded.setdefault(checkpoint, set()).update(logged_paths(text))
     return recorded
 

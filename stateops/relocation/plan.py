@@ -25,7 +25,7 @@ from typing import Any
 
 from stateops.errors import StateOpsError
 from stateops.layout import Layout, Part, part_of
-from stateops.storage import LOCAL, S3, filesystem, find_files, is_url, kind
+from stateops.storage import LOCAL, S3, files_under, is_url, kind, read_bytes
 
 from stateops.checkpoints.source_log import SOURCE_LOG
 from stateops.relocation.rewrite import JSON_COLUMNS, PATH_COLUMNS
@@ -182,14 +182,13 @@ def _tables(files: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _read_rate(fs, paths: list[tuple[str, int]]) -> float | None:
+def _read_rate(paths: list[tuple[str, int]]) -> float | None:
     """Bytes per second reading up to RATE_SAMPLE_BYTES of the largest files (a read only)."""
     budget, read, started = RATE_SAMPLE_BYTES, 0, time.perf_counter()
     for path, _size in sorted(paths, key=lambda item: -item[1]):
         if budget <= 0:
             break
-        with fs.open(path, "rb") as handle:
-            chunk = handle.read(min(budget, 4 << 20))
+        chunk = read_bytes(path, min(budget, 4 << 20))
         read += len(chunk)
         budget -= len(chunk)
     elapsed = time.perf_counter() - started
@@ -199,11 +198,8 @@ def _read_rate(fs, paths: list[tuple[str, int]]) -> float | None:
 def _destination_in_use(old: str, new: str) -> str | None:
     """Why `new` cannot receive the home: it holds files, and none of them is this move's own (its journal, its
     lock: a move stopped half-way is resumed)."""
-    fs, base = filesystem(new)
-    if not fs.exists(base):
-        return None
-    files = [path for path in find_files(fs, base) if not path.endswith("/")]
-    ours = filesystem(Layout(new).move_dir(move_id(old, new)))[1].rstrip("/") + "/"
+    files = list(files_under(new))
+    ours = posixpath.relpath(Layout(new).move_dir(move_id(old, new)), new) + "/"
     if files and not any(path.startswith(ours) for path in files):
         return (f"{new} holds {len(files)} files already: a home moves into an empty folder or prefix. Fix: choose "
                 "another, or empty it")
@@ -228,10 +224,8 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     refusals += [f"job {job}: its checkpoint or archives are configured outside the home; a home move takes "
                  "the home only. Fix: move them into the home first, or leave the job's setting pointing there"
                  for job in outside]
-    fs, base = filesystem(old)
-    listed = find_files(fs, base)
-    everything = sorted((posixpath.relpath(path, base.rstrip("/")), int(info.get("size") or 0), path)
-                        for path, info in listed.items() if not path.endswith("/"))
+    everything = sorted((rel, int(info.get("size") or 0), posixpath.join(old, rel))
+                        for rel, info in files_under(old).items())
     rewrites: dict[Rewrite, list[str]] = {Rewrite.SOURCE_LOGS: [], Rewrite.JSON_RECORDS: []}
     for rel, _size, _path in everything:
         found = _rewrite_kind(rel)
@@ -255,6 +249,6 @@ def make_plan(layout: Layout, new: str, running: list[str], outside: list[str], 
     rewrites[Rewrite.OPS_TABLE_COLUMNS] = [table for table in tables if part_of(f"{table}/_delta_log") in
                                            {(Part.OPS_TABLE, name) for name in {**PATH_COLUMNS, **JSON_COLUMNS}}]
     plan = MovePlan(move_id(old, new), old, new, files, rewrites, tables, skipped, running, refusals,
-                    _read_rate(fs, [(path, size) for _rel, size, path in everything]),
+                    _read_rate([(path, size) for _rel, size, path in everything]),
                     [PartSize(root, name, count, total) for (root, name), (count, total) in sorted(parts.items())])
     return plan

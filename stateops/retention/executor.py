@@ -24,7 +24,8 @@ from typing import Any, Callable
 from stateops import actions
 from stateops.durations import parse_seconds
 from stateops.errors import StateOpsError, first_line
-from stateops.storage import filesystem
+from stateops.storage import remove_all
+from stateops.storage.copies import remove_tree
 from stateops.checkpoints import restart
 from stateops.retention import lock, tables
 from stateops.retention.admission import Admission
@@ -50,12 +51,6 @@ def _gone(before: Tree, after: Tree) -> tuple[int, int]:
 
 def _written(before: Tree, after: Tree) -> int:
     return sum(e.size for rel, e in after.files.items() if rel not in before.files)
-
-
-def _rm(paths: list[str]) -> None:
-    if paths:
-        fs, _ = filesystem(paths[0])
-        fs.rm([filesystem(p)[1] for p in paths])
 
 
 class Executor:
@@ -107,7 +102,7 @@ class Executor:
         planned = dict(item.paths)
         ok = [rel for rel, size in planned.items() if rel in allowed and rel in tree.files and tree.files[rel].size == size]
         before = tree
-        _rm([tree.path(rel) for rel in ok])
+        remove_all([tree.path(rel) for rel in ok])
         freed, removed = _gone(before, Tree.list(item.target))
         kept = len(planned) - len(ok)
         return ItemResult(item.item_id, item.rule, item.target, "done" if not kept else "partial", freed, removed,
@@ -146,8 +141,7 @@ class Executor:
                 raise Refused(f"{item.target} was modified since the plan")
         if item.action == ARCHIVE_TREE:
             self.archive(item.target, item.details["destination"], item.details)
-        fs, path = filesystem(item.target)
-        fs.rm(path, recursive=True)
+        remove_tree(item.target)
         freed, removed = _gone(tree, Tree.list(item.target))
         if item.action == ARCHIVE_TREE:  # moved into the archive, not freed
             return ItemResult(item.item_id, item.rule, item.target, "done",

@@ -17,13 +17,13 @@ from stateops.storage.aws import s3a_conf, storage_options
 from stateops.storage.backends import can_lock, entry_log_at, lock_at, records_at
 from stateops.storage.failures import StorageFailure
 from stateops.storage.locks import SUPPORTED, Lock, LockBusy, LockLost, UnsupportedStorageError, describe
-from stateops.storage.paths import (LOCAL, OTHER, S3, absolute, append_text, comparable, exists, filesystem, find_files,
-                                   is_dir, is_url, kind, local_path, makedirs, names, one_store, read_text, remove,
-                                   write_bytes, write_text)
+from stateops.storage.paths import (LOCAL, OTHER, S3, absolute, append_text, comparable, exists, files_under,
+                                   filesystem, find_files, is_dir, is_url, kind, local_path, makedirs, move_file,
+                                   names, one_store, read_bytes, read_text, remove, remove_all, write_bytes, write_text)
 from stateops.storage.records import EntryLog, Records, parse_record, render_record
 
 __all__ = ["EntryLog", "LOCAL", "Lock", "LockBusy", "LockLost", "OTHER", "Records", "S3", "SUPPORTED", "StorageFailure",
            "UnsupportedStorageError", "absolute", "append_text", "can_lock", "comparable", "describe", "entry_log_at",
-           "exists", "filesystem", "find_files", "is_dir", "is_url", "kind", "local_path", "lock_at", "makedirs", "names",
-           "one_store", "parse_record", "read_text", "records_at", "remove", "render_record", "s3a_conf",
-           "storage_options", "write_bytes", "write_text"]
+           "exists", "files_under", "filesystem", "find_files", "is_dir", "is_url", "kind", "local_path", "lock_at",
+           "makedirs", "move_file", "names", "one_store", "parse_record", "read_bytes", "read_text", "records_at", "remove",
+           "remove_all", "render_record", "s3a_conf", "storage_options", "write_bytes", "write_text"]

@@ -127,6 +127,13 @@ def read_text(path: str) -> str:
         return handle.read()
 
 
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The file at `path` as bytes, its first `limit` bytes only when given (FileNotFoundError when absent)."""
+    fs, p = filesystem(path)
+    with fs.open(p, "rb") as handle:
+        return handle.read() if limit is None else handle.read(limit)
+
+
 def makedirs(path: str) -> None:
     """The folder `path` and its parents (an object store has no folders: nothing to do there but what fsspec does)."""
     fs, p = filesystem(path)
@@ -177,19 +184,49 @@ def remove(path: str) -> bool:
     return True
 
 
-def names(path: str) -> list[str] | None:
-    """The names of the entries of folder `path` (not their paths), None when there is no such folder. On local
-    disk one os.listdir, where fsspec's local `ls` stats the folder and normalizes every entry's path: a sensor
-    tick lists the commit log of every job's checkpoint, and at 1,000 jobs those listings were most of it."""
+def remove_all(paths: list[str]) -> None:
+    """Remove the files at `paths` (all on one store) in one call: on an object store a batched delete, not a
+    request per file (retention removes thousands of a checkpoint's old files at once)."""
+    if paths:
+        fs, _ = filesystem(paths[0])
+        fs.rm([filesystem(p)[1] for p in paths])
+
+
+def move_file(source: str, dest: str) -> None:
+    """Move the file at `source` to `dest` on the same store (its folder made first): a rename on local disk, a
+    server-side copy and a delete on an object store."""
+    fs, src = filesystem(source)
+    dst = filesystem(dest)[1]
+    fs.makedirs(posixpath.dirname(dst), exist_ok=True)
+    fs.mv(src, dst)
+
+
+def names(path: str, *, folders: bool | None = None) -> list[str] | None:
+    """The names of the entries of folder `path` (not their paths), None when there is no such folder; `folders`:
+    only its folders (True) or only its files (False), from the same one listing. On local disk one os.listdir
+    (os.scandir when filtered), where fsspec's local `ls` stats the folder and normalizes every entry's path: a
+    sensor tick lists the commit log of every job's checkpoint, and at 1,000 jobs those listings were most of it."""
     if _plain_local(path):
         try:
-            return os.listdir(_os_path(path))
+            if folders is None:
+                return os.listdir(_os_path(path))
+            with os.scandir(_os_path(path)) as entries:
+                return [entry.name for entry in entries if entry.is_dir() == folders]
         except (FileNotFoundError, NotADirectoryError):
             return None
     fs, p = filesystem(path)
     if not fs.isdir(p):
         return None
-    return [posixpath.basename(entry.rstrip("/")) for entry in fs.ls(p, detail=False)]
+    return [posixpath.basename(info["name"].rstrip("/")) for info in fs.ls(p, detail=True)
+            if folders is None or (info["type"] == "directory") == folders]
+
+
+def files_under(path: str) -> dict[str, dict[str, Any]]:
+    """Every file under the folder `path` by its path relative to it, with its info (`size`, `mtime`); {} when
+    there is no such folder. Hidden files are included; an object store's empty folder markers are not files."""
+    fs, base = filesystem(path)
+    base = base.rstrip("/")
+    return {found[len(base) + 1:]: info for found, info in find_files(fs, base).items() if not found.endswith("/")}
 
 
 def find_files(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, dict[str, Any]]:

@@ -76,3 +76,30 @@ def test_the_layer_writes_whole_files_appends_and_removes(tmp_path):
     assert remove(str(target)) is True and not target.exists() and remove(str(target)) is False
     makedirs(str(tmp_path / "x" / "y"))
     assert (tmp_path / "x" / "y").is_dir()
+
+
+def test_the_layer_lists_reads_heads_moves_and_removes_in_bulk(tmp_path):
+    """names filtered to folders or files (the plain path's scandir and the file:// URL's fsspec listing agree),
+    files_under by relative path with sizes (hidden files included), read_bytes with a limit, move_file into a new
+    folder, remove_all of several files in one call; checked with the file system's own reads."""
+    from stateops.storage import files_under, move_file, names, read_bytes, remove_all
+
+    (tmp_path / "t" / "sub" / "deep").mkdir(parents=True)
+    (tmp_path / "t" / "a.txt").write_text("abcdef")
+    (tmp_path / "t" / ".a.crc").write_text("x")
+    (tmp_path / "t" / "sub" / "deep" / "b").write_text("bb")
+    for form in (str(tmp_path / "t"), f"file://{tmp_path}/t"):
+        assert sorted(names(form, folders=True)) == ["sub"], form
+        assert sorted(names(form, folders=False)) == [".a.crc", "a.txt"], form
+        assert sorted(names(form)) == [".a.crc", "a.txt", "sub"], form
+    assert names(str(tmp_path / "absent"), folders=True) is None
+    found = files_under(str(tmp_path / "t"))
+    assert {rel: info["size"] for rel, info in found.items()} == {"a.txt": 6, ".a.crc": 1, "sub/deep/b": 2}
+    assert files_under(str(tmp_path / "absent")) == {}
+    assert read_bytes(str(tmp_path / "t" / "a.txt"), 3) == b"abc"
+    assert read_bytes(f"file://{tmp_path}/t/a.txt") == b"abcdef"
+    move_file(str(tmp_path / "t" / "a.txt"), str(tmp_path / "moved" / "in" / "a.txt"))
+    assert not (tmp_path / "t" / "a.txt").exists() and (tmp_path / "moved" / "in" / "a.txt").read_text() == "abcdef"
+    remove_all([str(tmp_path / "t" / ".a.crc"), str(tmp_path / "t" / "sub" / "deep" / "b")])
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file()) == []
+    remove_all([])
