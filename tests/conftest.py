@@ -186,18 +186,26 @@ HEAVIEST_FIRST = (
     "tests/e2e/test_install_ends.py",
     "tests/e2e/test_kafka_faults.py",
     "tests/e2e/test_dagster_project.py",
-    # the default run's longest
     "tests/spark/test_kafka_jobs.py",
     "tests/e2e/test_s3_home.py",
     "tests/e2e/test_fault_suite.py",
-    "tests/spark/test_jobs_oracle.py",
-    "tests/e2e/test_kill_restart.py",
     "tests/spark/test_retention.py",
+    # the default run's longest (2026-12-02)
+    "tests/spark/test_state_compatibility.py",
+    "tests/spark/test_audit_deep.py",
+    "tests/spark/test_adoption.py",
+    "tests/spark/test_line_parser.py",
+    "tests/spark/test_jobs_oracle.py",
+    "tests/spark/test_store_switch.py",
+    "tests/spark/test_recovery.py",
+    "tests/spark/test_audit_numbers.py",
+    "tests/e2e/test_storage_contract.py",
+    "tests/spark/test_sensors.py",
     "tests/e2e/test_home_move.py",
     "tests/e2e/test_dagster_assets.py",
-    "tests/spark/test_store_switch.py",
+    "tests/e2e/test_kill_restart.py",
+    "tests/spark/test_delta_engines.py",
     "tests/e2e/test_demo.py",
-    "tests/spark/test_audit_deep.py",
 )
 
 

@@ -134,6 +134,7 @@ def _observations(instance, run_id: str, key: list[str]) -> list[dict]:
             if e.dagster_event.asset_key.path == key]
 
 
+@pytest.mark.long  # the default run: a bounded materialization's observations per micro-batch (above), a continuous CLI run's lease (test_control_runner)
 def test_a_continuous_run_reports_each_batch_in_its_event_log_while_it_runs(layout, spark):
     """Read from the instance by another thread while the run goes on: one observation per micro-batch,
     before the run's materialization, with the batch's numbers (oracle: the landing files' line counts)."""

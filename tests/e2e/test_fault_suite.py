@@ -55,6 +55,7 @@ INPUT = GeneratorConfig(events=66 * FILES, files=FILES, users=120, late_share=0.
                         malformed_share=0.02, orders=10 * FILES, minutes_per_file=10, seed=41)
 
 
+@pytest.mark.long  # the default run: the deterministic kill between the Delta commit and commits/N (test_kill_restart), the store switch killed between any two writes (tests/unit/test_store_switch.py)
 def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp_path, record_property):
     homes = {job: Layout(str(tmp_path / job)) for job in COLUMNS}
     for layout in homes.values():
@@ -82,6 +83,8 @@ def test_kill_9_at_random_points_loses_nothing_and_duplicates_nothing(spark, tmp
 JOB = "user_activity"
 
 
+@pytest.mark.long  # the default run: a failed restart rolled back onto the archived state (test_recovery),
+# the archive's verification (tests/unit/test_recovery.py)
 def test_a_corrupted_state_file_is_found_by_the_audit_and_repaired_from_the_archive(spark, scenario, monkeypatch,
                                                                                    record_property):
     monkeypatch.setenv("STATEOPS_RECOVERY_VERIFY_BATCHES", "1")

@@ -31,6 +31,7 @@ JOB = "user_activity"
 STEPS = ["judged", "recorded", "archived"]
 
 
+@pytest.mark.long  # the default run: the retirement behind and ahead (test_deadletters), a refused run retiring nothing (test_state_compatibility)
 def test_a_retirement_killed_at_a_step_is_finished_by_the_next_run(spark, tmp_path):
     """Every step in the long tier, one at random in the default run."""
     for step in STEPS if FULL else [random.Random().choice(STEPS)]:

@@ -74,6 +74,7 @@ def test_an_archive_is_copied_by_the_server_and_its_manifest_sums_the_source_obj
     assert problems[1].startswith("offsets/1: 12 bytes sha256") and "manifest says" in problems[1]
 
 
+@pytest.mark.long  # the default run: the archive copied by the server with its manifest's sums (above); the copy's verification on local disk (test_recovery)
 def test_a_rename_on_s3_is_a_server_side_copy_verified_before_the_source_is_removed(s3_homes_client, s3_home_url,
                                                                                     tmp_path, s3_calls):
     s3, home, calls = s3_homes_client, s3_home_url, s3_calls

@@ -36,7 +36,10 @@ from tests.support.trees import object_hashes
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.usefixtures("s3_spark")]
 
 
-@pytest.mark.parametrize("job", ["user_activity", pytest.param("order_payments", marks=pytest.mark.long)])
+@pytest.mark.long  # the default run on the S3 API: the runbook's archive copied by the server, its journal read
+# back and resumed (test_runbook_s3), the locks and create-once records (test_storage_contract, test_control_s3,
+# test_retention_lock_s3); every job's oracle on files (test_jobs_oracle)
+@pytest.mark.parametrize("job", ["user_activity", "order_payments"])
 def test_a_job_on_s3_equals_its_oracle_and_a_second_run_is_refused(spark, s3_homes, s3_scenario, job, tmp_path):
     home, batches = s3_scenario(job)  # `job` run over S3_INPUT on the module's bucket
     spec = load_jobs()[job]

@@ -252,6 +252,7 @@ def test_a_plain_kafka_job_is_adopted_and_reads_only_the_records_it_had_not_read
     assert dead == kafka_oracle.rejected("events", new) and dead  # the new records' bad ones only
 
 
+@pytest.mark.long  # the default run: a plain job adopted and run on (above), the store switch on user_activity (test_store_switch)
 def test_an_adopted_job_on_the_default_store_is_switched_to_rocksdb_without_a_replay(spark, tmp_path):
     """The job users already have: a plain job on Spark's default (in-memory) store, adopted, then moved to RocksDB by
     `recover run --mode switch-store`: the state of its latest batch the same rows in RocksDB (Spark's reader), the

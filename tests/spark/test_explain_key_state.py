@@ -16,7 +16,9 @@ from stateops.jobs.definition.targets import explain_target
 from tests.support import oracle
 from tests.support.explain_homes import LATE_USER, LATE_USER_INPUT, LATE_USER_JOBS
 
-pytestmark = pytest.mark.spark
+# The long tier: explain-key's reasons on the join's generated cases and a real checkpoint are the default run's
+# (test_explain_key, test_explain_cli); a late row's reason on the other three jobs is this module's difference
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 JOBS = LATE_USER_JOBS
 # How long after its event time a row stays on time: a session stays open a gap after its last event.

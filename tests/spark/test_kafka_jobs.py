@@ -49,6 +49,7 @@ def _run(spark, tmp_path, broker: str, job: str, layout: Layout | None = None):
 
 
 
+@pytest.mark.long  # the default run: a job run on Kafka against the batch recomputation over Spark's own rows (test_line_parser's hostile Kafka values); the oracles on files (test_jobs_oracle)
 @spark_writer_in_long_tier("each_delta_writer")
 def test_user_activity_on_kafka_matches_the_oracle(spark, kafka_topics, kafka_user_activity, each_delta_writer,
                                                   tmp_path):
@@ -170,6 +171,8 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_pa
     assert got and got == engagement_oracle.engagement(batches)
 
 
+@pytest.mark.long  # the default run: the rewind's cut (tests/unit/test_recovery.py) and its refusals, a Kafka rebuild's
+# coverage (tests/unit/test_recovery_preflight.py), a rebuild on files (test_recovery)
 def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spark, kafka_topics, kafka_user_activity,
                                                                           tmp_path, monkeypatch):
     """`recover --mode rewind` to batch 1 restarts from the offsets offsets/1 recorded and reads the same records
@@ -259,6 +262,7 @@ def test_the_adjust_runbook_on_a_kafka_job_restarts_where_it_stopped(spark, kafk
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, delays)
 
 
+@pytest.mark.long  # the default run: the repartition plan and its refusals (tests/unit/test_recovery_preflight.py), the store matrix's offline repartition (test_store_matrix [format2_changelog])
 def test_the_repartition_runbook_on_a_kafka_job_moves_the_state_and_loses_nothing(spark, kafka_topics,
                                                                                     kafka_user_activity, tmp_path,
                                                                                     monkeypatch):
@@ -326,6 +330,7 @@ def test_the_store_switch_on_a_kafka_job_reads_on_from_the_offsets_it_recorded(s
     assert len(got) == len(set(got)) and set(got) == oracle.user_activity(batches, spec.watermark_seconds * 1000)
 
 
+@pytest.mark.long  # the default run: the plan's refusals on files (test_recovery); this needs the module's Kafka home
 def test_a_rewind_whose_records_kafka_deleted_is_refused_naming_them(spark, kafka_topics, kafka_user_activity,
                                                                      tmp_path):
     """Kafka's retention (here the admin API's delete_records) deleted records a rewind to batch 1 would replay:

@@ -205,6 +205,7 @@ def restart_checks(spark, history: Path, home: Path, policy: dict, restarts: boo
         _runs_a_batch(spark, home, job, floor)
 
 
+@pytest.mark.long  # the default run: every rule's refusals and a plan applied through Dagster (this module), retention on 3.5 checkpoints against the reader (test_spark35_checkpoints), the store matrix's history removed (test_store_matrix)
 def test_random_policies_keep_every_promised_restart(spark, retention_history, tmp_path, monkeypatch):
     history = retention_history
     rng = random.Random(20261122)
@@ -463,7 +464,7 @@ def test_dagster_retention_asset_plans_then_applies_when_configured(retention_ho
 
 # --- object store ---------------------------------------------------------------------------------------
 
-@pytest.mark.long  # the default run's retention on S3: tests/e2e/test_s3_home.py (plan, apply, the job restarts)
+@pytest.mark.long  # retention on S3 in the long tier too (tests/e2e/test_s3_home.py: plan, apply, the job restarts)
 def test_object_store_plan_and_apply_match_local_disk(retention_history, retention_s3_home, tmp_path, monkeypatch):
     """Inventory, plan and apply against S3 (moto on loopback) give the plan the same history gets on local
     disk, item for item; applying it leaves exactly the files the local apply leaves; the bytes the bucket
