@@ -141,9 +141,14 @@ class Layout:
         """A home move's own folder (journal, lock) in the home it moves to."""
         return self.folder(Part.MOVES, move_id)
 
-    def join_keys(self, job: str) -> str:
-        """The key columns of the job's stream-stream joins as its last run planned them (Spark's join state
-        names them field0, field1, ...; stateops.jobs.runtime.compatibility compares them)."""
+    def state_meaning(self, job: str) -> str:
+        """What the job's state means as its last run planned it, per stateful operator: the key columns of its
+        stream-stream joins (Spark's join state names them field0, field1, ...) and what produced each stored value
+        (Spark compares value schemas by position and type only); stateops.jobs.runtime.compatibility compares them."""
+        return _join(self.ops_dir(job), "state_meaning.json")
+
+    def legacy_join_keys(self, job: str) -> str:
+        """Where runs before the state meaning kept the join keys alone (read when `state_meaning` is absent)."""
         return _join(self.ops_dir(job), "join_keys.json")
 
     def archives(self, job: str) -> str:

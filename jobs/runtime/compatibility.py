@@ -15,6 +15,13 @@ Spark compares key schemas by position and type, not by name: a dedup key change
 another passes its check, and the old keys then mean something else (duplicates slip through, windows merge).
 The query's own schema files (the same planning on an empty scratch) are therefore compared by name too: a
 changed key column is refused as well (STATE_KEY_COLUMNS_CHANGED, StateOps' own class).
+
+Values are compared by position and type too: two same-typed aggregates reordered (`max(value) AS hi, min(value)
+AS lo` written the other way round) or an aggregate over another column pass Spark's check, and the old maxima are
+then read as minima. What produced each stored value (stateops.jobs.runtime.state_schemas.value_meanings) is kept
+beside the checkpoint by every run (remember_meaning) and the next query's is compared with it: a change is refused
+(STATE_VALUES_CHANGED). A checkpoint whose query no StateOps run recorded (adopted, restored from before the
+record) cannot be checked so: the answer says so in its line.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from stateops.jobs.runtime.state_schemas import StoreSchema
 
 NEW, COMPATIBLE, REFUSED, UNDECIDED = "new", "compatible", "refused", "undecided"
 KEYS_CHANGED = "STATE_KEY_COLUMNS_CHANGED"
+VALUES_CHANGED = "STATE_VALUES_CHANGED"
 STATE_ERRORS = ("STATE_STORE_", "STREAMING_STATEFUL_OPERATOR_", "STATE_SCHEMA_", "STATEFUL_PROCESSOR_")
 
 
@@ -61,6 +69,8 @@ class StateFit:
     stored: tuple[StoreSchema, ...] = field(default=())
     query: tuple[StoreSchema, ...] = field(default=())
     join_keys: dict[str, str] = field(default_factory=dict)  # the query's stream-stream joins: op id -> keys
+    values: dict[str, list[str]] = field(default_factory=dict)  # op id -> what produced each stored value
+    unchecked: str | None = None  # what could not be checked, and why
 
     @property
     def compatible(self) -> bool | None:
@@ -77,7 +87,8 @@ class StateFit:
         if self.status == NEW:
             return f"{self.job}: no state yet in {self.checkpoint}: any query fits"
         operators = sorted({s.operator for s in self.stored})
-        return f"{self.job}: the query fits the state in {self.checkpoint} ({', '.join(operators)})"
+        return (f"{self.job}: the query fits the state in {self.checkpoint} ({', '.join(operators)})"
+                + (f"; {self.unchecked}" if self.unchecked else ""))
 
     def to_json(self) -> dict:
         return {"job": self.job, "checkpoint": self.checkpoint, "status": self.status, "compatible": self.compatible,
@@ -85,7 +96,7 @@ class StateFit:
                 "message": self.message, "fix": rebuild_command(self.job) if self.status == REFUSED else None,
                 "rebuild": self.rebuild, "line": self.line,
                 "stored": [asdict(s) for s in self.stored], "query": [asdict(s) for s in self.query],
-                "join_keys": self.join_keys}
+                "join_keys": self.join_keys, "values": self.values, "unchecked": self.unchecked}
 
 
 class StateIncompatible(StateOpsError):
@@ -124,15 +135,15 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
         batch, query_id, metadata = restart or (0, str(uuid.uuid4()), None)
         try:
             planned = state_schemas.plan_restart(spark, frame, spec, query_id, query_dir, metadata, 0)  # its own files
-            joins = state_schemas.join_keys(planned)
+            joins, values = state_schemas.join_keys(planned), state_schemas.value_meanings(planned)
             query = state_schemas.read_schemas(spark, query_dir)
         except Exception as err:  # noqa: BLE001 - any failure here leaves the decision to Spark's run
             return StateFit(spec.name, checkpoint, UNDECIDED, message=_first(err))
         if restart is None:
-            return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins)
+            return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins, values=values)
         copy_schema_files(checkpoint, stored_dir)
         stored = state_schemas.read_schemas(spark, stored_dir)
-        found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins)
+        found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins, values=values)
         try:
             state_schemas.plan_restart(spark, frame, spec, query_id, stored_dir, metadata, batch)
         except Exception as err:  # noqa: BLE001 - classified below
@@ -140,7 +151,7 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
             if not error_class.startswith(STATE_ERRORS):
                 return StateFit(spec.name, checkpoint, UNDECIDED, message=f"{error_class}: {message}")
             operator, change = _culprit(error_class, stored, query, message)
-            kept = _kept_joins(layout, spec.name, query_id)
+            kept = _kept(layout, spec.name, query_id).get("joins", {})
             change += "".join(f"; join keys ({kept[op]}) -> ({keys})" for op, keys in joins.items()
                               if op in kept and kept[op] != keys and operator.startswith(f"operator {op} "))
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
@@ -152,6 +163,17 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
                         f"{change}: Spark would accept the same types, but the stored keys would mean something else",
                         "key columns changed", rebuild_outlook(spec, layout), **found)
+    kept = _kept(layout, spec.name, query_id)
+    if "values" not in kept:
+        unchecked = (f"what produced its stored values ({_listing(values)}) was not recorded by a StateOps run of this "
+                     "checkpoint's query, so a swap of same-typed values cannot be checked") if values else None
+        return StateFit(spec.name, checkpoint, COMPATIBLE, unchecked=unchecked, **found)
+    swapped = _changed_values(stored, kept["values"], values)
+    if swapped:
+        operator, change = swapped
+        return StateFit(spec.name, checkpoint, REFUSED, VALUES_CHANGED, operator,
+                        f"{change}: Spark would accept the same types, but the stored values would mean something "
+                        "else", "value fields changed", rebuild_outlook(spec, layout), **found)
     return StateFit(spec.name, checkpoint, COMPATIBLE, **found)
 
 
@@ -196,25 +218,42 @@ def _renamed_keys(stored: list[StoreSchema], query: list[StoreSchema]) -> tuple[
     return None
 
 
-def remember_join_keys(layout: Layout, job: str, query_id: str, fit: StateFit) -> None:
-    """Keep the join keys of the query a run started (the checkpoint's query id with them): the next check
-    compares against them (_changed_joins). Nothing to keep for a query without a stream-stream join."""
+def _listing(values: dict[str, list[str]]) -> str:
+    return "; ".join(f"operator {op}: {', '.join(parts)}" for op, parts in sorted(values.items()))
+
+
+def _changed_values(stored: list[StoreSchema], kept: dict[str, list[str]], values: dict[str, list[str]]
+                    ) -> tuple[str, str] | None:
+    """The first operator whose stored values another query's parts would read in their place (same types, or
+    Spark would have refused): (operator, `value fields (old) -> (new)`)."""
+    names = {str(s.operator_id): s.operator_name for s in stored}
+    for op, parts in sorted(values.items()):
+        if op in kept and kept[op] != parts:
+            return (f"operator {op} ({names.get(op, 'stateful operator')})",
+                    f"value fields ({', '.join(kept[op])}) -> ({', '.join(parts)})")
+    return None
+
+
+def remember_meaning(layout: Layout, job: str, query_id: str, fit: StateFit) -> None:
+    """Keep what the state of the query a run started means (the checkpoint's query id with it): its join keys and
+    what produced each stored value; the next check compares against them (_changed_joins, _changed_values)."""
     if fit.status == UNDECIDED:
         return  # the query was not planned: what is kept stays
-    if not fit.join_keys:
-        remove(layout.join_keys(job))
-        return
-    write_text(layout.join_keys(job), json.dumps({"query_id": query_id, "joins": fit.join_keys}))
+    write_text(layout.state_meaning(job), json.dumps({"query_id": query_id, "joins": fit.join_keys,
+                                                      "values": fit.values}, sort_keys=True))
+    remove(layout.legacy_join_keys(job))
 
 
-def _kept_joins(layout: Layout, job: str, query_id: str) -> dict[str, str]:
-    """The join keys remember_join_keys kept for this checkpoint's query (none for another checkpoint's: a
-    restored or rebuilt one)."""
-    try:
-        kept = json.loads(read_text(layout.join_keys(job)))
-    except FileNotFoundError:
-        return {}
-    return kept.get("joins", {}) if kept.get("query_id") == query_id else {}
+def _kept(layout: Layout, job: str, query_id: str) -> dict:
+    """What remember_meaning kept for this checkpoint's query, `joins` and `values` (nothing for another
+    checkpoint's: a restored or rebuilt one); an older run's join keys alone where that is all it kept."""
+    for path in (layout.state_meaning(job), layout.legacy_join_keys(job)):
+        try:
+            kept = json.loads(read_text(path))
+        except FileNotFoundError:
+            continue
+        return kept if kept.get("query_id") == query_id else {}
+    return {}
 
 
 # Rows of a join side's value store read to tell which input columns its keys are: enough that a column equal to the
@@ -271,7 +310,7 @@ def _changed_joins(spark, layout: Layout, job: str, checkpoint: str, query_id: s
     for this checkpoint's query, else against the columns the checkpoint's own state shows (a checkpoint StateOps did
     not start, or restored)."""
     names = {str(s.operator_id): s.operator_name for s in stored}
-    kept = _kept_joins(layout, job, query_id)
+    kept = _kept(layout, job, query_id).get("joins", {})
     for op, keys in joins.items():
         where = f"operator {op} ({names.get(op, 'join')})"
         if op in kept:

@@ -116,3 +116,47 @@ def join_keys(plan) -> dict[str, str]:
         children = node.children()
         pending.extend(children.apply(i) for i in range(children.size()))
     return found
+
+
+_SAVES = ("StateStoreSaveExec", "SessionWindowStateStoreSaveExec")
+
+
+def value_meanings(plan) -> dict[str, list[str]]:
+    """Operator id -> what produced each part of its stored value, in the order the state holds them, for the
+    operators whose values a same-typed change can silently swap (Spark compares value schemas by position and
+    type only): an aggregation's aggregates (`max(value)`, `count(1)`: its buffers follow their order), a join
+    side's buffered columns (`left.amount`). Read from a planned query (plan_restart)."""
+    found, pending = {}, [plan]
+    while pending:
+        node = pending.pop()
+        name = node.getClass().getSimpleName()
+        if name in _SAVES:
+            aggregate = _aggregate_below(node)
+            if aggregate is not None:
+                expressions = aggregate.aggregateExpressions()
+                found[str(node.stateInfo().get().operatorId())] = [
+                    _EXPR_ID.sub("", expressions.apply(i).aggregateFunction().toString())
+                    for i in range(expressions.size())]
+        elif name == "StreamingSymmetricHashJoinExec":
+            found[str(node.stateInfo().get().operatorId())] = [
+                f"{side}.{column}" for side, child in (("left", node.left()), ("right", node.right()))
+                for column in _names(child.output())]
+        children = node.children()
+        pending.extend(children.apply(i) for i in range(children.size()))
+    return found
+
+
+def _aggregate_below(node):
+    """The aggregate whose buffers a state save stores: the nearest aggregate node under it."""
+    pending = [node.child()]
+    while pending:
+        current = pending.pop(0)
+        if current.getClass().getSimpleName().endswith("AggregateExec"):
+            return current
+        children = current.children()
+        pending.extend(children.apply(i) for i in range(children.size()))
+    return None
+
+
+def _names(attributes) -> list[str]:
+    return [attributes.apply(i).name() for i in range(attributes.size())]

@@ -113,7 +113,7 @@ def _table_equals_oracle(layout) -> None:
 
 
 @pytest.mark.long  # the default run: processes racing for one lease (test_control), a killed holder's stale lease
-# (test_sensors_health), a killed runbook resumed at once (test_runbooks), `jobs status` (test_s3_home)
+# (test_sensors_health), a killed runbook resumed at once (test_runbooks), `jobs status` (test_home_move)
 def test_cli_holder_refuses_second_runs_and_a_kill_9_leaves_a_lease_the_next_run_takes_over(spark, layout,
                                                                                             tmp_path, monkeypatch):
     env = _env(layout, tmp_path, monkeypatch)

@@ -31,8 +31,8 @@ from stateops.control import current_lease
 
 from tests.support.runbook_env import runbook_env
 
-# Long tier: the default run guards the verdict itself (tests/unit/test_recovery_caught_up.py) and an acting
-# adjust whose restart has read everything (tests/spark/test_kafka_jobs.py); this is the whole CLI path against a
+# Long tier: the default run guards the verdict itself (tests/unit/test_recovery_caught_up.py) and, in the long
+# tier too, an acting adjust whose restart has read everything (tests/spark/test_kafka_jobs.py); this is the whole CLI path against a
 # long-running run, with a 240 s verification timeout to tell a pass from a timeout.
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 

@@ -1,6 +1,6 @@
 """The runbook modes that replace a checkpoint, on the home on an S3 API (long tier): rewind, rebuild and
 restore, each completing and verifying its archive, the restore putting back the archived checkpoint byte for
-byte (adjust and repartition on S3 run in the default run: tests/e2e/test_s3_home.py); and the store switch both
+byte (adjust and repartition on S3: tests/e2e/test_s3_home.py); and the store switch both
 ways.
 
 On S3 these modes "rename" the checkpoint into the archive: a server-side copy, verified by reading the copy

@@ -26,7 +26,7 @@ def _rows(spark, uri: str) -> list[tuple]:
 
 
 @pytest.mark.long  # the default run: MERGEs skipped by transaction on both writers (this module), the kill
-# chains alternating the writers (test_fault_suite)
+# between the Delta commit and commits/N (test_kill_restart)
 def test_appends_cross_engines_and_a_recorded_version_is_skipped_by_both(delta_spark, tmp_path):
     spark, uri = delta_spark, str(tmp_path / "t")
     assert not write_batch(uri, ROWS, app_id="app", batch_id=0).skipped            # delta-rs creates it

@@ -115,7 +115,7 @@ def test_malformed_lines_go_to_dead_letters_and_valid_rows_are_unaffected(spark,
     assert {batch for *_, batch in dead} <= set(range(INPUT.files))
 
 
-@pytest.mark.long  # the default run: the partitions a runbook gives a checkpoint (test_kafka_jobs repartition)
+@pytest.mark.long  # the default run: the partitions a rebuild gives a checkpoint (tests/unit/test_recovery_preflight.py)
 @spark_writer_in_long_tier()
 def test_spec_shuffle_partitions_apply_to_a_new_checkpoint(spark, oracle_home):
     spec = replace(load_jobs()["user_actions"], shuffle_partitions=3, sink_table="user_actions_p3",

@@ -89,7 +89,7 @@ def test_user_activity_on_kafka_matches_the_oracle(spark, kafka_topics, kafka_us
                                                       "batch_id": rows[-1]["batch_id"]}
 
 
-@pytest.mark.long  # Kafka in the default run: the one-topic user_activity, the two-topic order_payments
+@pytest.mark.long  # Kafka in the default run: a job run on Kafka (test_line_parser); each job on files
 def test_user_sessions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_sessions")
@@ -99,7 +99,7 @@ def test_user_sessions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path
     assert expected and sorted(got) == sorted(expected)
 
 
-@pytest.mark.long  # the default run: Kafka on the one-topic user_activity (its batch oracle), the join on files
+@pytest.mark.long  # the default run: a job run on Kafka (test_line_parser), the join on files (test_jobs_oracle)
 def test_order_payments_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "order_payments")
@@ -127,7 +127,7 @@ def test_order_payments_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_pat
     assert found["reason"] != "never_arrived" and found["batch_id"] == batch
 
 
-@pytest.mark.long  # Kafka in the default run: the one-topic user_activity, the two-topic order_payments
+@pytest.mark.long  # Kafka in the default run: a job run on Kafka (test_line_parser); each job on files
 def test_user_actions_on_kafka_matches_the_oracle(spark, kafka_topics, tmp_path):
     broker = kafka_topics
     spec, layout, _, batches = _run(spark, tmp_path, broker, "user_actions")
@@ -171,8 +171,8 @@ def test_a_users_own_job_on_kafka_matches_its_oracle(spark, kafka_topics, tmp_pa
     assert got and got == engagement_oracle.engagement(batches)
 
 
-@pytest.mark.long  # the default run: the rewind's cut (tests/unit/test_recovery.py) and its refusals, a Kafka rebuild's
-# coverage (tests/unit/test_recovery_preflight.py), a rebuild on files (test_recovery)
+@pytest.mark.long  # the default run: the rewind's plan and refusals and a Kafka rebuild's coverage
+# (tests/unit/test_recovery_preflight.py), a rebuild on files (test_recovery)
 def test_rewind_and_rebuild_on_a_kafka_job_replay_from_the_recorded_offsets(spark, kafka_topics, kafka_user_activity,
                                                                           tmp_path, monkeypatch):
     """`recover --mode rewind` to batch 1 restarts from the offsets offsets/1 recorded and reads the same records

@@ -90,6 +90,31 @@ def rounded_output(events):  # a change outside state: an output column computed
 
 def with_source(events):  # a change outside state: a new output column
     return by_user(events).withColumn("source", F.lit("landing"))
+
+
+def _extremes(events, *aggregates):
+    """(name, aggregate) pairs, output in their order (a final select in another order would be folded into the
+    aggregate by Spark's optimizer, putting the state's fields back in the old order)."""
+    return (events.groupBy(F.window("event_time", "5 minutes"), "user_id")
+            .agg(F.count(F.lit(1)).alias("events"), *(column.alias(name) for name, column in aggregates))
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    F.col("user_id").alias("group_key"), "events", *(name for name, _ in aggregates)))
+
+
+def hi_lo(events):
+    return _extremes(events, ("hi", F.max("value")), ("lo", F.min("value")))
+
+
+def lo_hi(events):  # the two same-typed aggregates reordered: Spark's check passes, the old maxima read as minima
+    return _extremes(events, ("lo", F.min("value")), ("hi", F.max("value")))
+
+
+def hi_of_action(events):  # an aggregate over another column, of the same type
+    return _extremes(events, ("hi", F.max(F.length("action").cast("double"))), ("lo", F.min("value")))
+
+
+def hi_lo_flagged(events):  # a change outside state: a new output column after the same aggregates
+    return hi_lo(events).withColumn("source", F.lit("landing"))
 '''
 
 
@@ -149,14 +174,14 @@ def _tree(path: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _clicks(layout: Layout, tmp_path, importable):
-    """The job run once (by_user) over SMALL's four files; returns `switch(transformation) -> config path`."""
+def _clicks(layout: Layout, tmp_path, importable, first: str = "by_user"):
+    """The job run once (`first`) over SMALL's four files; returns `switch(transformation) -> config path`."""
     code = tmp_path / "user_code"
     code.mkdir()
     (code / "changed_queries.py").write_text(MODULE)
     importable(code)
     generate(layout, SMALL)
-    done = _cli(layout, _config(tmp_path, "by_user"), "jobs", "run", JOB)
+    done = _cli(layout, _config(tmp_path, first), "jobs", "run", JOB)
     assert done.exit_code == 0, done.output
     return lambda transformation: _config(tmp_path, transformation)
 
@@ -261,6 +286,37 @@ def test_changes_spark_would_refuse_at_the_first_batch_are_refused_before_it(spa
     assert "->" in report["change"]
 
 
+def test_same_typed_values_swapped_or_from_another_column_are_refused_though_spark_accepts_them(spark, layout,
+                                                                                                  tmp_path,
+                                                                                                  importable):
+    """Spark compares an aggregation's stored values by position and type only: `max(value) AS hi, min(value) AS
+    lo` written the other way round passes its check, and the windows open across the change would then take the
+    old maxima as minima. The run records what produced each stored value; `jobs check` and the run compare with it
+    and refuse before anything is written, naming the fields. A change outside state still fits; a checkpoint
+    whose record is gone (a query StateOps did not run) fits and says what it could not check."""
+    extremes = _clicks(layout, tmp_path, importable, first="hi_lo")
+    kept = json.loads(open(layout.state_meaning(JOB)).read())
+    assert kept["values"] == {"0": ["count(1)", "max(value)", "min(value)"]}, kept  # operator 0: the aggregation
+
+    report = _refused_with_nothing_written(layout, extremes("lo_hi"), "STATE_VALUES_CHANGED",
+                                           "stateStoreSave")
+    assert "value fields (count(1), max(value), min(value)) -> (count(1), min(value), max(value))" in \
+        report["change"], report
+    report = _refused_with_nothing_written(layout, extremes("hi_of_action"), "STATE_VALUES_CHANGED",
+                                           "stateStoreSave")
+    assert "max(value), min(value)) -> (count(1), max(cast(length(action) as double)), min(value))" in \
+        report["change"], report
+
+    fits = _cli(layout, extremes("hi_lo_flagged"), "jobs", "check", JOB, "--json")
+    assert fits.exit_code == 0 and json.loads(fits.output)["unchecked"] is None, fits.output
+    os.remove(layout.state_meaning(JOB))
+    unrecorded = _cli(layout, extremes("lo_hi"), "jobs", "check", JOB)
+    assert unrecorded.exit_code == 0, unrecorded.output
+    (line,) = unrecorded.output.strip().splitlines()
+    assert "fits the state" in line and "was not recorded by a StateOps run" in line, line
+    assert "a swap of same-typed values cannot be checked" in line, line
+
+
 # [rounded_output] in the long tier: the default run's [with_source] is the same rule (a change outside state fits)
 @pytest.mark.parametrize("transformation", [pytest.param("rounded_output", marks=pytest.mark.long), "with_source"])
 def test_a_change_outside_state_is_not_refused(spark, layout, tmp_path, importable, transformation):
@@ -276,8 +332,9 @@ def test_a_change_outside_state_is_not_refused(spark, layout, tmp_path, importab
     assert actions.read(layout, JOB, "state_check") == []
 
 
+# [paid_same_amount] in the long tier: Spark's own key-schema refusal is the default run's [dedup_two_columns]
 @pytest.mark.parametrize("transformation, error_class", [
-    ("paid_same_amount", "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"),
+    pytest.param("paid_same_amount", "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", marks=pytest.mark.long),
     ("paid_by_payment_id", "STATE_KEY_COLUMNS_CHANGED"),
 ])
 def test_a_changed_join_condition_is_refused_before_the_run(spark, layout, tmp_path, importable, transformation,
@@ -296,7 +353,7 @@ def test_a_changed_join_condition_is_refused_before_the_run(spark, layout, tmp_p
     if transformation == "paid_by_payment_id":
         # the checkpoint of a query StateOps did not start (no join keys kept): the swap is read from the join's own
         # state, and the unchanged query still fits
-        os.remove(layout.join_keys(JOB))
+        os.remove(layout.state_meaning(JOB))
         same = _cli(layout, _config(tmp_path, "paid", ORDERS_PAYMENTS), "jobs", "check", JOB, "--json")
         assert same.exit_code == 0 and json.loads(same.output)["status"] == "compatible", same.output
         config = _config(tmp_path, transformation, ORDERS_PAYMENTS)  # (one config file: written again)
