@@ -1,0 +1,53 @@
+"""What a run keeps of its state's meaning (jobs/runtime/compatibility.py): written per checkpoint query beside the
+job's other records, read back only for the same query, an older run's join keys read where that is all it kept,
+and a change of what produced a stored value found at the operator it happened in. No JVM: the planned query's
+part (state_schemas.value_meanings) is the Spark tests' (tests/spark/test_state_compatibility.py)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from stateops.jobs.runtime.compatibility import (COMPATIBLE, UNDECIDED, StateFit, _changed_values, _kept,
+                                                 remember_meaning)
+from stateops.jobs.runtime.state_schemas import StoreSchema
+
+pytestmark = pytest.mark.unit
+
+JOB = "clicks"
+VALUES = {"0": ["count(1)", "max(value)", "min(value)"]}
+JOINS = {"1": "order_id = order_id"}
+
+
+def _fit(status: str = COMPATIBLE) -> StateFit:
+    return StateFit(JOB, "/cp", status, join_keys=JOINS, values=VALUES)
+
+
+def test_a_run_keeps_its_querys_meaning_and_only_that_query_reads_it_back(layout):
+    remember_meaning(layout, JOB, "q1", _fit())
+    kept = json.loads(open(layout.state_meaning(JOB)).read())
+    assert kept == {"query_id": "q1", "joins": JOINS, "values": VALUES}
+    assert _kept(layout, JOB, "q1") == kept
+    assert _kept(layout, JOB, "q2") == {}, "another checkpoint's query (rebuilt, restored) reads nothing"
+    remember_meaning(layout, JOB, "q1", _fit(UNDECIDED))  # not planned: what is kept stays
+    assert _kept(layout, JOB, "q1") == kept
+
+
+def test_an_older_runs_join_keys_are_read_and_replaced_by_the_next_record(layout):
+    os.makedirs(os.path.dirname(layout.legacy_join_keys(JOB)), exist_ok=True)
+    with open(layout.legacy_join_keys(JOB), "w") as handle:
+        json.dump({"query_id": "q1", "joins": JOINS}, handle)
+    assert _kept(layout, JOB, "q1") == {"query_id": "q1", "joins": JOINS}, "no `values`: the check says so"
+    remember_meaning(layout, JOB, "q1", _fit())
+    assert not os.path.exists(layout.legacy_join_keys(JOB))
+    assert _kept(layout, JOB, "q1")["values"] == VALUES
+
+
+def test_a_changed_value_is_found_at_its_operator_and_named_old_to_new():
+    stored = [StoreSchema(0, "stateStoreSave", "default", "struct<...>", "struct<...>", ("window", "user_id"))]
+    assert _changed_values(stored, VALUES, VALUES) is None
+    assert _changed_values(stored, VALUES, {"0": ["count(1)", "min(value)", "max(value)"]}) == (
+        "operator 0 (stateStoreSave)",
+        "value fields (count(1), max(value), min(value)) -> (count(1), min(value), max(value))")
+    assert _changed_values(stored, VALUES, {"2": ["sum(value)"]}) is None, "an operator with nothing kept"
