@@ -90,6 +90,10 @@ def operator_metrics(progress: dict[str, Any]) -> list[dict[str, Any]]:
             "num_rows_updated": op.get("numRowsUpdated", 0),
             "memory_used_bytes": op.get("memoryUsedBytes", 0),
             "num_rows_dropped_by_watermark": op.get("numRowsDroppedByWatermark", 0),
+            "num_rows_removed": op.get("numRowsRemoved", 0),
+            "commit_time_ms": op.get("commitTimeMs", 0),         # the state's checkpoint: its stores' commit
+            "all_updates_time_ms": op.get("allUpdatesTimeMs", 0),  # the operator's updates of its stores
+            "all_removals_time_ms": op.get("allRemovalsTimeMs", 0),  # its eviction (cleanup) scan
             "num_state_store_instances": op.get("numShufflePartitions", 0),
             "custom_metrics": op.get("customMetrics", {}),
         }

@@ -83,7 +83,7 @@ def build_context(checkpoint_path: str, batch_id: int | None, t: Thresholds, *, 
     if history is None:
         history = load_history(layout, checkpoint_path, query_id) if layout else []
     if progress is None:
-        progress = recent_progress(layout, query_id, t.late_drop_window_batches) if layout and query_id else []
+        progress = recent_progress(layout, query_id, t.progress_batches) if layout and query_id else []
     return AuditContext(
         checkpoint=checkpoint, batch_id=batch_id, watermark=watermark_of(meta),  # one read of the offsets file
         batch_timestamp=_dt.datetime.fromtimestamp(ts / 1000, tz=_dt.timezone.utc) if ts else None,

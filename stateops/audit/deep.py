@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateops.audit.context import AuditContext, build_context
-from stateops.audit.findings import (CONFIGURED_GRACE, evaluate, latest_state_memory, operator_progress,
+from stateops.audit.findings import (CONFIGURED_GRACE, evaluate, latest_state_memory, operator_progress, operator_times,
                                      unreadable_finding)
 from stateops.checkpoints.operators import files_by_store
 from stateops.audit.model import AuditReport, OperatorAudit, audit_json, skew_ratio
@@ -384,7 +384,9 @@ def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None,
     report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
                        for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows,
                                                               kafka_lag.totals(ctx.progress),
-                                                              latest_state_memory(ctx.progress))
+                                                              latest_state_memory(ctx.progress),
+                               times=operator_times(ctx.progress, [(o.operator_id, o.operator_name) for o in audited],
+                                                    t.slow_window_batches))
     report.kafka_lag = kafka_lag.latest(ctx.progress)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

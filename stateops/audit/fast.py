@@ -14,7 +14,7 @@ import time
 from typing import Any, Mapping
 
 from stateops.audit.context import build_context, recent_progress_by_query
-from stateops.audit.findings import evaluate, latest_state_memory, operator_progress
+from stateops.audit.findings import evaluate, latest_state_memory, operator_progress, operator_times
 from stateops.audit.history import history_by_checkpoint, normalize
 from stateops.checkpoints.operators import files_by_store, describe, store_schema
 from stateops.audit.model import AuditReport, OperatorAudit, skew_ratio
@@ -79,7 +79,9 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
                          provider=ctx.provider)
     report.kafka_lag = kafka_lag.latest(ctx.progress)
     report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress),
-                               latest_state_memory(ctx.progress))
+                               latest_state_memory(ctx.progress),
+                               times=operator_times(ctx.progress, [(o.operator_id, o.operator_name) for o in operators],
+                                                    t.slow_window_batches))
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -98,14 +100,14 @@ def fast_audits(layout: Layout, targets: Mapping[str, tuple[str, Thresholds | No
             query_ids[job] = None
     wanted = {q for q in query_ids.values() if q}
     history = history_by_checkpoint(layout, [c for c, _t in targets.values()])
-    progress = recent_progress_by_query(layout, wanted, max((t or Thresholds()).late_drop_window_batches
+    progress = recent_progress_by_query(layout, wanted, max((t or Thresholds()).progress_batches
                                                              for _c, t in targets.values()) if targets else 1)
     out: dict[str, AuditReport | StateOpsError] = {}
     for job, (checkpoint, t) in targets.items():
         t, query_id = t or Thresholds(), query_ids[job]
         rows = history.get(normalize(checkpoint), [])
         mine = [r for r in rows if r["query_id"] == query_id] if query_id else rows
-        recent = progress.get(query_id, [])[-max(t.late_drop_window_batches, 1):] if query_id else []
+        recent = progress.get(query_id, [])[-t.progress_batches:] if query_id else []
         try:
             out[job] = fast_audit(checkpoint, thresholds=t, layout=layout, job=job, history=mine, progress=recent,
                                   now=now)

@@ -388,31 +388,105 @@ def watermark_lag_finding(watermark: _dt.datetime | None, now: _dt.datetime, t: 
     return _finding("WATERMARK_LAG", level, None, message, fix, {"lag_seconds": lag, "reference": reference})
 
 
+def _recent(progress: Iterable[Mapping[str, Any]], window: int) -> list[Mapping[str, Any]]:
+    rows = sorted((r for r in progress if r.get("batch_id") is not None), key=lambda r: r["batch_id"])
+    return rows[-max(window, 1):]
+
+
+def _by_operator(row: Mapping[str, Any], operators: Sequence[tuple[int, str]]):
+    """(operator id, its metrics) of one progress row. Progress lists state operators in plan order, which is the
+    order Spark numbers operator ids in; the names are checked, and matched by name when the order does not line
+    up."""
+    ids = sorted({op_id for op_id, _ in operators})
+    names = {op_id: name for op_id, name in operators}
+    for index, metric in enumerate(json.loads(row.get("state_operators_json") or "[]")):
+        op_id = ids[index] if index < len(ids) and names[ids[index]] == metric.get("operator_name") else next(
+            (i for i in ids if names[i] == metric.get("operator_name")), None)
+        if op_id is not None:
+            yield op_id, metric
+
+
 def operator_progress(progress: Iterable[Mapping[str, Any]], operators: Sequence[tuple[int, str]],
                       window: int) -> tuple[int, dict[int, dict[str, int]]]:
     """Input rows over the last `window` progress rows, and per operator id: latest numRowsTotal (None when the
-    state stores do not count rows) and rows dropped by the watermark in the window.
-
-    Progress lists state operators in plan order, which is the order Spark numbers operator ids in; the
-    names are checked, and matched by name when the order does not line up.
-    """
-    rows = sorted((r for r in progress if r.get("batch_id") is not None), key=lambda r: r["batch_id"])
-    rows = rows[-max(window, 1):]
-    ids = sorted({op_id for op_id, _ in operators})
-    names = {op_id: name for op_id, name in operators}
+    state stores do not count rows) and rows dropped by the watermark in the window."""
     input_rows, out = 0, {}
-    for row in rows:
+    for row in _recent(progress, window):
         input_rows += row.get("input_rows") or 0
-        metrics = json.loads(row.get("state_operators_json") or "[]")
-        for index, metric in enumerate(metrics):
-            op_id = ids[index] if index < len(ids) and names[ids[index]] == metric.get("operator_name") else next(
-                (i for i in ids if names[i] == metric.get("operator_name")), None)
-            if op_id is None:
-                continue
+        for op_id, metric in _by_operator(row, operators):
             entry = out.setdefault(op_id, {"rows_total": 0, "dropped": 0})
             entry["rows_total"] = metric.get("num_rows_total")  # None: not counted (stateops.progress)
             entry["dropped"] += metric.get("num_rows_dropped_by_watermark") or 0
     return input_rows, out
+
+
+TIMES = ("commit_time_ms", "all_updates_time_ms", "all_removals_time_ms", "num_rows_updated")
+
+
+def operator_times(progress: Iterable[Mapping[str, Any]], operators: Sequence[tuple[int, str]],
+                   window: int) -> dict[int, dict[str, float]]:
+    """Per operator id, the median over the last `window` batches of Spark's commit, update and removal times (ms)
+    and rows updated, and the batches they come from; operators without times in their progress are left out."""
+    found: dict[int, dict[str, list[float]]] = {}
+    for row in _recent(progress, window):
+        for op_id, metric in _by_operator(row, operators):
+            if metric.get("commit_time_ms") is None:
+                continue  # a row written before StateOps kept Spark's times
+            entry = found.setdefault(op_id, {name: [] for name in TIMES})
+            for name in TIMES:
+                entry[name].append(float(metric.get(name) or 0))
+    return {op_id: {**{name: _median(values[name]) for name in TIMES}, "batches": len(values[TIMES[0]])}
+            for op_id, values in found.items()}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+_SLOW_FIXES = {
+    "SLOW_COMMIT": (
+        "Each batch waits for the state's checkpoint: on RocksDB keep changelog checkpointing on (it uploads the "
+        "changes, not a snapshot; `stateops jobs describe` shows it), move a state on the in-memory store to RocksDB "
+        "(`stateops recover run {job} --mode switch-store --to rocksdb --confirm {job}`), and check the checkpoint "
+        "store's latency (object storage: the S3 settings, its region)."),
+    "SLOW_STATE_UPDATES": (
+        "Reads and writes of the store are slow: give RocksDB memory (its block cache and write buffers), spread the "
+        "state over more shuffle partitions (`stateops recover plan {job} --mode repartition`), or shrink the state "
+        "(a shorter watermark delay evicts sooner)."),
+    "SLOW_CLEANUP": (
+        "Eviction scans the state behind the watermark each batch: a state that keeps many keys past their time (see "
+        "EVICTION_STALLED, UNBOUNDED_DEDUP) scans them again; on RocksDB Spark's range scans need the event time first "
+        "in the key (Spark's session windows and timers do), and a shorter watermark delay keeps less to scan."),
+}
+
+
+def slow_findings(times: Mapping[int, Mapping[str, float]], names: Mapping[int, str], t: Thresholds,
+                  job: str | None = None) -> list[Finding]:
+    """SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP from Spark's own times per operator (operator_times)."""
+    found = []
+    for op_id, m in sorted(times.items()):
+        per_row = m["all_updates_time_ms"] / m["num_rows_updated"] if m["num_rows_updated"] else 0.0
+        checks = (
+            ("SLOW_COMMIT", _level(m["commit_time_ms"], t.slow_commit_ms, t.slow_commit_ms_error),
+             f"the state's commit (its checkpoint) takes {m['commit_time_ms'] / 1000:.1f} s",
+             f"audit.slow_commit_ms {t.slow_commit_ms}, error at {t.slow_commit_ms_error}"),
+            ("SLOW_STATE_UPDATES", _worst(_level(per_row, t.slow_updates_row_ms, t.slow_updates_row_ms_error),
+                                          _level(m["all_updates_time_ms"], t.slow_updates_ms, t.slow_updates_ms_error)),
+             f"the state's updates take {m['all_updates_time_ms']:.0f} ms a batch, {per_row:.2f} ms per updated row",
+             f"audit.slow_updates_row_ms {t.slow_updates_row_ms:g} per row, slow_updates_ms {t.slow_updates_ms} a "
+             "batch"),
+            ("SLOW_CLEANUP", _level(m["all_removals_time_ms"], t.slow_cleanup_ms, t.slow_cleanup_ms_error),
+             f"the state's cleanup (its eviction scan) takes {m['all_removals_time_ms'] / 1000:.1f} s",
+             f"audit.slow_cleanup_ms {t.slow_cleanup_ms}, error at {t.slow_cleanup_ms_error}"),
+        )
+        details = {**{k: round(v, 3) for k, v in m.items()}, "ms_per_updated_row": round(per_row, 4)}
+        found += [Finding(code, level, op_id, None, f"operator {op_id} ({names.get(op_id, 'stateful operator')}): "
+                          f"{what}, the median of its last {m['batches']} batches ({levels})",
+                          _SLOW_FIXES[code].format(job=job or "JOB"), details)
+                  for code, level, what, levels in checks if level]
+    return found
 
 
 def late_drop_findings(report: AuditReport, input_rows: int, t: Thresholds) -> list[Finding]:
@@ -465,12 +539,15 @@ def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: st
 
 
 def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, Any]] = (),
-             input_rows: int = 0, kafka_lags: Sequence[int] = (), state_memory: int | None = None) -> list[Finding]:
+             input_rows: int = 0, kafka_lags: Sequence[int] = (), state_memory: int | None = None,
+             times: Mapping[int, Mapping[str, float]] | None = None) -> list[Finding]:
     """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first);
     `kafka_lags`: the total Kafka lag of the query's recent batches, oldest first (stateops.kafka_lag);
-    `state_memory`: Spark's estimate of the state's heap at the latest batch (latest_state_memory)."""
+    `state_memory`: Spark's estimate of the state's heap at the latest batch (latest_state_memory); `times`:
+    Spark's commit, update and removal times per operator (operator_times)."""
     earlier = [r for r in history if r.get("audited_at") is None or r["audited_at"] < report.audited_at]
-    findings: list[Finding] = []
+    findings: list[Finding] = slow_findings(times or {}, {o.operator_id: o.operator_name for o in report.operators},
+                                            t, report.job)
     memory = state_memory_finding(report, t, state_memory)
     if memory:
         findings.append(memory)

@@ -64,11 +64,26 @@ class Thresholds(Section):
     late_drop_share: Share = 0.01
     late_drop_share_error: Share = 0.10
     late_drop_window_batches: Count = 20
-    # LARGE_STATE: per store.
+    # LARGE_STATE: per store; the bytes at the levels of the design's monitoring table (< 1 GB healthy, 1-5 GB a
+    # warning, > 5 GB critical).
     large_state_rows: Count = 10_000_000
     large_state_rows_error: Count = 100_000_000
-    large_state_bytes: Count = 10 * GiB
-    large_state_bytes_error: Count = 100 * GiB
+    large_state_bytes: Count = 1 * GiB
+    large_state_bytes_error: Count = 5 * GiB
+    # SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP: Spark's own times per stateful operator and micro-batch
+    # (commitTimeMs, allUpdatesTimeMs, allRemovalsTimeMs), the median over the last slow_window_batches batches
+    # (one slow batch, a GC pause, pages no one), at the design's monitoring table's levels: checkpoint duration
+    # < 10 s healthy, 10-30 s a warning, > 30 s critical; state update latency < 10 ms, 10-50 ms, > 50 ms per
+    # updated row; cleanup < 5 s, 5-15 s, > 15 s. The updates of a whole batch count too, at the commit's levels.
+    slow_window_batches: Count = 5
+    slow_commit_ms: Count = 10_000
+    slow_commit_ms_error: Count = 30_000
+    slow_updates_row_ms: Number = 10.0
+    slow_updates_row_ms_error: Number = 50.0
+    slow_updates_ms: Count = 10_000
+    slow_updates_ms_error: Count = 30_000
+    slow_cleanup_ms: Count = 5_000
+    slow_cleanup_ms_error: Count = 15_000
     # STATE_MEMORY: Spark's in-memory store keeps every key of its loaded versions in executor heap (Spark's own
     # estimate: the progress's memoryUsedBytes); a share of the heap the state may use (StateOps' local session:
     # spark.driver.memory 2g; on a cluster set it to spark.executor.memory times the executors).
@@ -90,6 +105,11 @@ class Thresholds(Section):
     versioning_factor: Number = 0
     # When the deep audit schedule (`<job>_deep_audit_hourly`, stopped until turned on) runs: hourly by default.
     deep_audit_cron: Cron = "0 * * * *"
+
+    @property
+    def progress_batches(self) -> int:
+        """How many of a query's latest progress rows an audit reads: enough for every window above."""
+        return max(self.late_drop_window_batches, self.slow_window_batches, 1)
 
     @classmethod
     def from_config(cls, config: ConfigFile | Mapping[str, Any] | None, job: str | None = None) -> "Thresholds":

@@ -13,6 +13,9 @@ From the latest deep audit of the query, in this order:
                                                        or rebuild with that delay
     STATE_GROWTH, watermark standing still             alert: nothing is evicted while the watermark stands
     rows above state_rows_budget                       growth_action, as for growth
+    SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP      alert with the finding's fix: the state's own times
+                                                       (the store, its memory, the checkpoint store) are no
+                                                       runbook's to change
 Otherwise the cheap signal: the progress rows of the window (rows growing past the rate while the watermark
 advances, or above the budget) request a deep audit.
 """
@@ -28,6 +31,7 @@ from stateops.remediation.policy import Policy
 from stateops.remediation.signals import Trail
 
 CODE_PROBLEMS = ("UNBOUNDED_DEDUP", "EVICTION_STALLED", "CLEANUP_STUCK")
+SLOW = ("SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP")
 GROWTH = "STATE_GROWTH"
 MEMORY = "STATE_MEMORY"
 
@@ -46,10 +50,7 @@ def decide_growth(job: str, trail: Trail, policy: Policy, thresholds: Thresholds
             return _memory(job, policy, memory[0])
         problems = [f for f in found if f["code"] in CODE_PROBLEMS]
         if problems:
-            f = min(problems, key=lambda p: CODE_PROBLEMS.index(p["code"]))
-            return Decision(job, "alert", f"{f['code']} {f['severity']} on {_where(f)} (deep audit "
-                            f"{f['audit_id'][:8]}): {f['message']}. Fix: {f['recommendation']}", key=finding_key(f),
-                            rule=f"growth.{f['code'].lower()} -> alert (code fix)", finding=f)
+            return _alert(job, min(problems, key=lambda p: CODE_PROBLEMS.index(p["code"])), "code fix")
         growth = [f for f in found if f["code"] == GROWTH]
         if growth:
             f = growth[0]
@@ -59,7 +60,16 @@ def decide_growth(job: str, trail: Trail, policy: Policy, thresholds: Thresholds
                  "store_name": None, "message": f"{latest['rows_total']} state rows at batch {latest['batch_id']}, above "
                  f"the job's state_rows_budget {policy.state_rows_budget}", "recommendation": "", "details": {}}
             return _act(job, policy, f, f["message"], "growth.rows_budget", watermark_delay, watermark_min)
+        slow = [f for f in found if f["code"] in SLOW]
+        if slow:
+            return _alert(job, min(slow, key=lambda p: (p["severity"] != "error", SLOW.index(p["code"]))), "its fix")
     return _progress_signal(job, trail, policy, thresholds, progress)
+
+
+def _alert(job: str, f: Mapping[str, Any], what: str) -> Decision:
+    return Decision(job, "alert", f"{f['code']} {f['severity']} on {_where(f)} (deep audit {f['audit_id'][:8]}): "
+                    f"{f['message']}. Fix: {f['recommendation']}", key=finding_key(f),
+                    rule=f"growth.{f['code'].lower()} -> alert ({what})", finding=f)
 
 
 def _memory(job: str, policy: Policy, f: Mapping[str, Any]) -> Decision:

@@ -157,5 +157,9 @@ def test_untracked_state_rows_are_recorded_as_unknown(spark, oracle_home):
     recorded = [r for r in progress_table.read(oracle_home, spec.name).to_pylist() if r["query_id"] == result.query_id]
     assert recorded and all(r["state_rows_total"] is None for r in recorded)
     assert any(r["state_rows_updated"] for r in recorded)
+    kept = [op for r in recorded for op in json.loads(r["state_operators_json"])]  # Spark's own times (SLOW_*)
+    assert all(isinstance(op[name], int) for op in kept
+               for name in ("commit_time_ms", "all_updates_time_ms", "all_removals_time_ms", "num_rows_removed"))
+    assert any(op["commit_time_ms"] > 0 for op in kept) and any(op["all_updates_time_ms"] > 0 for op in kept)
     [op] = deep_audit(spark, spec.checkpoint).operators
     assert op.rows_total > 0  # the state holds rows: the zero Spark reported was not a count

@@ -16,6 +16,9 @@ import pytest
 
 from stateops import progress as progress_table
 from stateops.audit import Thresholds, fast_audit, load_findings, load_history, record
+from stateops.remediation.growth import decide_growth
+from stateops.remediation.policy import Policy
+from stateops.remediation.signals import Trail
 from stateops.checkpoints.checkpoint import NotACheckpointError
 from tests.support.fake_checkpoint import ROCKSDB, FakeCheckpoint
 
@@ -199,3 +202,80 @@ def test_fast_audit_never_loads_spark(tmp_path):
     code = ("import sys; from stateops.audit import fast_audit; r = fast_audit(sys.argv[1]); "
             "assert r.operators and 'pyspark' not in sys.modules and 'dagster' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code, str(dedup_tree.root)], check=True, timeout=60)
+
+
+# --- SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP --------------------------------------------------------------
+# Spark's own times per stateful operator (commitTimeMs, allUpdatesTimeMs, allRemovalsTimeMs), kept by the progress
+# table from a progress event as Spark writes it, at the design's monitoring table's levels: silent below the
+# warning, a warning, an error; the median over the recent batches, so one slow batch pages no one; the growth
+# sensor's decision an alert with the finding's fix.
+
+def _event(batch: int, commit_ms: int, updates_ms: int, removals_ms: int, updated: int) -> dict:
+    """A progress event's fields as Spark's StreamingQueryProgress JSON holds them."""
+    return {"id": "q-1", "batchId": batch, "numInputRows": 1000, "timestamp": "2026-01-01T00:00:00Z",
+            "stateOperators": [{"operatorName": "dedupe", "numRowsTotal": 3000, "numRowsUpdated": updated,
+                                "numRowsRemoved": 7, "commitTimeMs": commit_ms, "allUpdatesTimeMs": updates_ms,
+                                "allRemovalsTimeMs": removals_ms, "numRowsDroppedByWatermark": 0}]}
+
+
+def _slow_codes(tmp_path, *batches, thresholds: Thresholds | None = None) -> dict:
+    rows = [progress_table.progress_row(_event(b, *times), "j", "run") for b, times in enumerate(batches)]
+    report = fast_audit(str(_dedup_tree(tmp_path).root), thresholds=thresholds or Thresholds(), progress=rows,
+                        now=T0)
+    return {f.code: f for f in report.findings if f.code.startswith("SLOW_")}
+
+
+HEALTHY = (2_000, 300, 1_000, 1_000)  # commit 2 s, updates 0.3 ms per row, cleanup 1 s
+
+
+@pytest.mark.parametrize("slow, code, warn, error", [
+    (0, "SLOW_COMMIT", 12_000, 31_000),         # checkpoint duration: 10-30 s a warning, > 30 s critical
+    (1, "SLOW_STATE_UPDATES", 15_000, 60_000),  # per updated row of 1,000: 15 ms, 60 ms (10-50 ms a warning)
+    (2, "SLOW_CLEANUP", 6_000, 16_000),         # cleanup: 5-15 s a warning, > 15 s critical
+])
+def test_each_finding_is_silent_below_its_warning_then_warns_then_errs(tmp_path, slow, code, warn, error):
+    assert _slow_codes(tmp_path / "healthy", HEALTHY, HEALTHY, HEALTHY) == {}
+    for value, severity in ((warn, "warn"), (error, "error")):
+        times = tuple(value if i == slow else v for i, v in enumerate(HEALTHY))
+        found = _slow_codes(tmp_path / severity, times, times, times)
+        assert set(found) == {code} and found[code].severity == severity, found
+        assert found[code].operator_id == 0 and "median of its last 3 batches" in found[code].message
+        assert found[code].recommendation
+
+
+def test_the_updates_of_a_whole_batch_count_at_the_commits_levels(tmp_path):
+    """Many cheap updates still hold the batch: 12 s of updates over 100,000 rows (0.12 ms each) is a warning."""
+    times = (2_000, 12_000, 1_000, 100_000)
+    found = _slow_codes(tmp_path, times, times, times)
+    assert set(found) == {"SLOW_STATE_UPDATES"} and found["SLOW_STATE_UPDATES"].severity == "warn"
+    assert found["SLOW_STATE_UPDATES"].details["ms_per_updated_row"] == 0.12
+
+
+def test_one_slow_batch_among_healthy_ones_pages_no_one_and_the_levels_are_settings(tmp_path):
+    slow = (40_000, 300, 1_000, 1_000)
+    assert _slow_codes(tmp_path / "one", HEALTHY, slow, HEALTHY, HEALTHY, HEALTHY) == {}
+    assert set(_slow_codes(tmp_path / "most", slow, slow, HEALTHY, slow, slow)) == {"SLOW_COMMIT"}
+    strict = Thresholds().with_overrides({"slow_commit_ms": 1_000, "slow_commit_ms_error": 0})
+    found = _slow_codes(tmp_path / "strict", HEALTHY, HEALTHY, HEALTHY, thresholds=strict)
+    assert found["SLOW_COMMIT"].severity == "warn", "an error threshold of 0 leaves the warning"
+
+
+def test_rows_before_spark_times_were_kept_find_nothing(tmp_path):
+    rows = [{"batch_id": b, "input_rows": 10, "state_operators_json": '[{"operator_name": "dedupe", '
+             '"num_rows_total": 5}]'} for b in range(3)]
+    report = fast_audit(str(_dedup_tree(tmp_path).root), progress=rows, now=T0)
+    assert not [f for f in report.findings if f.code.startswith("SLOW_")]
+
+
+def test_the_growth_sensor_alerts_with_the_fix_an_error_first():
+    trail = Trail()
+    trail.audits.append({"audit_id": "a1", "audited_at": T0, "batch_id": 3, "watermark": T0, "rows_total": 10,
+                         "partitions": {(0, "default"): 4}})
+    trail.findings["a1"] = [{"audit_id": "a1", "operator_id": 0, "store_name": None, "code": code,
+                             "severity": severity, "message": f"{code} message", "recommendation": f"{code} fix",
+                             "details_json": None}
+                            for code, severity in (("SLOW_CLEANUP", "warn"), ("SLOW_COMMIT", "error"))]
+    decision = decide_growth("j", trail, Policy(), Thresholds(), [], watermark_delay="10 minutes",
+                             watermark_min="5 minutes")
+    assert decision.action == "alert" and decision.rule == "growth.slow_commit -> alert (its fix)"
+    assert "SLOW_COMMIT error" in decision.reason and "Fix: SLOW_COMMIT fix" in decision.reason
