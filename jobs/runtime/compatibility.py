@@ -156,14 +156,13 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
                               if op in kept and kept[op] != keys and operator.startswith(f"operator {op} "))
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
                             rebuild_outlook(spec, layout), **found)
-    changed = _renamed_keys(stored, query) or _changed_joins(spark, layout, spec.name, checkpoint, query_id, joins,
-                                                             stored)
+    kept = _kept(layout, spec.name, query_id)
+    changed = _renamed_keys(stored, query) or _changed_joins(spark, kept.get("joins", {}), checkpoint, joins, stored)
     if changed:
         operator, change = changed
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
                         f"{change}: Spark would accept the same types, but the stored keys would mean something else",
                         "key columns changed", rebuild_outlook(spec, layout), **found)
-    kept = _kept(layout, spec.name, query_id)
     if "values" not in kept:
         unchecked = (f"what produced its stored values ({_listing(values)}) was not recorded by a StateOps run of this "
                      "checkpoint's query, so a swap of same-typed values cannot be checked") if values else None
@@ -304,13 +303,12 @@ def _swapped_in_state(found: dict[str, list[set[str]]], keys: str) -> str | None
     return None
 
 
-def _changed_joins(spark, layout: Layout, job: str, checkpoint: str, query_id: str, joins: dict[str, str],
+def _changed_joins(spark, kept: dict[str, str], checkpoint: str, joins: dict[str, str],
                    stored: list[StoreSchema]) -> tuple[str, str] | None:
-    """A join keyed by other columns of the same types (Spark accepts it): against the keys remember_join_keys kept
+    """A join keyed by other columns of the same types (Spark accepts it): against the keys remember_meaning kept
     for this checkpoint's query, else against the columns the checkpoint's own state shows (a checkpoint StateOps did
     not start, or restored)."""
     names = {str(s.operator_id): s.operator_name for s in stored}
-    kept = _kept(layout, job, query_id).get("joins", {})
     for op, keys in joins.items():
         where = f"operator {op} ({names.get(op, 'join')})"
         if op in kept:
