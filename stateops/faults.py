@@ -13,6 +13,8 @@ atexit handler, no buffered write runs, as in a power cut. Children that end wit
 it (Spark's JVM exits when the Python driver's pipe closes). A fault fires every time its point is
 reached, so the run that restarts after it must not set it. Unset, a point costs one environment lookup.
 
+`then=sleep,seconds=S` pauses the point's thread S seconds and goes on (a slow sink, a slow store: the batch-time
+attribution's tests, tests/spark/test_batch_parts.py).
 `then=freeze` instead stops the point's whole process group with SIGSTOP (the Python driver and its JVM: a
 long GC pause, a stopped container), `then=freeze-python` this process alone (its JVM runs on); whoever sent
 the fault sends SIGCONT, and the process goes on from the point as if nothing happened (the fence tests,
@@ -38,6 +40,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from functools import lru_cache
 
 from stateops import environment
@@ -60,7 +63,17 @@ def parse(text: str) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
         then = dict(faults[-1][1]).get("then", "kill")
         if then not in THEN:
             raise ConfigError(ENV, f"{entry!r}: then={then} is not an action", f"use then={' or then='.join(THEN)}")
+        if then == "sleep" and not _seconds(dict(faults[-1][1]).get("seconds", "1")):
+            raise ConfigError(ENV, f"{entry!r}: seconds must be a number of seconds, 0 or more",
+                              "write seconds=S, e.g. then=sleep,seconds=2.5")
     return tuple(faults)
+
+
+def _seconds(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
 
 
 def fault_point(name: str, **attributes: object) -> None:
@@ -71,24 +84,26 @@ def fault_point(name: str, **attributes: object) -> None:
     for point, wanted in parse(text):
         if point != name:
             continue
-        unknown = sorted(key for key, _ in wanted if key not in attributes and key != "then")
+        unknown = sorted(key for key, _ in wanted if key not in attributes and key not in ACTION_KEYS)
         if unknown:
             raise ConfigError(ENV, f"point {name} has no attribute {', '.join(unknown)}",
                               f"match on {', '.join(sorted(attributes)) or 'nothing (write the name alone)'}")
         then = dict(wanted).get("then", "kill")
-        if all(str(attributes[key]) == value for key, value in wanted if key != "then"):
+        if all(str(attributes[key]) == value for key, value in wanted if key not in ACTION_KEYS):
             shown = " ".join(f"{key}={value}" for key, value in attributes.items())
             sys.stderr.write(f"stateops: fault {name} {shown}: {THEN[then][0]} process {os.getpid()}\n")
             sys.stderr.flush()
-            THEN[then][1]()
+            THEN[then][1](dict(wanted))
 
 
 # then=...: what a matching point does (the line it writes, the act)
 THEN = {
-    "kill": ("killing", lambda: os.kill(os.getpid(), signal.SIGKILL)),
-    "freeze": ("freezing the process group of", lambda: os.killpg(os.getpgid(0), signal.SIGSTOP)),
-    "freeze-python": ("freezing", lambda: os.kill(os.getpid(), signal.SIGSTOP)),
+    "kill": ("killing", lambda wanted: os.kill(os.getpid(), signal.SIGKILL)),
+    "freeze": ("freezing the process group of", lambda wanted: os.killpg(os.getpgid(0), signal.SIGSTOP)),
+    "freeze-python": ("freezing", lambda wanted: os.kill(os.getpid(), signal.SIGSTOP)),
+    "sleep": ("pausing a thread of", lambda wanted: time.sleep(float(wanted.get("seconds", 1)))),
 }
+ACTION_KEYS = ("then", "seconds")  # a fault's own attributes, not matched against the point's
 
 
 def _setting(name: str) -> dict[str, str] | None:

@@ -28,6 +28,7 @@ from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
 from stateops.layout import Layout
+from stateops.profile.parts import PARTS
 
 TABLE = "progress"
 ROLLUP_TABLE = "progress_rollup"  # hourly rollups of rows past the retention horizon (stateops.retention)
@@ -57,6 +58,7 @@ SCHEMA = pa.schema([
     ("sources_json", pa.string()),
     ("kafka_lag", pa.int64()),        # records behind the latest offset over every Kafka partition (stateops.kafka_lag)
     ("kafka_lag_json", pa.string()),  # the same per topic/partition; both null for other sources
+    ("parts_json", pa.string()),      # the batch's time in parts (stateops.profile.parts); null in older rows
 ])
 
 
@@ -140,6 +142,7 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "sources_json": json.dumps(source_offsets(progress), sort_keys=True),
         "kafka_lag": sum(lag.values()) if lag else None,
         "kafka_lag_json": json.dumps(lag, sort_keys=True) if lag else None,
+        "parts_json": json.dumps(progress[PARTS]) if progress.get(PARTS) is not None else None,
     }
 
 

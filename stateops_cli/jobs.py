@@ -1,4 +1,4 @@
-"""`stateops jobs list|describe|check|run`, and the control plane (stateops.control) from a shell:
+"""`stateops jobs list|describe|check|run|profile`, and the control plane (stateops.control) from a shell:
 `stateops jobs status|stop|override|lock|unlock`.
 
 Exit codes as everywhere: 0 done (also "not running, nothing to stop"), 1 a query failed or the stop was not
@@ -17,6 +17,7 @@ from stateops.control.fence.writes import not_create_once
 from stateops.control import (current_lease, default_actor, job_status, maintenance, overrides, request_stop,
                               wait_released)
 from stateops.errors import ConfigError
+from stateops.profile.report import profiles, render as render_profiles
 from stateops.redaction import redact_tree
 from stateops.layout import Layout
 
@@ -281,6 +282,21 @@ def status_command(obj: Environment, name: str | None, as_json: bool) -> None:
         click.echo("\n".join(render_status(state) for state in states))
 
 
+@click.command("profile")
+@click.argument("name")
+@click.option("--batches", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many of the newest batches that ran.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of batches, oldest first.")
+@click.pass_obj
+def profile_command(obj: Environment, name: str, batches: int, as_json: bool) -> None:
+    """Where NAME's batches' time went: each batch's duration in parts (planning, offsets, read and parse, each
+    stateful operator's updates and eviction, the state commit, the sink write, the dead letters, the logs, the
+    rest), and per operator its store's commit, update and removal times and metrics (docs/jobs.md)."""
+    obj.catalog.job(name)
+    found = profiles(obj.layout, name, batches)
+    click.echo(json.dumps(found, indent=2) if as_json else render_profiles(name, found))
+
+
 @click.command("stop")
 @click.argument("name")
 @click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=None,
@@ -399,5 +415,5 @@ def unlock_command(obj: Environment, name: str, runbook_id: str, actor: str | No
                f"{name} was not locked; nothing to release")
 
 
-for _command in (status_command, stop_command, override_command, lock_command, unlock_command):
+for _command in (status_command, profile_command, stop_command, override_command, lock_command, unlock_command):
     jobs_group.add_command(_command)

@@ -1,5 +1,5 @@
 """The run's progress listener: every progress event of a job's two queries into the `progress` ops table in
-small groups, the stateful query's totals for the run result, its new events for the caller's callback (handed
+small groups (each with its batch's time in parts, stateops.profile.parts), the stateful query's totals for the run result, its new events for the caller's callback (handed
 over on the run's own thread), and the idle reports a runbook's verification reads."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pyspark.sql.streaming import StreamingQuery
 from stateops import progress as progress_table
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
+from stateops.profile.parts import PARTS, Laps, attribute
 from stateops.checkpoints.checkpoint import Checkpoint
 
 from stateops.jobs.runtime.query_events import JsonEvents
@@ -53,10 +54,12 @@ class ProgressRecorder(JsonEvents):
 
     def __init__(self, layout: Layout, job: str, run_id: str, query_names: set[str],
                  flush: progress_table.FlushSettings, rows_tracked: bool = True,
-                 guard: Callable[[], None] | None = None):
+                 guard: Callable[[], None] | None = None, laps: Laps | None = None, cores: int = 1):
         self.layout, self.job, self.run_id, self.query_names = layout, job, run_id, query_names
         self.rows_tracked = rows_tracked  # False: the state stores do not count rows (session.TRACK_ROWS)
         self.totals = RunTotals()
+        # the batch writer's stopwatch and the cores its tasks share: each batch's parts (stateops.profile.parts)
+        self.laps, self.cores = laps, cores
         self._reported: dict[str, int] = {}          # Spark query id -> its newest batch reported in this run
         # `guard` (the run's lease check) before every write: a holder that resumes after a takeover writes no row
         self.guard = guard
@@ -86,6 +89,9 @@ class ProgressRecorder(JsonEvents):
         if not self.rows_tracked:
             progress_table.rows_untracked(progress)
         try:  # on Spark's listener thread an exception would vanish
+            timed = self.laps is not None and progress.get("name") == self.job  # the query the writer runs
+            laps = self.laps.take(progress.get("batchId")) if timed else None
+            progress[PARTS] = attribute(progress, laps, self.cores)  # the observation's too (the callback's event)
             self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
         finally:
             with self._lock:

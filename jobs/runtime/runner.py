@@ -43,6 +43,7 @@ from stateops.control import HeldLease
 from stateops.control.fence.writes import fence_run
 from stateops.delta import open_table
 from stateops.layout import Layout
+from stateops.profile.parts import DEAD_LETTERS, PLAN_RUN, SINK_WRITE, Laps
 from stateops.settings import Settings
 from stateops.sinkstate import sink_state
 
@@ -152,7 +153,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
                                    sink.app_id, use_jvm=planned.use_jvm, judged=judged)
     gap = _note_progress_gap(layout, spec.name, run_id, planned.gap)
     recorder = ProgressRecorder(layout, spec.name, run_id, {spec.name}, flush,
-                                rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held)
+                                rows_tracked=state_rows_tracked(spark), guard=lease.ensure_held, laps=sink.laps,
+                                cores=spark.sparkContext.defaultParallelism)
     spark.streams.addListener(recorder)
     queries: list[StreamingQuery] = []
     # the moment the loss is found, no write of the JVM's under the job's folders, a batch write under way ended, no
@@ -166,7 +168,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(start_query(frame, spec.name, _dry_writer(deadletters) if dry_run else writer, mode,
+        queries.append(start_query(frame, spec.name, _dry_writer(deadletters, sink.laps) if dry_run else writer, mode,
                                    spec.output_mode, spec, checkpoint,
                                    no_data_batches=not (mode == "bounded" and plan.processing_time),
                                    state_conf=state_conf(spark, spec, layout)))
@@ -212,19 +214,31 @@ def _require_fit(spec: JobSpec, layout: Layout, fit: compatibility.StateFit, run
 
 def _batch_writer(sink: DeltaSink, deadletters: DeadLetterWriter):
     """A batch's writes: its output (which runs the batch's plan, written or skipped), then its dead letters, which
-    that run collected (stateops.jobs.runtime.deadletters; what was collected before it, discarded)."""
+    that run collected (stateops.jobs.runtime.deadletters; what was collected before it, discarded). Each step
+    timed on the sink's stopwatch (stateops.profile.parts: the sink laps the plan's run itself)."""
+    laps = sink.laps
+
     def write(df, batch_id: int) -> None:
+        laps.begin(batch_id)
         deadletters.discard()
+        laps.lap(DEAD_LETTERS)
         sink(df, batch_id)
+        laps.lap(SINK_WRITE)
         deadletters(df, batch_id)
+        laps.lap(DEAD_LETTERS)
+        laps.end()
     return write
 
 
-def _dry_writer(deadletters: DeadLetterWriter):
+def _dry_writer(deadletters: DeadLetterWriter, laps: Laps):
     """A dry run's batch: its plan run into Spark's `noop` sink, its dead letters collected and discarded."""
     def write(df, batch_id: int) -> None:
+        laps.begin(batch_id)
         df.write.format("noop").mode("overwrite").save()
+        laps.lap(PLAN_RUN)
         deadletters.discard()
+        laps.lap(DEAD_LETTERS)
+        laps.end()
     return write
 
 

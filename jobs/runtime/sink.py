@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.delta import open_table, write_batch
 from stateops.faults import fault_point
+from stateops.profile.parts import PLAN_RUN, Laps
 from stateops.sinkstate import SinkState, query_app_id
 
 
@@ -34,13 +35,14 @@ ROWS_PER_FILE = 1_000_000
 
 def write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
                     insert_only: bool = False, table_exists: bool | None = None,
-                    stats_columns: Sequence[str] = ()) -> int:
+                    stats_columns: Sequence[str] = (), laps: Laps | None = None) -> int:
     """One Delta commit per batch by Delta's own Spark writer (files written by the executors); returns the rows
     written (an append: the batch's rows; a MERGE: the rows it inserted or updated, 0 when Delta skipped it; 0:
     nothing committed). `table_exists`: when the caller knows, Delta is not asked again. `stats_columns`: the
     columns a table this write creates keeps file statistics for (`delta.dataSkippingStatsColumns`; default:
     Delta's first 32): every MERGE reads the statistics of every file of the table, and parsing five columns'
-    instead of two cost about 0.25 s of a 20,000-event micro-batch (BENCHMARKS.md, Delta sink).
+    instead of two cost about 0.25 s of a 20,000-event micro-batch (BENCHMARKS.md, Delta sink). `laps`: the batch
+    writer's stopwatch (stateops.profile.parts), lapped once the plan ran.
 
     The batch is copied first (`localCheckpoint`: the micro-batch's plan runs once, its state stores commit) and
     counted on the copy; an empty batch commits nothing, the write reads the copy, coalesced to one partition per
@@ -56,6 +58,8 @@ def write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_ke
     """
     spark = df.sparkSession
     batch = df.localCheckpoint(eager=True)  # the plan runs here, once
+    if laps is not None:
+        laps.lap(PLAN_RUN)
     try:
         rows = batch.count()                # counted on the copy
         if not rows:
@@ -134,6 +138,7 @@ class DeltaSink:
     _written_upto: int | None = field(default=None, repr=False)  # JVM path: the newest batch in the table
     _table_exists: bool = field(default=False, repr=False)
     _query: str | None = field(default=None, repr=False)
+    laps: Laps = field(default_factory=Laps, repr=False)  # the batch writer's stopwatch: lapped once the plan ran
 
     def app_id(self) -> str:
         if self._app_id is None:
@@ -149,6 +154,7 @@ class DeltaSink:
         """A batch the table holds: it still runs, written nowhere. Spark 4.2 fails a batch whose state stores did
         not all commit (STATE_STORE_COMMIT_VALIDATION_FAILED), and only running the plan commits them."""
         df.write.format("noop").mode("overwrite").save()
+        self.laps.lap(PLAN_RUN)
         self.batches_skipped += 1
 
     def stats_columns(self) -> tuple[str, ...]:
@@ -176,7 +182,9 @@ class DeltaSink:
         if self.use_jvm:
             self._write_jvm(df, batch_id, where)
             return
-        data, repeats = self._replayed(df.toArrow())
+        batch = df.toArrow()  # the plan runs here
+        self.laps.lap(PLAN_RUN)
+        data, repeats = self._replayed(batch)
         if data.num_rows == 0:
             return
         fault_point("sink.before_commit", **where)
@@ -207,7 +215,8 @@ class DeltaSink:
         replay = self.sink.insert_if_absent_until_ms is not None and bool(self.row_key)
         rows = write_with_jvm(df, self.table_uri, self.app_id(), batch_id,
                                self.row_key if replay else self.merge_keys, insert_only=replay,
-                               table_exists=self._table_exists, stats_columns=self.stats_columns())
+                               table_exists=self._table_exists, stats_columns=self.stats_columns(),
+                               laps=self.laps)
         self.rows_written += rows
         self._written_upto = batch_id
         self._table_exists = self._table_exists or rows > 0

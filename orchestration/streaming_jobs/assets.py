@@ -31,6 +31,7 @@ from stateops import control, kafka_lag
 from stateops import progress as progress_table
 from stateops.delta import open_table, table_columns
 from stateops.errors import ConfigError
+from stateops.profile.parts import PARTS
 
 from stateops.dagster.failure import redacted_step, redacted
 from stateops.dagster.resources import PathsResource, SparkResource
@@ -85,6 +86,8 @@ def progress_metadata(progress: dict) -> dict[str, object]:
         "watermark": progress.get("eventTime", {}).get("watermark"),
         "batch_time": progress.get("timestamp"),
         "batch_ms": progress.get("batchDuration"),
+        # where the batch's time went (stateops.profile.parts): one plot per part on the asset page
+        **{f"part_ms/{name}": ms for name, ms in (progress.get(PARTS) or {}).items()},
         **({"kafka_lag": sum(lag.values()), **{f"kafka_lag/{p}": n for p, n in sorted(lag.items())}} if lag else {}),
     }
 

@@ -252,3 +252,22 @@ def spark35(tmp_path_factory) -> dict[str, str]:
         shutil.copytree(FIXTURES / name / "checkpoint", root / name)
         copies[name] = str(root / name)
     return copies
+
+
+@pytest.fixture(scope="module")
+def slowed(spark, tmp_path_factory) -> Layout:
+    """One run of tests/support/slow_parts_job.py's job, each of its batches slow in one part (its sink: a `sleep`
+    fault before batch 3's commit): tests/spark/test_batch_parts.py."""
+    from stateops.faults import ENV as FAULTS
+    from stateops.jobs.definition.environment import read_settings
+    from stateops.jobs.demo.generator import GeneratorConfig, generate
+    from stateops.jobs.runtime.runner import run_job
+    from tests.support.slow_parts_job import EVENTS_PER_FILE, FILES, SINK_PAUSE, SPEC, USERS
+
+    layout = Layout(str(tmp_path_factory.mktemp("slowed") / "stateops"))
+    generate(layout, GeneratorConfig(events=FILES * EVENTS_PER_FILE, files=FILES, users=USERS, seed=5))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FAULTS, f"sink.before_commit:table=slow_parts,batch=3,then=sleep,seconds={SINK_PAUSE}")
+        result = run_job(spark, SPEC, layout, settings=read_settings())
+    assert result.batches == FILES
+    return layout

@@ -14,6 +14,7 @@ from stateops.jobs.definition.environment import load_jobs, read_settings
 from stateops.jobs.runtime.runner import run_job
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.layout import Layout
+from stateops.profile.report import profiles
 from tests.support.scenarios import ORACLE_INPUT
 from tests.support import oracle
 from tests.support.delta_rows import table_rows
@@ -30,6 +31,18 @@ LATER_MS = round((datetime.fromisoformat(INPUT.start) + timedelta(minutes=3 * IN
 def _run(spark, layout: Layout, name: str):
     spec = load_jobs()[name]
     return spec, run_job(spark, spec, layout, settings=read_settings())
+
+
+def _check_parts(layout: Layout, name: str) -> None:
+    """The run's batches have their time in parts (stateops.profile.parts) that add up to Spark's duration, the
+    unexplained rest of the median batch under 15% of it."""
+    batches = profiles(layout, name, batches=INPUT.files)
+    assert len(batches) == INPUT.files and all(b["parts"] for b in batches), batches
+    for batch in batches:
+        assert abs(sum(batch["parts"].values()) - batch["duration_ms"]) <= len(batch["parts"]), batch
+    median = sorted(batches, key=lambda b: b["duration_ms"])[len(batches) // 2]
+    assert median["parts"]["rest"] <= 0.15 * median["duration_ms"], median
+    assert {f"state_updates:{op['operator']}" for op in median["operators"]} <= set(median["parts"]), median
 
 
 def _check_poison_dead_letters(layout: Layout, spec) -> None:
@@ -58,6 +71,7 @@ def test_user_activity_matches_oracle(spark, oracle_home):
     assert any(row[0] >= LATER_MS for row in expected), "windows from the fourth file on"
     assert result.batches == INPUT.files
     _check_poison_dead_letters(oracle_home, spec)
+    _check_parts(oracle_home, "user_activity")
     # The generator's too-late events were really dropped by the watermark (not a vacuous pass).
     all_rows = sum(len(b) for b in oracle.typed_batches(oracle_home.landing("events"), "events"))
     assert sum(row[3] for row in expected) < all_rows
@@ -73,6 +87,7 @@ def test_user_sessions_matches_oracle(spark, oracle_home):
     assert len(expected) > 50 and any(row[0] >= LATER_MS for row in expected), "sessions from the fourth file on"
     assert sorted(got) == sorted(expected)
     _check_poison_dead_letters(oracle_home, spec)
+    _check_parts(oracle_home, "user_sessions")
 
 
 @spark_writer_in_long_tier()  # the Spark writer's appends in the default run: test_delta_engines, and the
@@ -86,6 +101,7 @@ def test_order_payments_matches_oracle(spark, oracle_home):
     assert sorted(got) == sorted(expected)
     assert any(row[2] >= LATER_MS for row in expected), "pairs from the fourth file on"
     _check_poison_dead_letters(oracle_home, spec)
+    _check_parts(oracle_home, "order_payments")
     cases = {order_id for order_id, *_ in got}
     assert len(cases) == len(got), "an order is paid once"
     assert 0 < len(got) < INPUT.orders, "some orders must stay unmatched (never paid, late, out of bounds)"
@@ -101,6 +117,7 @@ def test_user_actions_matches_oracle(spark, oracle_home):
     assert len(expected) > 20 and any(row[3] >= LATER_MS for row in expected), "rows from the fourth file on"
     assert sorted(got) == sorted(expected)
     _check_poison_dead_letters(oracle_home, spec)
+    _check_parts(oracle_home, "user_actions")
 
 
 @spark_writer_in_long_tier()

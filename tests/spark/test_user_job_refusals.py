@@ -18,6 +18,7 @@ from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
 from stateops.errors import ConfigError
+from tests.support.user_configs import events_job_config
 
 pytestmark = pytest.mark.spark
 
@@ -65,20 +66,8 @@ def test_explain_key_says_it_does_not_support_a_job_whose_operators_fit_no_kind(
     generate(layout, GeneratorConfig(events=40, files=2, users=5, seed=3))
     result = run_job(spark, _spec("dedup_only"), layout, settings=read_settings())
     assert result.batches == 2
-    config = tmp_path / "stateops.toml"
-    config.write_text(f"""
-[jobs.dedup_only]
-transformation = "{__name__}:dedup_only"
-output_mode = "append"
-watermark_delay = "10 minutes"
-watermark_min = "1 minute"
-watermark_max = "1 hour"
-shuffle_partitions = 2
-[[jobs.dedup_only.inputs]]
-name = "events"
-schema = "{EVENTS.schema}"
-time_column = "event_time"
-""")
+    config = events_job_config(tmp_path, _spec("dedup_only"))
+
     out = CliRunner().invoke(main, ["--home", layout.home, "--config", str(config), "explain-key", "dedup_only",
                                     "--key", "u1"])
     assert out.exit_code == 2, out.output

@@ -91,3 +91,19 @@ def test_the_lease_clock_skew_and_the_fence_switch_are_read_from_the_same_variab
     monkeypatch.setenv(ENV, "clock.skew:seconds=-30;fence.off")
     assert (clock_skew_seconds(), fence_off()) == (-30.0, True)
     assert -31 < age_seconds(stamp) < -29  # a clock 30 s behind sees a fresh heartbeat 30 s in its future
+
+
+def test_a_sleep_pauses_the_matching_point_only_and_goes_on(monkeypatch):
+    import time
+    monkeypatch.setenv(ENV, "sink.after_commit:batch=2,then=sleep,seconds=0.3")
+    began = time.monotonic()
+    fault_point("sink.after_commit", job="user_activity", batch=1)
+    assert time.monotonic() - began < 0.2
+    fault_point("sink.after_commit", job="user_activity", batch=2)
+    assert time.monotonic() - began >= 0.3
+
+
+@pytest.mark.parametrize("seconds", ["soon", "-1"])
+def test_a_sleep_without_a_number_of_seconds_is_an_error(seconds):
+    with pytest.raises(ConfigError, match=rf"^{ENV}: .*seconds must be a number of seconds.* Fix: write seconds=S"):
+        parse(f"sink.after_commit:then=sleep,seconds={seconds}")
