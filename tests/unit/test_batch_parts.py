@@ -126,3 +126,14 @@ def test_profiles_are_the_batches_that_ran_newest_last_and_rows_before_the_parts
     assert text.startswith("job: 4 batches (0..4), median 1,000 ms") and "read_parse" in text
     assert render("job", everything[:1]).count("no batch has its parts") == 1
     assert render("job", []) == "job: no batch recorded (run it: stateops jobs run job)"
+
+
+def test_the_batchs_observation_carries_its_parts_as_numbers_dagster_plots():
+    from orchestration.streaming_jobs.assets import progress_metadata
+
+    event = _event()
+    assert not any(k.startswith("part_ms/") for k in progress_metadata(event))  # not recorded by StateOps
+    event["stateopsParts"] = attribute(event, _laps(plan_run=500, sink_write=200), cores=2)
+    meta = progress_metadata(event)
+    assert {k[len("part_ms/"):]: v for k, v in meta.items() if k.startswith("part_ms/")} == event["stateopsParts"]
+    assert all(isinstance(v, int) for k, v in meta.items() if k.startswith("part_ms/"))
