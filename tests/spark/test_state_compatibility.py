@@ -174,16 +174,25 @@ def _tree(path: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _clicks(layout: Layout, tmp_path, importable, first: str = "by_user"):
-    """The job run once (`first`) over SMALL's four files; returns `switch(transformation) -> config path`."""
-    code = tmp_path / "user_code"
-    code.mkdir()
-    (code / "changed_queries.py").write_text(MODULE)
+def _clicks(store, tmp_path, importable, monkeypatch, first: str = "by_user"):
+    """The job run once (`first`) over SMALL's four files: built once per test process and copied per test to the
+    same place (its file source's log names the input files by path; scenarios.Store), this test's STATEOPS_HOME.
+    Returns the home's Layout and `switch(transformation) -> config path`."""
+    code = os.path.join(store.root, "clicks-user-code")  # one place: the runs ship it to Spark's Python workers
+    if not os.path.exists(os.path.join(code, "changed_queries.py")):
+        os.makedirs(code, exist_ok=True)
+        with open(os.path.join(code, "changed_queries.py"), "w") as out:
+            out.write(MODULE)
     importable(code)
-    generate(layout, SMALL)
-    done = _cli(layout, _config(tmp_path, first), "jobs", "run", JOB)
-    assert done.exit_code == 0, done.output
-    return lambda transformation: _config(tmp_path, transformation)
+
+    def build(layout: Layout) -> None:
+        generate(layout, SMALL)
+        done = _cli(layout, _config(tmp_path, first), "jobs", "run", JOB)
+        assert done.exit_code == 0, done.output
+
+    layout = store.home(f"clicks-{first}", build)
+    monkeypatch.setenv("STATEOPS_HOME", layout.home)
+    return layout, lambda transformation: _config(tmp_path, transformation)
 
 
 def _refused_with_nothing_written(layout: Layout, config: str, error_class: str, operator: str,
@@ -213,7 +222,7 @@ def _refused_with_nothing_written(layout: Layout, config: str, error_class: str,
     return report
 
 
-def test_a_run_its_state_check_refuses_has_retired_nothing(spark, layout, tmp_path, importable):
+def test_a_run_its_state_check_refuses_has_retired_nothing(spark, scenario_store, monkeypatch, tmp_path, importable):
     """A run's checks come first, as a plan (stateops.jobs.runtime.run_plan): a query that no longer fits its state
     is refused before the run retires an old dead-letter query (its checkpoint stays byte for byte, no retirement
     journaled); the next run of the query that fits retires it."""
@@ -221,7 +230,7 @@ def test_a_run_its_state_check_refuses_has_retired_nothing(spark, layout, tmp_pa
     from tests.support.legacy_homes import run_deadletter_query
     from tests.support.trees import file_hashes
 
-    clicks = _clicks(layout, tmp_path, importable)
+    layout, clicks = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     run_deadletter_query(spark, Environment.from_env(layout=layout, config_path=clicks("by_user")).catalog.job(JOB),
                          layout)
     legacy = layout.deadletter_checkpoint(JOB)
@@ -235,10 +244,12 @@ def test_a_run_its_state_check_refuses_has_retired_nothing(spark, layout, tmp_pa
         "done"]
 
 
-def test_a_changed_aggregation_key_is_refused_before_the_run_and_the_rebuild_gives_the_new_query(spark, layout,
-                                                                                                   tmp_path,
-                                                                                                   importable):
-    clicks = _clicks(layout, tmp_path, importable)
+def test_a_changed_aggregation_key_is_refused_before_the_run_and_the_rebuild_gives_the_new_query(spark,
+                                                                                                 scenario_store,
+                                                                                                 monkeypatch,
+                                                                                                 tmp_path,
+                                                                                                 importable):
+    layout, clicks = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     # user_id -> action: both strings, so Spark's own check (by position and type) would let the run start and
     # count actions into the users' windows; StateOps compares the key columns by name too.
     config = clicks("by_action")
@@ -279,22 +290,23 @@ def test_a_changed_aggregation_key_is_refused_before_the_run_and_the_rebuild_giv
     ("more_aggregates", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", "stateStoreSave"),
     ("no_dedup", "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", "stateful operators"),
 ])
-def test_changes_spark_would_refuse_at_the_first_batch_are_refused_before_it(spark, layout, tmp_path, importable,
-                                                                               transformation, error_class, operator):
-    clicks = _clicks(layout, tmp_path, importable)
+def test_changes_spark_would_refuse_at_the_first_batch_are_refused_before_it(spark, scenario_store, monkeypatch,
+                                                                             tmp_path, importable, transformation,
+                                                                             error_class, operator):
+    layout, clicks = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     report = _refused_with_nothing_written(layout, clicks(transformation), error_class, operator)
     assert "->" in report["change"]
 
 
-def test_same_typed_values_swapped_or_from_another_column_are_refused_though_spark_accepts_them(spark, layout,
-                                                                                                  tmp_path,
-                                                                                                  importable):
+def test_same_typed_values_swapped_or_from_another_column_are_refused_though_spark_accepts_them(spark, scenario_store,
+                                                                                                monkeypatch, tmp_path,
+                                                                                                importable):
     """Spark compares an aggregation's stored values by position and type only: `max(value) AS hi, min(value) AS
     lo` written the other way round passes its check, and the windows open across the change would then take the
     old maxima as minima. The run records what produced each stored value; `jobs check` and the run compare with it
     and refuse before anything is written, naming the fields. A change outside state still fits; a checkpoint
     whose record is gone (a query StateOps did not run) fits and says what it could not check."""
-    extremes = _clicks(layout, tmp_path, importable, first="hi_lo")
+    layout, extremes = _clicks(scenario_store, tmp_path, importable, monkeypatch, first="hi_lo")
     kept = json.loads(open(layout.state_meaning(JOB)).read())
     assert kept["values"] == {"0": ["count(1)", "max(value)", "min(value)"]}, kept  # operator 0: the aggregation
 
@@ -319,8 +331,10 @@ def test_same_typed_values_swapped_or_from_another_column_are_refused_though_spa
 
 # [rounded_output] in the long tier: the default run's [with_source] is the same rule (a change outside state fits)
 @pytest.mark.parametrize("transformation", [pytest.param("rounded_output", marks=pytest.mark.long), "with_source"])
-def test_a_change_outside_state_is_not_refused(spark, layout, tmp_path, importable, transformation):
-    config = _clicks(layout, tmp_path, importable)(transformation)
+def test_a_change_outside_state_is_not_refused(spark, scenario_store, monkeypatch, tmp_path, importable,
+                                               transformation):
+    layout, clicks = _clicks(scenario_store, tmp_path, importable, monkeypatch)
+    config = clicks(transformation)
     check = _cli(layout, config, "jobs", "check", JOB, "--json")
     assert check.exit_code == 0, check.output
     report = json.loads(check.output)
@@ -362,8 +376,9 @@ def test_a_changed_join_condition_is_refused_before_the_run(spark, layout, tmp_p
         assert "as the checkpoint's state holds them) -> (order_id = payment_id)" in report["change"], report
 
 
-def test_dagster_shows_the_refusal_and_the_health_sensor_alerts_instead_of_restarting(spark, layout, tmp_path,
-                                                                                       importable, dagster_instance):
+def test_dagster_shows_the_refusal_and_the_health_sensor_alerts_instead_of_restarting(spark, scenario_store,
+                                                                                      monkeypatch, tmp_path,
+                                                                                      importable, dagster_instance):
     """The materialization of the changed job fails in one line naming the rebuild, the asset check
     `state_compatible` fails with severity ERROR, and the health decision for that failed run is an alert."""
     from dagster import AssetCheckSeverity, AssetSelection, materialize
@@ -376,7 +391,8 @@ def test_dagster_shows_the_refusal_and_the_health_sensor_alerts_instead_of_resta
     from stateops.remediation.policy import Policy
     from stateops.remediation.tick import Watched, health_decisions
 
-    config = _clicks(layout, tmp_path, importable)("by_action")
+    layout, clicks = _clicks(scenario_store, tmp_path, importable, monkeypatch)
+    config = clicks("by_action")
     spec = get_job(JOB, config_path=config, layout=layout)
     asset, check = build_job_asset(spec), build_compatibility_check(spec)
     resources = {"spark": SparkResource(), "paths": PathsResource(home=layout.home, config=config)}
