@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
@@ -29,6 +28,7 @@ from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
 from stateops.layout import Layout
 from stateops.profile.parts import PARTS
+from stateops.timefmt import spark_instant
 
 TABLE = "progress"
 ROLLUP_TABLE = "progress_rollup"  # hourly rollups of rows past the retention horizon (stateops.retention)
@@ -60,12 +60,6 @@ SCHEMA = pa.schema([
     ("kafka_lag_json", pa.string()),  # the same per topic/partition; both null for other sources
     ("parts_json", pa.string()),      # the batch's time in parts (stateops.profile.parts); null in older rows
 ])
-
-
-def _instant(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
 def rows_untracked(progress: dict[str, Any]) -> None:
@@ -128,12 +122,12 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "run_id": progress.get("runId"),
         "stateops_run_id": stateops_run_id,
         "batch_id": progress.get("batchId"),
-        "timestamp": _instant(progress.get("timestamp")),
+        "timestamp": spark_instant(progress.get("timestamp")),
         "input_rows": progress.get("numInputRows", 0),
         "batch_duration_ms": progress.get("batchDuration", durations.get("triggerExecution", 0)),
         "durations_json": json.dumps(durations, sort_keys=True),
-        "watermark": _instant(progress.get("eventTime", {}).get("watermark")),
-        "event_time_max": _instant(progress.get("eventTime", {}).get("max")),
+        "watermark": spark_instant(progress.get("eventTime", {}).get("watermark")),
+        "event_time_max": spark_instant(progress.get("eventTime", {}).get("max")),
         "state_rows_total": state_rows(ops),
         "state_rows_updated": sum(op["num_rows_updated"] for op in ops),
         "state_memory_bytes": sum(op["memory_used_bytes"] for op in ops),

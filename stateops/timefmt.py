@@ -6,12 +6,19 @@
     human_duration(s)     `2 d 3 h`, `1 h 5 min`, `4 min 10 s`   an age or a lag: the two largest units
     compact_duration(s)   `5 min`, `1 h 30 min`       a configured span: its nonzero parts
     signed_duration(s)    `-1m05.0s`, `4.2s`          a difference between event times, to the tenth
+    spark_instant(text)   a datetime in UTC from Spark's `2026-11-24T21:16:00.123Z` (progress events), None for none
 
 Naive datetimes are taken as this process's local time (what Spark's collect() returns) and shown in UTC.
 """
 from __future__ import annotations
 
 import datetime as _dt
+
+
+def spark_instant(text: str | None) -> _dt.datetime | None:
+    if not text:
+        return None
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(_dt.timezone.utc)
 
 
 def iso_seconds(moment: _dt.datetime | None) -> str | None:

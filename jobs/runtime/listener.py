@@ -1,6 +1,7 @@
 """The run's progress listener: every progress event of a job's two queries into the `progress` ops table in
-small groups (each with its batch's time in parts, stateops.profile.parts), the stateful query's totals for the run result, its new events for the caller's callback (handed
-over on the run's own thread), and the idle reports a runbook's verification reads."""
+small groups (each with its batch's time in parts, stateops.profile.parts), the stateful query's totals for the
+run result, its new events for the caller's callback (handed over on the run's own thread), and the idle reports a
+runbook's verification reads."""
 from __future__ import annotations
 
 import logging

@@ -168,8 +168,8 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         if mode == "bounded" and plan.processing_time:
             log.info("%s: %s expire state by processing time; no empty batches in bounded runs (stateops.jobs.runtime.plan)",
                      spec.name, ", ".join(plan.processing_time))
-        queries.append(start_query(frame, spec.name, _dry_writer(deadletters, sink.laps) if dry_run else writer, mode,
-                                   spec.output_mode, spec, checkpoint,
+        batch_writer = _dry_writer(deadletters, sink.laps) if dry_run else writer
+        queries.append(start_query(frame, spec.name, batch_writer, mode, spec.output_mode, spec, checkpoint,
                                    no_data_batches=not (mode == "bounded" and plan.processing_time),
                                    state_conf=state_conf(spark, spec, layout)))
         compatibility.remember_meaning(layout, spec.name, str(queries[0].id), fit)

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime
 from typing import Any, Mapping
+
+from stateops.timefmt import spark_instant
 
 OFFSETS = ("latestOffset", "getBatch", "getOffset", "setOffsetRange")
 LOG = ("walCommit", "commitOffsets")
@@ -77,10 +78,6 @@ class Laps:
             return self._done.pop(batch_id, None)
 
 
-def _epoch_ms(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000.0
-
-
 def _sum(durations: Mapping[str, Any], keys: tuple[str, ...]) -> float:
     return float(sum(durations.get(key) or 0 for key in keys))
 
@@ -116,7 +113,7 @@ def attribute(progress: Mapping[str, Any], laps: Mapping[str, float] | None, cor
     parts = {"planning": float(durations.get("queryPlanning") or 0), "offsets": _sum(durations, OFFSETS)}
     if began_at is not None and progress.get("timestamp"):
         before = parts["planning"] + parts["offsets"] + float(durations.get("walCommit") or 0)
-        waited = began_at - _epoch_ms(progress["timestamp"]) - before
+        waited = began_at - spark_instant(progress["timestamp"]).timestamp() * 1000.0 - before
         parts[HANDOVER] = min(max(0.0, waited), max(0.0, add_batch - sum(laps.values())))
     plan_run = max(0.0, laps.get(PLAN_RUN, add_batch - parts.get(HANDOVER, 0.0) - sum(laps.values())))
     shares = _state_shares(list(progress.get("stateOperators") or []), cores)

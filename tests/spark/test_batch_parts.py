@@ -61,9 +61,11 @@ def test_jobs_profile_prints_the_batches_and_their_parts(slowed, tmp_path):
         assert {"batch_id", "duration_ms", "parts", "operators"} <= set(batch)
         assert {"planning", "read_parse", "state_commit", "sink_write", "dead_letters", "rest"} <= set(batch["parts"])
         (op,) = batch["operators"]
-        assert {"commit_ms", "update_ms", "removal_ms", "store"} <= set(op) and op["operator"] == "applyInPandasWithState"
+        assert {"commit_ms", "update_ms", "removal_ms", "store"} <= set(op)
+        assert op["operator"] == "applyInPandasWithState"
     text = runner.invoke(main, ["--config", str(config), "jobs", "profile", "slow_parts"], env=env)
-    assert text.exit_code == 0 and text.output.startswith(f"slow_parts: {last + 1} batches (0..{last}), median "), text.output
+    assert text.exit_code == 0, text.output
+    assert text.output.startswith(f"slow_parts: {last + 1} batches (0..{last}), median "), text.output
     assert "state_updates:applyInPandasWithState" in text.output
     unknown = runner.invoke(main, ["--config", str(config), "jobs", "profile", "nobody"], env=env)
     assert unknown.exit_code == 2 and "nobody" in unknown.output

@@ -58,7 +58,7 @@ def slow_parts(events):
                                     GroupStateTimeout.EventTimeTimeout))
 
 
-SPEC = JobSpec(name="slow_parts", inputs=(EVENTS,), transformation="tests.support.slow_parts_job:slow_parts", output_mode="append",
-               sink_table="slow_parts", watermark_delay="10 minutes", watermark_min="1 minute",
+SPEC = JobSpec(name="slow_parts", inputs=(EVENTS,), transformation="tests.support.slow_parts_job:slow_parts",
+               output_mode="append", sink_table="slow_parts", watermark_delay="10 minutes", watermark_min="1 minute",
                watermark_max="1 hour", shuffle_partitions=2, idempotent_key=("user_id", "first_event_time"),
                output_time_column="first_event_time")

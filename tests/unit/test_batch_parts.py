@@ -120,7 +120,8 @@ def test_profiles_are_the_batches_that_ran_newest_last_and_rows_before_the_parts
     everything = profiles(layout, "job", batches=10)
     assert everything[0]["parts"] is None and everything[1]["parts"]["state_commit"] == 40
     (op,) = everything[1]["operators"]
-    assert (op["operator"], op["update_ms"], op["removal_ms"], op["commit_ms"]) == ("dedupeWithinWatermark", 400, 40, 80)
+    assert (op["operator"], op["update_ms"], op["removal_ms"], op["commit_ms"]) == (
+        "dedupeWithinWatermark", 400, 40, 80)
     json.dumps(everything)  # the CLI's --json
     text = render("job", everything)
     assert text.startswith("job: 4 batches (0..4), median 1,000 ms") and "read_parse" in text
