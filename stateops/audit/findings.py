@@ -271,30 +271,41 @@ def latest_state_memory(progress: Iterable[Mapping[str, Any]]) -> int | None:
 
 
 def state_memory_finding(report: AuditReport, t: Thresholds, spark_estimate: int | None) -> Finding | None:
-    """The in-memory store's heap against the heap the settings give it, before the heap is at risk: Spark's own
-    estimate of the loaded versions (progress), else the deep audit's (rows' bytes times the versions kept)."""
-    if store_name(report.provider) != MEMORY or not t.state_memory_heap_bytes:
-        return None
-    estimates = [op.estimated_bytes for op in report.operators if op.estimated_bytes is not None]
+    """The state's memory before it is at risk. Every store against the monitoring table's levels
+    (audit.state_memory_bytes: Spark's estimate at the latest batch, which for RocksDB is its memtables, cache
+    share and pinned blocks); the in-memory store also against the heap the settings give it, from Spark's
+    estimate of the loaded versions (progress) or else the deep audit's (rows' bytes times the versions kept)."""
+    in_heap = store_name(report.provider) == MEMORY
+    estimates = [op.estimated_bytes for op in report.operators if op.estimated_bytes is not None] if in_heap else []
     used, source = ((spark_estimate, "Spark's estimate at the latest batch (memoryUsedBytes)") if spark_estimate
                     else (sum(estimates), "the deep audit's estimate (rows' bytes x 2 versions)") if estimates
                     else (None, None))
     if not used:
         return None
-    share = used / t.state_memory_heap_bytes
-    level = _level(share, t.state_memory_share, t.state_memory_share_error)
+    share = used / t.state_memory_heap_bytes if in_heap and t.state_memory_heap_bytes else None
+    level = _worst(_level(share, t.state_memory_share, t.state_memory_share_error) if share is not None else None,
+                   _level(used, t.state_memory_bytes, t.state_memory_bytes_error))
     if not level:
         return None
     job = report.job or "JOB"
-    message = (f"Spark's in-memory store holds {human_bytes(used)} of state in executor heap ({source}), "
-               f"{share:.0%} of the {human_bytes(t.state_memory_heap_bytes)} the settings give it "
+    against = (f"{share:.0%} of the {human_bytes(t.state_memory_heap_bytes)} the settings give it "
                f"(audit.state_memory_heap_bytes; warn at {t.state_memory_share:.0%}, error at "
-               f"{t.state_memory_share_error:.0%})")
+               f"{t.state_memory_share_error:.0%}); " if share is not None else "")
+    message = (f"Spark's {'in-memory store' if in_heap else 'state store'} holds {human_bytes(used)} of state in "
+               f"{'executor heap' if in_heap else 'executor memory'} ({source}), {against}levels "
+               f"{human_bytes(t.state_memory_bytes)} / {human_bytes(t.state_memory_bytes_error)} "
+               "(audit.state_memory_bytes, audit.state_memory_bytes_error)")
     fix = (f"Move the state to RocksDB before the heap runs out: `stateops recover run {job} --mode switch-store --to "
            f"rocksdb --confirm {job}` (the same checkpoint, no input replayed; the growth sensor does it by itself at "
-           "the error level), or give the executors more heap and raise audit.state_memory_heap_bytes to match.")
+           "the error level), or give the executors more heap and raise audit.state_memory_heap_bytes to match."
+           if in_heap else
+           "Bound RocksDB's memory (spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage=true with "
+           "maxMemoryUsageMB per executor), resolve any EVICTION_STALLED / UNBOUNDED_DEDUP finding first, or spread "
+           "the state over more executors; raise audit.state_memory_bytes where the executors have the memory.")
     return Finding("STATE_MEMORY", level, None, None, message, fix,
-                   {"bytes": used, "heap_bytes": t.state_memory_heap_bytes, "share": round(share, 4),
+                   {"bytes": used, "heap_bytes": t.state_memory_heap_bytes if in_heap else None,
+                    "share": round(share, 4) if share is not None else None,
+                    "store": MEMORY if in_heap else store_name(report.provider),
                     "source": "progress" if spark_estimate else "deep audit"})
 
 

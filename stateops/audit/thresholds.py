@@ -90,6 +90,11 @@ class Thresholds(Section):
     state_memory_share: Share = 0.25
     state_memory_share_error: Share = 0.5
     state_memory_heap_bytes: Count = 2 * GiB
+    # ... and, for every store, the state's memory at the design's monitoring table's levels (< 2 GB healthy,
+    # 2-4 GB a warning, > 4 GB critical): Spark's memoryUsedBytes at the latest batch, which for RocksDB is its
+    # memtables, block cache share and pinned blocks, off the heap but still the executor's memory.
+    state_memory_bytes: Count = 2 * GiB
+    state_memory_bytes_error: Count = 4 * GiB
     # CLEANUP_STUCK: Spark keeps spark.sql.streaming.minBatchesToRetain (100) batches; cleanup is stuck
     # when more than that plus the slack are retained and minBatchId did not move since the last audit.
     min_batches_to_retain: Count = 100

@@ -2,10 +2,12 @@
 advances, rows above the job's budget, or findings that say the state is never evicted.
 
 From the latest deep audit of the query, in this order:
-    STATE_MEMORY                                       Spark's in-memory store nears the heap the settings give
+    STATE_MEMORY                                       the state's memory past the monitoring table's levels, or
+                                                       Spark's in-memory store near the heap the settings give
                                                        it: a warning alerts with the finding's fix; an error
-                                                       switches the state to RocksDB (switch-store, no input
-                                                       replayed; the policy's memory_action)
+                                                       switches the in-memory store's state to RocksDB
+                                                       (switch-store, no input replayed; the policy's
+                                                       memory_action), and alerts for a state in RocksDB
     UNBOUNDED_DEDUP, EVICTION_STALLED, CLEANUP_STUCK   alert with the finding's fix: the cause is the query
                                                        or the cluster, and no runbook changes code
     STATE_GROWTH, watermark advancing                  the policy's growth_action: adjust (the delay times
@@ -73,9 +75,11 @@ def _alert(job: str, f: Mapping[str, Any], what: str) -> Decision:
 
 
 def _memory(job: str, policy: Policy, f: Mapping[str, Any]) -> Decision:
-    """The memory guard: a warning alerts; an error switches the state to RocksDB (policy.memory_action)."""
+    """The memory guard: a warning alerts; an error switches the in-memory store's state to RocksDB
+    (policy.memory_action). A state already in RocksDB alerts with the finding's fix: no runbook bounds it."""
     seen = f"{MEMORY} {f['severity']} (deep audit {f['audit_id'][:8]}): {f['message']}"
-    if f["severity"] != "error" or policy.memory_action == "alert":
+    in_rocksdb = (f.get("details") or {}).get("store") == ROCKSDB
+    if f["severity"] != "error" or policy.memory_action == "alert" or in_rocksdb:
         return Decision(job, "alert", f"{seen}. Fix: {f['recommendation']}", key=finding_key(f),
                         rule="growth.state_memory -> alert", finding=f)
     rule = f"growth.state_memory -> switch-store ({ROCKSDB})"

@@ -406,7 +406,8 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
     (HDFS, 1200 * 2**20, None, "error"),           # 59%
     (HDFS, None, 1100 * 2**20, "error"),           # no progress row: the deep audit's estimate
     (HDFS, None, None, None),                      # neither: nothing to judge (the fast audit without progress)
-    (ROCKSDB, 1200 * 2**20, None, None),           # RocksDB's state lives off the heap, bounded by its own caches
+    (ROCKSDB, 1200 * 2**20, None, None),           # RocksDB's state lives off the heap: only the table's levels
+    (ROCKSDB, None, 3 * 2**30, None),              # the deep audit's heap estimate says nothing of RocksDB's
 ])
 def test_the_in_memory_store_is_judged_against_the_heap_the_settings_give_it(provider, spark_estimate, estimated,
                                                                                expected):
@@ -424,6 +425,30 @@ def test_the_in_memory_store_is_judged_against_the_heap_the_settings_give_it(pro
     assert [f.code for f in evaluate(report, smaller, state_memory=spark_estimate)
             if f.code == "STATE_MEMORY"] == (["STATE_MEMORY"] if provider == HDFS and (spark_estimate or estimated)
                                              and (spark_estimate or estimated) >= 2**30 // 4 else [])
+
+
+@pytest.mark.parametrize("provider", [HDFS, ROCKSDB])
+@pytest.mark.parametrize("used, expected", [
+    (2 * 2**30 - 1, None),                         # the monitoring table: < 2 GB healthy
+    (2 * 2**30, "warn"),                           # 2-4 GB a warning
+    (4 * 2**30 - 1, "warn"),
+    (4 * 2**30, "error"),                          # > 4 GB critical
+])
+def test_every_store_s_memory_is_judged_at_the_monitoring_table_s_levels(provider, used, expected):
+    """The heap share off (state_memory_heap_bytes 0) leaves the table's levels alone: the same for both stores,
+    each with its own fix (RocksDB's memory is bounded by its settings, the in-memory store moves to RocksDB)."""
+    report = AuditReport("/cp", 9, NOW, [op(rows_total=10)], audited_at=NOW, provider=provider, job="user_activity")
+    t = Thresholds(state_memory_heap_bytes=0)
+    found = [f for f in evaluate(report, t, state_memory=used) if f.code == "STATE_MEMORY"]
+    assert [f.severity for f in found] == ([expected] if expected else [])
+    if found:
+        (f,) = found
+        assert "audit.state_memory_bytes" in f.message and "2.0 GiB / 4.0 GiB" in f.message
+        assert f.details["store"] == ("rocksdb" if provider == ROCKSDB else "memory")
+        assert ("boundedMemoryUsage" in f.recommendation) == (provider == ROCKSDB)
+        assert ("switch-store" in f.recommendation) == (provider == HDFS)
+    raised = Thresholds(state_memory_heap_bytes=0, state_memory_bytes=8 * 2**30, state_memory_bytes_error=16 * 2**30)
+    assert not [f for f in evaluate(report, raised, state_memory=used) if f.code == "STATE_MEMORY"]
 
 
 def test_the_latest_batchs_memory_estimate_is_read_from_the_progress():

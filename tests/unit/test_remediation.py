@@ -362,3 +362,6 @@ def test_the_in_memory_stores_heap_comes_before_any_growth_rule_warn_alerts_erro
     warn = dict(memory, severity="warn")
     assert _decide_growth(_trail(("a1", 5, 15, 10, [warn])), Policy()).action == "alert"
     assert _decide_growth(_trail(("a1", 5, 15, 10, [warn])), Policy(min_severity="error")).action != "alert"
+    in_rocksdb = dict(memory, details={"store": "rocksdb", "bytes": 5 * 2**30})  # no runbook bounds RocksDB's memory
+    kept = _decide_growth(_trail(("a1", 5, 15, 9000, [in_rocksdb])), Policy(mode="auto"))
+    assert kept.action == "alert" and kept.runbook is None and kept.rule == "growth.state_memory -> alert"
