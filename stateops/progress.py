@@ -27,7 +27,8 @@ from stateops.control.store import ControlStore
 from stateops.delta import append_rows, open_table, read_table
 from stateops.environment import numbers
 from stateops.layout import Layout
-from stateops.profile.parts import PARTS
+from stateops.checkpoints.restart_cost import LOADED, RestartCost, restart_cost
+from stateops.profile.parts import CORES, PARTS
 from stateops.timefmt import spark_instant
 
 TABLE = "progress"
@@ -59,6 +60,10 @@ SCHEMA = pa.schema([
     ("kafka_lag", pa.int64()),        # records behind the latest offset over every Kafka partition (stateops.kafka_lag)
     ("kafka_lag_json", pa.string()),  # the same per topic/partition; both null for other sources
     ("parts_json", pa.string()),      # the batch's time in parts (stateops.profile.parts); null in older rows
+    ("cores", pa.int64()),            # the cores the run's tasks shared (Spark's defaultParallelism); null in older rows
+    # stores Spark loaded from the checkpoint in the batch (RocksDB's, every operator): a start's first batch, whose
+    # load rates estimate the next start's (stateops.checkpoints.restart_cost); null in older rows and other stores
+    ("state_loads", pa.int64()),
 ])
 
 
@@ -137,7 +142,51 @@ def progress_row(progress: dict[str, Any], job: str, stateops_run_id: str) -> di
         "kafka_lag": sum(lag.values()) if lag else None,
         "kafka_lag_json": json.dumps(lag, sort_keys=True) if lag else None,
         "parts_json": json.dumps(progress[PARTS]) if progress.get(PARTS) is not None else None,
+        "cores": progress.get(CORES),
+        "state_loads": _state_loads(ops),
     }
+
+
+def _state_loads(ops: list[dict[str, Any]]) -> int | None:
+    counts = [op["custom_metrics"][LOADED] for op in ops if LOADED in op["custom_metrics"]]
+    return sum(counts) if counts else None
+
+
+def operators(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A progress row's stateful operators, as operator_metrics wrote them."""
+    return json.loads(row.get("state_operators_json") or "[]")
+
+
+def start_rows(layout: Layout, jobs: Iterable[str], limit: int = 20) -> dict[str, list[dict[str, Any]]]:
+    """Job -> its latest `limit` batches in which Spark loaded stores from the checkpoint (a start's first batch),
+    oldest first, from one read filtered on state_loads: a continuous job's starts are rare among its batches."""
+    wanted = sorted(set(jobs))
+    table = open_table(layout.ops_table(TABLE)) if wanted else None
+    if table is None or "state_loads" not in table.schema().to_arrow().names:
+        return {}
+    rows = table.to_pyarrow_table(columns=["job", "batch_id", "timestamp", "cores", "state_loads",
+                                           "state_operators_json"],
+                                  filters=[("job", "in", wanted), ("state_loads", ">", 0)]).to_pylist()
+    rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"], r["batch_id"]))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["job"], []).append(row)
+    return {job: found[-limit:] for job, found in out.items()}
+
+
+def next_start(checkpoint: str, layout: Layout | None, job: str | None, recent: Iterable[dict[str, Any]] = (),
+               starts: list[dict[str, Any]] | None = None) -> RestartCost | None:
+    """What the next start of the checkpoint's query loads and its estimate, at the rates of the job's earlier
+    starts (`starts`: start_rows of the job, read here when not given; `recent`: its newest rows, for the cores)."""
+    if starts is None:
+        starts = start_rows(layout, [job]).get(job, []) if layout is not None and job else []
+    return restart_cost(checkpoint, (operators(r) for r in starts), latest_cores([*starts, *recent]))
+
+
+def latest_cores(rows: Iterable[dict[str, Any]]) -> int | None:
+    """The cores the newest of `rows` that recorded them ran on."""
+    found = [r for r in rows if r.get("cores")]
+    return max(found, key=lambda r: (r["timestamp"] is not None, r["timestamp"], r["batch_id"]))["cores"] if found else None
 
 
 def append(layout: Layout, rows: Iterable[dict[str, Any]]) -> None:

@@ -247,6 +247,8 @@ def render_status(status: dict) -> str:
         "  overrides: " + ("; ".join(f"{name} = {o['value']} ({o['actor']}, {o['changed_at']}: {o['reason']})"
                                      for name, o in status["overrides"].items()) or "none"),
     ]
+    if status.get("restart"):
+        lines.append(f"  restart: {status['restart']['summary']}")
     if "kafka_lag" in status:
         lag = status["kafka_lag"]
         lines.append("  kafka lag: " + (f"{lag['total']:,} records behind the latest offsets after batch "
@@ -261,7 +263,8 @@ def render_status(status: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (an object for NAME, else a list).")
 @click.pass_obj
 def status_command(obj: Environment, name: str | None, as_json: bool) -> None:
-    """Lease (holder, heartbeat, live or stale), latest batch and watermark, pending stop, lock, overrides."""
+    """Lease (holder, heartbeat, live or stale), latest batch and watermark, pending stop, lock, overrides; for
+    NAME also what its next start loads (snapshots, changelogs to replay) and how long that should take."""
     layout: Layout = obj.layout
     specs = [obj.catalog.job(name)] if name else list(obj.catalog.jobs.values())
     # The first job's status refuses a control home the control plane cannot use, before any table is read;
@@ -271,6 +274,9 @@ def status_command(obj: Environment, name: str | None, as_json: bool) -> None:
     forced = overrides.in_force_by_job(layout) if len(specs) > 1 else {}
     states += [job_status(layout, spec.name, spec.checkpoint_path(layout), settings, forced=forced.get(spec.name, {}))
                for spec in specs[1:]]
+    if name:  # what its next start loads: a listing of its checkpoint, too much for every job of a fleet at once
+        cost = progress.next_start(specs[0].checkpoint_path(layout), layout, specs[0].name)
+        states[0]["restart"] = cost.to_dict() if cost else None
     if any(spec.source == "kafka" for spec in specs):
         lags = progress.kafka_lags(layout)
         for spec, state in zip(specs, states):

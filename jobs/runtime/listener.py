@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from stateops import progress as progress_table
 from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
-from stateops.profile.parts import PARTS, Laps, attribute
+from stateops.profile.parts import CORES, PARTS, Laps, attribute
 from stateops.checkpoints.checkpoint import Checkpoint
 
 from stateops.jobs.runtime.query_events import JsonEvents
@@ -93,6 +93,7 @@ class ProgressRecorder(JsonEvents):
             timed = self.laps is not None and progress.get("name") == self.job  # the query the writer runs
             laps = self.laps.take(progress.get("batchId")) if timed else None
             progress[PARTS] = attribute(progress, laps, self.cores)  # the observation's too (the callback's event)
+            progress[CORES] = self.cores
             self.buffer.add(progress_table.progress_row(progress, self.job, self.run_id))
         finally:
             with self._lock:

@@ -35,6 +35,7 @@ from stateops.errors import OperationFailed, first_line
 from stateops.checkpoints.sparkstate import (ensure_state_coordinator, join_state_format, listed_stores, readable_units,
                                             reading_format)
 from stateops.joins import SIDES, JoinBound
+from stateops import progress as progress_table
 from stateops.layout import Layout
 
 MAX_PARALLEL_READS = 4
@@ -381,12 +382,14 @@ def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None,
     for op in audited:
         if op.operator_id in per_op:
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
+    cost = progress_table.next_start(checkpoint_path, layout, job, ctx.progress)
+    report.restart = cost.to_dict() if cost else None
     report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
                        for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows,
                                                               kafka_lag.totals(ctx.progress),
                                                               latest_state_memory(ctx.progress),
                                times=operator_times(ctx.progress, [(o.operator_id, o.operator_name) for o in audited],
-                                                    t.slow_window_batches))
+                                                    t.slow_window_batches), restart=cost)
     report.kafka_lag = kafka_lag.latest(ctx.progress)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report

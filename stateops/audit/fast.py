@@ -22,6 +22,7 @@ from stateops.checkpoints.sparkstate import join_state_format, join_units
 from stateops.checkpoints.profile import profile
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
+from stateops import progress as progress_table
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
@@ -29,8 +30,10 @@ from stateops.layout import Layout
 
 def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, layout: Layout | None = None,
                job: str | None = None, history: list[dict[str, Any]] | None = None,
-               progress: list[dict[str, Any]] | None = None, now: _dt.datetime | None = None) -> AuditReport:
-    """Audit the latest committed batch of `checkpoint_path` from files and progress rows only."""
+               progress: list[dict[str, Any]] | None = None, now: _dt.datetime | None = None,
+               starts: list[dict[str, Any]] | None = None) -> AuditReport:
+    """Audit the latest committed batch of `checkpoint_path` from files and progress rows only. `starts`: the
+    job's progress rows of its earlier starts (stateops.progress.start_rows), read here when not given."""
     t = thresholds or Thresholds()
     started = time.monotonic()
     ctx = build_context(checkpoint_path, None, t, layout=layout, history=history, progress=progress)
@@ -78,10 +81,12 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
                          audited_at=now or _dt.datetime.now(_dt.timezone.utc), batch_timestamp=ctx.batch_timestamp,
                          provider=ctx.provider)
     report.kafka_lag = kafka_lag.latest(ctx.progress)
+    cost = progress_table.next_start(checkpoint_path, layout, job, ctx.progress, starts)
+    report.restart = cost.to_dict() if cost else None
     report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress),
                                latest_state_memory(ctx.progress),
                                times=operator_times(ctx.progress, [(o.operator_id, o.operator_name) for o in operators],
-                                                    t.slow_window_batches))
+                                                    t.slow_window_batches), restart=cost)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -102,6 +107,7 @@ def fast_audits(layout: Layout, targets: Mapping[str, tuple[str, Thresholds | No
     history = history_by_checkpoint(layout, [c for c, _t in targets.values()])
     progress = recent_progress_by_query(layout, wanted, max((t or Thresholds()).progress_batches
                                                              for _c, t in targets.values()) if targets else 1)
+    starts = progress_table.start_rows(layout, targets)
     out: dict[str, AuditReport | StateOpsError] = {}
     for job, (checkpoint, t) in targets.items():
         t, query_id = t or Thresholds(), query_ids[job]
@@ -110,7 +116,7 @@ def fast_audits(layout: Layout, targets: Mapping[str, tuple[str, Thresholds | No
         recent = progress.get(query_id, [])[-t.progress_batches:] if query_id else []
         try:
             out[job] = fast_audit(checkpoint, thresholds=t, layout=layout, job=job, history=mine, progress=recent,
-                                  now=now)
+                                  now=now, starts=starts.get(job, []))
         except StateOpsError as err:
             out[job] = err
     return out

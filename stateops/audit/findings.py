@@ -14,6 +14,7 @@ from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
 from stateops import kafka_lag
+from stateops.checkpoints.restart_cost import SNAPSHOT_INTERVAL, RestartCost
 from stateops.checkpoints.state_store import MEMORY, store_name
 from stateops.sizes import human_bytes
 from stateops.timefmt import compact_duration, human_duration, iso_seconds
@@ -549,19 +550,41 @@ def unreadable_finding(operator_id: int, store_name: str, batch_id: int, job: st
                    {"batch_id": batch_id, "cause": cause})
 
 
+def restart_cost_finding(cost: RestartCost | None, t: Thresholds, job: str | None) -> Finding | None:
+    """The next start's estimated load past the budget, with the snapshot interval that brings it back."""
+    if cost is None:
+        return None
+    level = _level(cost.seconds, t.restart_budget_seconds, t.restart_budget_seconds_error)
+    if not level:
+        return None
+    interval = cost.snapshot_interval(t.restart_budget_seconds)
+    message = (f"{cost.summary()}; budget {t.restart_budget_seconds} s (audit.restart_budget_seconds, error from "
+               f"restart_budget_seconds_error {t.restart_budget_seconds_error} s)")
+    fix = (f"Snapshot the state more often: spark.sql.streaming.stateStore.minDeltasForSnapshot = {interval} (a store "
+           f"then replays at most {interval} changelog(s), about {t.restart_budget_seconds} s at these rates), with "
+           "spark.sql.streaming.stateStore.maintenanceInterval shorter than the job's runs, since the maintenance "
+           "thread uploads the snapshots; the next snapshot ends this replay. Without changelog checkpointing every "
+           "version is a snapshot: no replay, a slower commit.")
+    return Finding("RESTART_COST", level, None, None, message, fix,
+                   {**cost.to_dict(), "budget_seconds": t.restart_budget_seconds, "snapshot_interval": interval,
+                    "snapshot_interval_setting": SNAPSHOT_INTERVAL})
+
+
 def evaluate(report: AuditReport, t: Thresholds, history: Sequence[Mapping[str, Any]] = (),
              input_rows: int = 0, kafka_lags: Sequence[int] = (), state_memory: int | None = None,
-             times: Mapping[int, Mapping[str, float]] | None = None) -> list[Finding]:
+             times: Mapping[int, Mapping[str, float]] | None = None,
+             restart: RestartCost | None = None) -> list[Finding]:
     """All findings for a report. `history`: earlier audits of the same checkpoint (oldest first);
     `kafka_lags`: the total Kafka lag of the query's recent batches, oldest first (stateops.kafka_lag);
     `state_memory`: Spark's estimate of the state's heap at the latest batch (latest_state_memory); `times`:
-    Spark's commit, update and removal times per operator (operator_times)."""
+    Spark's commit, update and removal times per operator (operator_times); `restart`: what the next start
+    loads (stateops.checkpoints.restart_cost)."""
     earlier = [r for r in history if r.get("audited_at") is None or r["audited_at"] < report.audited_at]
     findings: list[Finding] = slow_findings(times or {}, {o.operator_id: o.operator_name for o in report.operators},
                                             t, report.job)
-    memory = state_memory_finding(report, t, state_memory)
-    if memory:
-        findings.append(memory)
+    for finding in (state_memory_finding(report, t, state_memory), restart_cost_finding(restart, t, report.job)):
+        if finding:
+            findings.append(finding)
     behind = kafka_lag_finding(kafka_lags, t)
     if behind:
         findings.append(behind)

@@ -18,7 +18,7 @@ SEVERITIES = ("info", "warn", "error")
 
 CODES = ("STATE_SKEW", "STATE_GROWTH", "EVICTION_STALLED", "UNBOUNDED_DEDUP", "NO_WATERMARK",
          "WATERMARK_LAG", "LATE_DATA_DROPS", "LARGE_STATE", "CLEANUP_STUCK", "STATE_UNREADABLE", "KAFKA_LAG", "STATE_MEMORY",
-         "SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP")
+         "SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP", "RESTART_COST")
 
 
 def audit_json(value):
@@ -137,6 +137,7 @@ class AuditReport:
     duration_seconds: float | None = None
     pinned_batch: bool = False  # the caller chose the batch (--batch-id) instead of the latest
     kafka_lag: dict[str, Any] | None = None  # Kafka sources: {total, partitions, batch_id} of the newest progress row
+    restart: dict[str, Any] | None = None  # what the next start loads and its estimate (fast audit; RestartCost)
 
     @property
     def measured_at(self) -> _dt.datetime:
@@ -179,4 +180,5 @@ class AuditReport:
             "operators": [op.contract() for op in self.operators],
             "findings": [f.contract() for f in self.findings],
             **({"kafka_lag": self.kafka_lag} if self.kafka_lag is not None else {}),
+            **({"restart": self.restart} if self.restart is not None else {}),
         }

@@ -95,6 +95,11 @@ class Thresholds(Section):
     # memtables, block cache share and pinned blocks, off the heap but still the executor's memory.
     state_memory_bytes: Count = 2 * GiB
     state_memory_bytes_error: Count = 4 * GiB
+    # RESTART_COST: what the next start of the query loads (the snapshots and the changelogs after them), at the
+    # load rates Spark measured on the job's earlier starts (stateops.checkpoints.restart_cost): a warning past a
+    # minute, an error past five (every runbook restart and every takeover pays it).
+    restart_budget_seconds: Count = 60
+    restart_budget_seconds_error: Count = 300
     # CLEANUP_STUCK: Spark keeps spark.sql.streaming.minBatchesToRetain (100) batches; cleanup is stuck
     # when more than that plus the slack are retained and minBatchId did not move since the last audit.
     min_batches_to_retain: Count = 100

@@ -40,6 +40,7 @@ LOG = ("walCommit", "commitOffsets")
 PLAN_RUN, SINK_WRITE, DEAD_LETTERS, HANDOVER = "plan_run", "sink_write", "dead_letters", "handover"
 BEGAN_AT = "began_at"  # a lap that is not a part: when the writer got the batch (epoch ms)
 PARTS = "stateopsParts"  # where a progress event StateOps recorded carries its parts (not a field of Spark's)
+CORES = "stateopsCores"  # and the cores its tasks shared (ProgressRecorder)
 
 
 class Laps:

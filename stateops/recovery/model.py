@@ -75,6 +75,9 @@ class RecoveryPlan:
     steps: tuple[Step, ...]
     notes: tuple[str, ...] = ()
     dry_run: bool = True
+    # what the restart of the checkpoint as it stands loads, and its estimate (stateops.checkpoints.restart_cost);
+    # None for a rebuild (a new checkpoint loads nothing) and in plans made before it was shown
+    restart: dict[str, Any] | None = None
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -108,6 +111,7 @@ class RecoveryPlan:
             f"{self.latest_committed_batch}, watermark {self.watermark or 'none'}, "
             f"{self.state_partitions if self.state_partitions is not None else '?'} state partitions)",
             f"  running      {holder}; restart {self.restart_mode}",
+            *([f"  state load   {self.restart['summary']}"] if self.restart else []),
             f"  archive      {archive['path']} ({archive['method']}, {_size(archive['bytes'])}; needs "
             f"{_size(archive['required_bytes'])} free, {_size(archive['free_bytes'])} free)",
             f"  sink         {self.sink_table}",

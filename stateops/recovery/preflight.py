@@ -18,7 +18,7 @@ from stateops.checkpoints.operators import describe
 from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
 from stateops.control import current_lease, default_actor, maintenance, overrides
 from stateops.durations import parse_seconds
-from stateops import sinkstate
+from stateops import progress, sinkstate
 from stateops.checkpoints import kafka_offsets
 from stateops.checkpoints import rewind, state_store
 from stateops.storage import can_lock, exists
@@ -360,7 +360,14 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         archive={"id": runbook_id, "path": directory, "method": method, **room},
         settings_before=before, settings_after=_settings_after(layout, target, request, before, source, rebuilt),
         steps=_steps(request.mode, request, restart_mode, method),
-        notes=_notes(request.mode, request, target, latest, cover, store_notes), dry_run=request.dry_run)
+        notes=_notes(request.mode, request, target, latest, cover, store_notes), dry_run=request.dry_run,
+        restart=_state_load(layout, target, request.mode))
+
+
+def _state_load(layout: Layout, target: JobTarget, mode: str) -> dict[str, Any] | None:
+    """What the restart loads, for the modes that restart on the checkpoint's own state (not a rebuild's new one)."""
+    cost = None if mode == "rebuild" else progress.next_start(target.checkpoint, layout, target.job)
+    return cost.to_dict() if cost else None
 
 
 def unfinished(layout: Layout, target: JobTarget, request: RecoveryRequest) -> RecoveryPlan | None:

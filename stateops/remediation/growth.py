@@ -15,9 +15,9 @@ From the latest deep audit of the query, in this order:
                                                        or rebuild with that delay
     STATE_GROWTH, watermark standing still             alert: nothing is evicted while the watermark stands
     rows above state_rows_budget                       growth_action, as for growth
-    SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP      alert with the finding's fix: the state's own times
-                                                       (the store, its memory, the checkpoint store) are no
-                                                       runbook's to change
+    SLOW_COMMIT, SLOW_STATE_UPDATES, SLOW_CLEANUP,     alert with the finding's fix: the state's own times
+    RESTART_COST                                       (the store, its memory, the checkpoint store, the
+                                                       snapshot interval) are no runbook's to change
 Otherwise the cheap signal: the progress rows of the window (rows growing past the rate while the watermark
 advances, or above the budget) request a deep audit.
 """
@@ -33,7 +33,7 @@ from stateops.remediation.policy import Policy
 from stateops.remediation.signals import Trail
 
 CODE_PROBLEMS = ("UNBOUNDED_DEDUP", "EVICTION_STALLED", "CLEANUP_STUCK")
-SLOW = ("SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP")
+SLOW = ("SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP", "RESTART_COST")
 GROWTH = "STATE_GROWTH"
 MEMORY = "STATE_MEMORY"
 

@@ -336,8 +336,9 @@ def test_contract_names_are_exact():
     assert doc["operators"][0]["top_keys"][0]["key"] == {"t": "2026-01-01T12:00:00+00:00"}
     with pytest.raises(ValueError):
         Finding("NOT_A_CODE", "warn", None, None, "m", "r")
-    assert len(CODES) == 15 and CODES[-6:] == ("STATE_UNREADABLE", "KAFKA_LAG", "STATE_MEMORY",  # KAFKA_LAG: issue 21
-                                               "SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP")  # issue 74
+    assert len(CODES) == 16 and CODES[-7:] == ("STATE_UNREADABLE", "KAFKA_LAG", "STATE_MEMORY",  # KAFKA_LAG: issue 21
+                                               "SLOW_COMMIT", "SLOW_STATE_UPDATES", "SLOW_CLEANUP",  # issue 74
+                                               "RESTART_COST")
 
 
 def test_thresholds_from_config_defaults_global_and_per_job():
