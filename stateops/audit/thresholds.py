@@ -98,8 +98,8 @@ class Thresholds(Section):
     # RESTART_COST: what the next start of the query loads (the snapshots and the changelogs after them), at the
     # load rates Spark measured on the job's earlier starts (stateops.checkpoints.restart_cost): a warning past a
     # minute, an error past five (every runbook restart and every takeover pays it).
-    restart_budget_seconds: Count = 60
-    restart_budget_seconds_error: Count = 300
+    restart_budget_seconds: Number = 60
+    restart_budget_seconds_error: Number = 300
     # CLEANUP_STUCK: Spark keeps spark.sql.streaming.minBatchesToRetain (100) batches; cleanup is stuck
     # when more than that plus the slack are retained and minBatchId did not move since the last audit.
     min_batches_to_retain: Count = 100
