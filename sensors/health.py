@@ -11,7 +11,9 @@ from stateops.control import job_status, overrides
 from stateops.errors import StateOpsError
 from stateops.remediation.alerts import Alert, WebhookSettings, sender_for
 from stateops.remediation.model import TAG
-from stateops.remediation.tick import Watched, health_decisions
+from stateops.remediation.observed import stream_health
+from stateops.remediation.signals import HEALTH_COLUMNS, latest_audits, latest_batches
+from stateops.remediation.tick import Watched, current_queries, health_decisions
 
 from stateops.jobs.definition.environment import Environment
 
@@ -19,6 +21,8 @@ from stateops.sensors import runs
 from stateops.sensors.ticks import Paths, Targets, evaluate
 
 HEALTH_DESCRIPTION = (
+    "Each tick reports every job's stream health on its asset (health/*: the lease's state, the newest batch and its "
+    "age, the Kafka lag, the newest audit's findings), so the asset page shows the stream between runs. "
     "A query whose progress stopped while its lease is held (no batch for progress_timeout_seconds although "
     "input waits) -> the runbook restarts it (adjust, same settings); a stale lease or a failed last run -> a "
     "new run of the job, which takes the lease over (a stale lease's Dagster run, still in flight for Dagster, is "
@@ -29,11 +33,14 @@ def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDe
     @sensor(name="query_health_sensor", description=HEALTH_DESCRIPTION, jobs=jobs, minimum_interval_seconds=interval,
             default_status=DefaultSensorStatus.STOPPED)
     def _sensor(context: SensorEvaluationContext, paths: Paths):
+        read: dict[str, dict] = {}  # the statuses and newest batches decide read, which observe reports
+
         def decide(environment: Environment, watched: list[Watched], now: _dt.datetime):
             layout, settings = environment.layout, environment.settings.control
             forced = overrides.in_force_by_job(layout)  # one read of each table and of the runs for all jobs
-            statuses = {w.job: job_status(layout, w.job, w.checkpoint, settings, forced=forced.get(w.job, {}))
-                        for w in watched}
+            statuses = read["statuses"] = {
+                w.job: job_status(layout, w.job, w.checkpoint, settings, forced=forced.get(w.job, {})) for w in watched}
+            batches = read["batches"] = latest_batches(layout, HEALTH_COLUMNS) or {}
             for status in statuses.values():
                 if status["state"] == "stale":
                     ended = runs.end_stale_holder(context.instance, status["lease"])
@@ -41,9 +48,14 @@ def build_health_sensor(targets: Targets, jobs: list, interval: int) -> SensorDe
                         context.log.info(f"{status['job']}: run {ended} of the stale lease marked failed")
             finished = runs.last_finished_by_job(context.instance, [targets.job_run(w.job) for w in watched])
             last = {w.job: finished[targets.job_run(w.job)] for w in watched}
-            return health_decisions(layout, watched, statuses, last, now)
+            return health_decisions(layout, watched, statuses, last, now, batches=batches)
 
-        return evaluate(context, "query_health_sensor", paths, decide, targets)
+        def observe(environment: Environment, watched: list[Watched], now: _dt.datetime):
+            audits = latest_audits(environment.layout, current_queries(watched).values())
+            return {w.job: stream_health(read["statuses"][w.job], read["batches"].get(w.job), audits.get(w.job), now)
+                    for w in watched}
+
+        return evaluate(context, "query_health_sensor", paths, decide, targets, observe=observe)
 
     return _sensor
 

@@ -23,6 +23,7 @@ from stateops.errors import StateOpsError, first_line
 from stateops.layout import Layout
 from stateops.remediation.alerts import Alert, sender_for
 from stateops.remediation.guards import Cursor, guard, guard_escalation
+from stateops.remediation import observed
 from stateops.remediation.model import Decision
 from stateops.remediation.policy import Policy
 from stateops.remediation.tick import Watched
@@ -31,6 +32,8 @@ from stateops.sensors import runs
 from stateops.sensors.runbook import RUNBOOK_JOB, runbook_run_config
 
 Decide = Callable[[Environment, list[Watched], _dt.datetime], "dict[str, Decision]"]
+# job -> its stream's health as the asset shows it between runs (stateops.remediation.observed), after `decide`
+Observe = Callable[[Environment, list[Watched], _dt.datetime], "dict[str, dict[str, Any]]"]
 # A sensor's `paths` parameter: the code location's stateops.dagster.resources.PathsResource (it has `.layout` and
 # `.environment()`), typed by its base class so that sensors never import orchestration, which composes them.
 Paths = ConfigurableResource
@@ -58,8 +61,9 @@ def watched(catalog: Catalog) -> tuple[Mapping[str, JobSpec], list[Watched]]:
 
 
 def evaluate(context: SensorEvaluationContext, sensor: str, paths: Paths, decide: Decide, targets: Targets,
-             now: _dt.datetime | None = None) -> SensorResult:
-    """One tick: the environment read once (paths.environment()), the catalog, `decide`, then the guards."""
+             now: _dt.datetime | None = None, observe: Observe | None = None) -> SensorResult:
+    """One tick: the environment read once (paths.environment()), the catalog, `decide`, then the guards;
+    `observe`: each job's health, reported on its asset when due (observed.due)."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     cursor = Cursor.parse(context.cursor)
     try:
@@ -69,10 +73,15 @@ def evaluate(context: SensorEvaluationContext, sensor: str, paths: Paths, decide
             catalog = environment.catalog  # not validated again
         specs, jobs = watched(catalog)
         decisions = decide(environment, jobs, now)
+        health = observe(environment, jobs, now) if observe is not None else {}
     except StateOpsError as err:  # an unreadable ops table, a broken config: skip, the next tick tries again
         return SensorResult(skip_reason=f"{sensor}: {first_line(err)}", cursor=cursor.dumps())
     policies = {w.job: w.policy for w in jobs}
     requests, events, reasons = [], [], []
+    for job, metadata in sorted(health.items()):
+        if observed.due(metadata, cursor.reported.get(job), now):
+            cursor.reported[job] = (observed.fingerprint(metadata), now.isoformat())
+            events.append(AssetObservation(asset_key=AssetKey(specs[job].output_asset), metadata=metadata))
     sender = sender_for(environment.settings.webhook)
     for job, decision in sorted(decisions.items()):
         decision = _guarded(context, layout, decision, policies[job], targets, cursor, now)

@@ -88,10 +88,12 @@ def guard_escalation(decision: Decision, policy: Policy, audits: Iterable[Launch
 
 @dataclass
 class Cursor:
-    """Per job, the decision keys a sensor acted on and alerted about (newest last)."""
+    """Per job, the decision keys a sensor acted on and alerted about (newest last), and its last report of the
+    stream's health (fingerprint, when: stateops.remediation.observed)."""
 
     acted: dict[str, list[str]] = field(default_factory=dict)
     alerted: dict[str, list[str]] = field(default_factory=dict)
+    reported: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> "Cursor":
@@ -99,12 +101,14 @@ class Cursor:
         try:
             data = json.loads(text) if text else {}
             return cls({j: list(k) for j, k in data.get("acted", {}).items()},
-                       {j: list(k) for j, k in data.get("alerted", {}).items()})
-        except (ValueError, TypeError, AttributeError):
+                       {j: list(k) for j, k in data.get("alerted", {}).items()},
+                       {j: (str(r[0]), str(r[1])) for j, r in data.get("reported", {}).items()})
+        except (ValueError, TypeError, AttributeError, IndexError):
             return cls()
 
     def dumps(self) -> str:
-        return json.dumps({"acted": self.acted, "alerted": self.alerted}, sort_keys=True)
+        return json.dumps({"acted": self.acted, "alerted": self.alerted,
+                           **({"reported": self.reported} if self.reported else {})}, sort_keys=True)
 
     def has_acted(self, job: str, key: str | None) -> bool:
         return key is not None and key in self.acted.get(job, [])

@@ -213,20 +213,50 @@ def progress_ends(layout: Layout, windows: Mapping[str, _dt.datetime]) -> dict[s
     return out
 
 
-def latest_batches(layout: Layout) -> dict[str, dict[str, Any]] | None:
-    """Job -> its newest progress row (batch_id, timestamp, query_id); None when there is no progress table."""
-    table = read_ops(layout, progress.TABLE, ("job", "query_id", "batch_id", "timestamp"))
+LATEST_COLUMNS = ("job", "query_id", "batch_id", "timestamp")
+# what a job's asset shows of its newest batch between runs (stateops.remediation.observed)
+HEALTH_COLUMNS = (*LATEST_COLUMNS, "input_rows", "batch_duration_ms", "watermark", "state_rows_total", "kafka_lag")
+
+
+def latest_batches(layout: Layout, columns: Sequence[str] = LATEST_COLUMNS) -> dict[str, dict[str, Any]] | None:
+    """Job -> its newest progress row (`columns`, at least LATEST_COLUMNS); None when there is no progress table."""
+    table = read_ops(layout, progress.TABLE, columns, added=("kafka_lag",))
     if table is None:
         return None
     if not table.num_rows:
         return {}
-    newest = table.group_by("job").aggregate([("timestamp", "max")])
+    newest = table.select(["job", "timestamp"]).group_by("job").aggregate([("timestamp", "max")])
     joined = table.join(newest, keys=["job"]).filter(
         pc.equal(pc.field("timestamp"), pc.field("timestamp_max")))
     out: dict[str, dict[str, Any]] = {}
-    for row in joined.select(["job", "query_id", "batch_id", "timestamp"]).to_pylist():
+    for row in joined.select([c for c in columns if c in table.column_names]).to_pylist():
         if row["job"] not in out or row["batch_id"] > out[row["job"]]["batch_id"]:
             out[row["job"]] = row
+    return out
+
+
+def latest_audits(layout: Layout, queries: Iterable[Query]) -> dict[str, dict[str, Any]]:
+    """Job -> its current query's newest audit, fast or deep (audit_id, kind, audited_at, batch_id) with its
+    findings (code, severity), from one read of each table for every job; jobs never audited are absent."""
+    queries = [q for q in queries if q.query_id]
+    ofs = pc.field("query_id").isin([q.query_id for q in queries])
+    audits = read_ops(layout, AUDITS, ("audit_id", "audited_at", "kind", "checkpoint", "query_id", "batch_id"),
+                      rows=ofs) if queries else None
+    if audits is None or not audits.num_rows:
+        return {}
+    newest = audits.group_by(["query_id"]).aggregate([("audited_at", "max")])
+    latest = audits.join(newest, keys=["query_id"]).filter(pc.equal(pc.field("audited_at"), pc.field("audited_at_max")))
+    wanted = {(normalize(q.checkpoint), q.query_id): q.job for q in queries}
+    out: dict[str, dict[str, Any]] = {}
+    for row in latest.select(["audit_id", "audited_at", "kind", "checkpoint", "query_id", "batch_id"]).to_pylist():
+        job = wanted.get((row["checkpoint"], row["query_id"]))
+        if job is not None:
+            out[job] = {k: row[k] for k in ("audit_id", "audited_at", "kind", "batch_id")} | {"findings": []}
+    ids = {a["audit_id"]: job for job, a in out.items()}
+    findings = read_ops(layout, FINDINGS, ("audit_id", "code", "severity"),
+                        rows=pc.field("audit_id").isin(list(ids))) if ids else None
+    for row in ([] if findings is None else findings.to_pylist()):
+        out[ids[row["audit_id"]]]["findings"].append({"code": row["code"], "severity": row["severity"]})
     return out
 
 

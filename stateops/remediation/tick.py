@@ -40,6 +40,11 @@ class Watched:
     landing: tuple[str, ...] = ()  # input folders (JSON sources); empty for Kafka
 
 
+def current_queries(watched: Iterable[Watched]) -> dict[str, Query]:
+    """Job -> its current query, for the jobs with a committed batch."""
+    return _queries(watched)[0]
+
+
 def _queries(watched: Iterable[Watched]) -> tuple[dict[str, Query], dict[str, Decision]]:
     """Job -> its current query; jobs without a committed batch get a skip instead."""
     queries, skips = {}, {}
@@ -101,10 +106,12 @@ def growth_decisions(layout: Layout, watched: Iterable[Watched], now: _dt.dateti
 
 
 def health_decisions(layout: Layout, watched: Iterable[Watched], statuses: Mapping[str, Mapping[str, Any]],
-                     last_runs: Mapping[str, Mapping[str, Any] | None], now: _dt.datetime) -> dict[str, Decision]:
-    """`statuses`: job -> stateops.control.job_status; `last_runs`: job -> its last finished Dagster run."""
+                     last_runs: Mapping[str, Mapping[str, Any] | None], now: _dt.datetime,
+                     batches: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Decision]:
+    """`statuses`: job -> stateops.control.job_status; `last_runs`: job -> its last finished Dagster run;
+    `batches`: job -> its newest progress row, when the caller read them (signals.latest_batches)."""
     watched = list(watched)
-    batches = latest_batches(layout) or {}
+    batches = batches if batches is not None else latest_batches(layout) or {}
     window = max((w.thresholds.kafka_lag_batches for w in watched), default=0) + 1
     lags = recent_kafka_lags(layout, window) if any(not w.landing for w in watched) else {}
     refusals = {row["job"]: row for row in actions.read(layout, action=actions.STATE_CHECK)}  # oldest first: newest kept

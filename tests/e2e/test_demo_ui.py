@@ -76,3 +76,28 @@ def test_ui_renders_metadata_and_check_results_in_chromium(demo_run):
     layout, home, instance, _, _ = demo_run
     with browser.webserver(layout.home, home) as url:
         browser.check_pages(url, instance, [("user_activity", "user_activity")])
+
+
+@pytest.mark.skipif(browser.chromium() is None,
+                    reason="chromium is not installed (scripts/test installs it: apt-get install -y chromium)")
+def test_the_asset_page_shows_the_stream_between_runs_in_chromium(demo_run, monkeypatch):
+    """No run is open after the demo: a tick of query_health_sensor reports each job's health (as the daemon
+    stores a sensor's asset events: runless events on the instance), and the asset's events and plots show it."""
+    from tests.support.sensor_harness import Harness
+
+    layout, home, instance, _, _ = demo_run
+    monkeypatch.setenv("STATEOPS_HOME", layout.home)
+    result = Harness(instance).tick("query_health_sensor")
+    health = [e for e in result.asset_events if e.asset_key == AssetKey("user_activity") and "health/state" in e.metadata]
+    assert len(health) == 1 and health[0].metadata["health/state"].value == "idle", result.asset_events
+    for event in result.asset_events:
+        instance.report_runless_asset_event(event)
+    batch = health[0].metadata["health/batch"].value
+    assert batch == _last_commit(SPECS["user_activity"].checkpoint_path(layout))
+    with browser.webserver(layout.home, home) as url:
+        events = browser.page_text(f"{url}/assets/user_activity?view=events")
+        missing = [w for w in ("health/state", "idle", "health/batch_age_seconds", "health/findings") if w not in events]
+        assert not missing, f"events of user_activity lack {missing}: {events[:2000]}"
+        plots = browser.page_text(f"{url}/assets/user_activity?view=plots")
+        assert "health/batch_age_seconds" in plots and "batch_ms" in plots, plots[:2000]
+

@@ -9,14 +9,16 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from dagster import DagsterEventType, build_run_status_sensor_context, instance_for_test
+from dagster import AssetKey, DagsterEventType, build_run_status_sensor_context, instance_for_test
 
 from stateops import progress
+from stateops.audit.history import record
+from stateops.audit.model import AuditReport, Finding, OperatorAudit
 from stateops.control import ControlSettings, acquire, current_lease, maintenance
 from stateops.remediation.alerts import WebhookSettings, sender_for
 
 from tests.support.code_location import SPECS
-from tests.support.fake_checkpoint import FakeCheckpoint
+from tests.support.fake_checkpoint import QUERY_ID, FakeCheckpoint
 from stateops.sensors.health import run_failure_alert
 from tests.support.sensor_harness import RUNBOOK_OP, Harness
 
@@ -156,6 +158,48 @@ def test_stalled_query_gets_the_guarded_restart(layout, tmp_path, monkeypatch):
             FakeCheckpoint(layout.checkpoint(JOB)).batches(range(8)).store(0, partitions=4)
             planned = harness.launch(request)
             assert planned.success, [e.message for e in planned.all_events if e.is_failure]
+
+
+def test_each_tick_reports_the_streams_health_on_its_asset_between_runs(layout, tmp_path, monkeypatch):
+    """No run is open: the tick's observation on the job's asset says how the stream stands (the lease's state, its
+    newest batch and how old it is, the newest audit's findings), again only when that changed. Oracles: the
+    progress row, the audit recorded and the lease written here."""
+    _config(tmp_path, monkeypatch, layout)
+    checkpoint = FakeCheckpoint(layout.checkpoint(JOB)).batches(range(8)).store(0, partitions=4)
+    asset = AssetKey(SPECS[JOB].output_asset)
+
+    def health(result) -> dict:
+        found = [e.metadata for e in result.asset_events if e.asset_key == asset and "health/state" in e.metadata]
+        assert len(found) <= 1, found
+        return {k: v.value for k, v in found[0].items()} if found else {}
+
+    with instance_for_test() as instance:
+        harness = Harness(instance)
+        first = harness.tick(HEALTH)
+        seen = health(first)
+        assert seen["health/state"] == "idle" and "health/batch" not in seen and "health/findings" not in seen
+        assert not health(harness.tick(HEALTH, cursor=first.cursor))  # nothing changed: no new event
+        hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+        progress.append(layout, [{"job": JOB, "query_name": JOB, "query_id": QUERY_ID, "run_id": "r",
+                                  "stateops_run_id": "s", "batch_id": 7, "timestamp": hour_ago, "input_rows": 10,
+                                  "batch_duration_ms": 5, "durations_json": "{}", "watermark": hour_ago,
+                                  "state_rows_total": 5, "state_rows_updated": 1, "state_memory_bytes": 1,
+                                  "rows_dropped_by_watermark": 0, "state_operators_json": "[]", "sources_json": "[]"}])
+        store = OperatorAudit(operator_id=0, operator_name="stateStoreSave", store_name="default", num_partitions=4)
+        report = AuditReport(checkpoint.path, 7, hour_ago, [store], kind="fast", job=JOB, query_id=QUERY_ID,
+                             findings=[Finding("WATERMARK_LAG", "warn", None, None, "an hour behind", "look")])
+        audit_id = record(layout, report)
+        second = harness.tick(HEALTH, cursor=first.cursor)
+        seen = health(second)
+        assert (seen["health/state"], seen["health/batch"], seen["health/input_rows"]) == ("idle", 7, 10)
+        assert 3500 <= seen["health/batch_age_seconds"] <= 3700
+        assert seen["health/audit_id"] == audit_id and seen["health/audit_kind"] == "fast"
+        assert seen["health/findings"] == "WATERMARK_LAG warn"
+        assert (seen["health/findings_error"], seen["health/findings_warn"]) == (0, 1)
+        assert not health(harness.tick(HEALTH, cursor=second.cursor))
+        with acquire(layout, JOB, run_id="now", settings=ControlSettings(heartbeat_seconds=0.2)):
+            live = health(harness.tick(HEALTH, cursor=second.cursor))
+        assert (live["health/state"], live["health/run"]) == ("running", "now")
 
 
 def test_run_failure_alert_posts_to_the_webhook(layout, monkeypatch, tmp_path):
