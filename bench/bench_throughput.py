@@ -8,6 +8,9 @@
           Delta write, job - sink the dead-letter write and the runner around the query
   floor:  one stateless query over the same landing files: the query's own parse and judgment (`valid_rows`) of
           every input of the job into Spark's `noop` sink (what the machine does with the input and no state)
+  plain:  the job's query as a user writes it without StateOps (its peer): Spark's JSON reader on each input, the
+          watermark, the job's own transformation, into `noop`, on Spark's default store and formats (the in-memory
+          store, a join in state format 2, Spark's checkpoint file manager), with the job's shuffle partitions
   json:   Spark's JSON reader on the same files (`readStream.schema(...).json(landing)` of every input of the job,
           into `noop`): the cheapest streaming read of the input, the baseline of the ratios' targets
   variants (--variants): the job as `job` with one thing changed (VARIANTS): `other_store` (the default): the
@@ -50,8 +53,11 @@ from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.demo.generator import GeneratorConfig, generate
 from stateops.jobs.runtime.runner import run_job
-from stateops.jobs.runtime.start import start_query, state_conf, stateful_frame
-from stateops.jobs.runtime.session import TRACK_ROWS, get_session
+from stateops.checkpoints.state_store import CHANGELOG
+from stateops.durations import spark_interval
+from stateops.jobs.definition import transformation
+from stateops.jobs.runtime.start import SHUFFLE_PARTITIONS, start_query, state_conf, stateful_frame
+from stateops.jobs.runtime.session import JOIN_STATE_FORMAT_CONF, TRACK_ROWS, get_session
 from stateops.jobs.runtime.sink import DeltaSink
 from stateops.jobs.runtime.sources import valid_rows
 from stateops.control.fence.session import CHECKPOINT_FILE_MANAGER_KEY, STOCK_CHECKPOINT_FILE_MANAGER
@@ -61,7 +67,7 @@ from bench.common import (Measured, Report, fmt_ms, fmt_ratio, machine, new_home
                           workdir)
 
 JOBS = ("user_activity", "user_sessions", "order_payments", "user_actions")
-BASE_SIDES = ("job", "state", "sink", "floor", "json")
+BASE_SIDES = ("job", "state", "sink", "floor", "json", "plain")
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 # A variant: the job through the real runner with these session settings (fresh checkpoints: settings Spark records
 # in a checkpoint, such as the provider and the join's state format, take effect).
@@ -173,6 +179,29 @@ def run_json(spark, spec: JobSpec, layout: Layout) -> None:
     frame = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     query = (frame.writeStream.queryName(f"{spec.name}__json").format("noop")
              .option("checkpointLocation", f"{layout.home}/checkpoints/_json").trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
+# Spark's own defaults for the plain peer: StateOps' session sets the store, the join's format and the commit points'
+# writer; a user's plain query on a plain session runs on these (unset: Spark's defaults)
+PLAIN_UNSET = (PROVIDER, *JOIN_STATE_FORMAT_CONF, CHECKPOINT_FILE_MANAGER_KEY, CHANGELOG)
+
+
+def run_plain(spark, spec: JobSpec, layout: Layout) -> None:
+    delay = spark_interval(spec.watermark_seconds)
+    streams = {inp.name: spark.readStream.schema(inp.schema).option("maxFilesPerTrigger", 1).json(inp.landing(layout))
+               .withWatermark(inp.time_column, delay) for inp in spec.inputs}
+    before = {key: spark.conf.get(key, None) for key in (*PLAIN_UNSET, SHUFFLE_PARTITIONS)}
+    try:
+        for key in PLAIN_UNSET:
+            spark.conf.unset(key)
+        spark.conf.set(SHUFFLE_PARTITIONS, str(spec.shuffle_partitions))
+        query = (transformation.apply(spec, streams).writeStream.queryName(f"{spec.name}__plain").format("noop")
+                 .outputMode(spec.output_mode).option("checkpointLocation", f"{layout.home}/checkpoints/_plain")
+                 .trigger(availableNow=True).start())
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
     query.awaitTermination()
 
 
@@ -343,8 +372,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                             rates.setdefault((name, size, side), []).append(sustained(events))
                             steady.setdefault((name, size, side), []).extend(events[1:])
                         else:
-                            {"state": run_state, "sink": run_sink, "floor": run_floor,
-                             "json": run_json}[side](spark, spec, layout)
+                            {"state": run_state, "sink": run_sink, "floor": run_floor, "json": run_json,
+                             "plain": run_plain}[side](spark, spec, layout)
                             listener.wait(f"{name}__{side}", args.files)
                             events = listener.take(f"{name}__{side}")
                             if side in ("state", "sink"):
@@ -357,14 +386,15 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
     rows, parts, operators, restarted = [], [], [], []
     for size in args.sizes:
         for name in args.jobs:
-            job, state, sink, floor, json_ = (measured[name, size, side] for side in BASE_SIDES)
+            job, state, sink, floor, json_, plain = (measured[name, size, side] for side in BASE_SIDES)
             events = size  # events per micro-batch (orders + payments for the join: about the same)
             json_rate, run_rate = events / json_.median_ms * 1000, statistics.median(rates[name, size, "job"])
             rows.append([name, f"{size:,}", fmt_ms(job.median_ms), fmt_ms(state.median_ms), fmt_ms(sink.median_ms),
                          fmt_ms(floor.median_ms),
                          fmt_ms(json_.median_ms), f"{events / job.median_ms * 1000:,.0f}", f"{run_rate:,.0f}",
                          f"{json_rate:,.0f}", fmt_ratio(ratio(job, json_)), fmt_ratio(json_rate / run_rate),
-                         fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, json_)),
+                         fmt_ratio(ratio(job, floor)), fmt_ratio(ratio(state, json_)), fmt_ms(plain.median_ms),
+                         fmt_ratio(ratio(job, plain)), fmt_ratio(ratio(plain, json_)),
                          *(f"{fmt_ms(measured[name, size, v].median_ms)} ({fmt_ratio(ratio(measured[name, size, v], json_))})"
                            for v in args.variants)])
             for side in job_sides:
@@ -391,11 +421,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> Report:
                                       f"{times['numRowsTotal'] or 0:,.0f}" if counted else "not counted"])
     report.table("median micro-batch (ms) and events/s; ratio = job / Spark's JSON reader on the same files, measured "
                  "side by side; floor = StateOps' own parse and judgment into noop; state only = the job's query "
-                 "alone (no Delta write); state + sink = with the output's Delta write, no dead-letter write; each "
+                 "alone (no Delta write); state + sink = with the output's Delta write, no dead-letter write; plain = "
+                 "the same query written plainly in PySpark (Spark's JSON reader, the default store) into noop; each "
                  "variant: its ms (its ratio to the JSON reader)",
                  ["job", "events/batch", "job ms", "state only ms", "state + sink ms", "floor ms", "JSON reader ms", "job events/s",
                   "job sustained events/s", "JSON reader events/s", "ratio", "sustained ratio", "job / floor",
-                  "state only / JSON reader", *args.variants], rows)
+                  "state only / JSON reader", "plain ms", "job / plain", "plain / JSON reader", *args.variants], rows)
     report.table("where the job's micro-batch goes (medians, ms; state and RocksDB times summed over operators "
                  "and partitions, so on 2 cores they can exceed the batch)",
                  ["job", "events/batch", "side", "addBatch", "walCommit", "commitOffsets", "planning", "state updates",

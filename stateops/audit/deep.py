@@ -341,11 +341,12 @@ def deep_audit(spark, checkpoint_path: str, *, batch_id: int | None = None, thre
     ctx = build_context(checkpoint_path, batch_id, t, layout=layout, history=history, progress=progress)
     ensure_state_coordinator(spark)
     with reading_format(spark, ctx.checkpoint.checkpoint_format(ctx.batch_id)):
-        return _audit(spark, ctx, checkpoint_path, batch_id, t, job, join_bound, started, now)
+        return _audit(spark, ctx, checkpoint_path, batch_id, t, job, join_bound, started, now, layout)
 
 
 def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None, t: Thresholds, job: str | None,
-           join_bound: JoinBound | None, started: float, now: _dt.datetime | None) -> AuditReport:
+           join_bound: JoinBound | None, started: float, now: _dt.datetime | None,
+           layout: Layout | None) -> AuditReport:
     refs = store_refs(spark, ctx)
     for ref in refs:
         if ref.min_batch_id is not None and ctx.batch_id < ref.min_batch_id:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import asdict
 from datetime import datetime, timezone
+from typing import Any
 
 from stateops.storage import copies
 from stateops.checkpoints.operators import describe
