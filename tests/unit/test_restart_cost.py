@@ -65,7 +65,9 @@ def test_the_rates_are_spark_s_own_numbers_of_the_job_s_earlier_starts_else_the_
               [_operator(**{LOADED: 2, REPLAYED: 10, REPLAY_MS: 200, LOAD_MS: 400})],
               [_operator(**{LOADED: 0, REPLAYED: 0})]]                       # a batch that loaded nothing
     rates = measured_rates(starts)
-    assert rates.restarts == 2 and rates.replay_ms_per_file == 800 / 40 and rates.open_ms_per_store == 400 / 4
+    assert rates.restarts == 2 and rates.replay_ms_per_file == 20 and rates.open_ms_per_store == 100
+    cold = [[_operator(**{LOADED: 4, REPLAYED: 0, REPLAY_MS: 0, LOAD_MS: 3300})], *starts[:2]]  # a process's first
+    assert measured_rates(cold).open_ms_per_store == 100  # the median over the starts: one cold start sets nothing
     assert "measured by Spark on 2" in rates.source
     unmeasured = measured_rates([])
     assert (unmeasured.replay_ms_per_file, unmeasured.open_ms_per_store, unmeasured.restarts) == (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import html
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,23 @@ def page_text(url: str, budget_ms: int = 30000) -> str:
     dom = _chromium(["--dump-dom", url], budget_ms)
     text = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+
+
+OBSERVATIONS = """query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
+  assetObservations(limit: 1) { metadataEntries { label __typename
+    ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue } } } } } }"""
+
+
+def observation_numbers(url: str, asset: str) -> dict[str, float]:
+    """The numeric metadata of the asset's newest observation as the webserver's GraphQL serves it to the UI's
+    plots (IntMetadataEntry, FloatMetadataEntry)."""
+    body = json.dumps({"query": OBSERVATIONS, "variables": {"key": {"path": [asset]}}}).encode()
+    request = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        data = json.load(answer)["data"]["assetOrError"]
+    (latest,) = data["assetObservations"]
+    return {e["label"]: e.get("intValue", e.get("floatValue")) for e in latest["metadataEntries"]
+            if e["__typename"] in ("IntMetadataEntry", "FloatMetadataEntry")}
 
 
 def _latest(instance: DagsterInstance, key: str) -> dict:
