@@ -137,7 +137,7 @@ class AuditReport:
     duration_seconds: float | None = None
     pinned_batch: bool = False  # the caller chose the batch (--batch-id) instead of the latest
     kafka_lag: dict[str, Any] | None = None  # Kafka sources: {total, partitions, batch_id} of the newest progress row
-    restart: dict[str, Any] | None = None  # what the next start loads and its estimate (fast audit; RestartCost)
+    restart: dict[str, Any] | None = None  # what the next start loads and its estimate (RestartCost; not in the JSON contract)
 
     @property
     def measured_at(self) -> _dt.datetime:
@@ -180,5 +180,4 @@ class AuditReport:
             "operators": [op.contract() for op in self.operators],
             "findings": [f.contract() for f in self.findings],
             **({"kafka_lag": self.kafka_lag} if self.kafka_lag is not None else {}),
-            **({"restart": self.restart} if self.restart is not None else {}),
         }
