@@ -384,7 +384,6 @@ def _audit(spark, ctx: AuditContext, checkpoint_path: str, batch_id: int | None,
         if op.operator_id in per_op:
             op.rows_dropped_by_watermark = per_op[op.operator_id]["dropped"]
     cost = progress_table.next_start(checkpoint_path, layout, job, ctx.progress)
-    report.restart = cost.to_dict() if cost else None
     report.findings = [unreadable_finding(ref.operator_id, ref.store_name, ctx.batch_id, job, _cause(err))
                        for ref, err in unreadable] + evaluate(report, t, ctx.history, input_rows,
                                                               kafka_lag.totals(ctx.progress),

@@ -82,7 +82,6 @@ def fast_audit(checkpoint_path: str, *, thresholds: Thresholds | None = None, la
                          provider=ctx.provider)
     report.kafka_lag = kafka_lag.latest(ctx.progress)
     cost = progress_table.next_start(checkpoint_path, layout, job, ctx.progress, starts)
-    report.restart = cost.to_dict() if cost else None
     report.findings = evaluate(report, t, ctx.history, input_rows, kafka_lag.totals(ctx.progress),
                                latest_state_memory(ctx.progress),
                                times=operator_times(ctx.progress, [(o.operator_id, o.operator_name) for o in operators],

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stateops.audit.model import AuditReport, Finding, OperatorAudit, audit_json
 from stateops.audit.skew import HotKey, cause_of, effective_threshold, spread
 from stateops.audit.thresholds import Thresholds
-from stateops import kafka_lag
+from stateops import kafka_lag, progress
 from stateops.checkpoints.restart_cost import SNAPSHOT_INTERVAL, RestartCost
 from stateops.checkpoints.state_store import MEMORY, store_name
 from stateops.sizes import human_bytes
@@ -411,7 +411,7 @@ def _by_operator(row: Mapping[str, Any], operators: Sequence[tuple[int, str]]):
     up."""
     ids = sorted({op_id for op_id, _ in operators})
     names = {op_id: name for op_id, name in operators}
-    for index, metric in enumerate(json.loads(row.get("state_operators_json") or "[]")):
+    for index, metric in enumerate(progress.operators(row)):
         op_id = ids[index] if index < len(ids) and names[ids[index]] == metric.get("operator_name") else next(
             (i for i in ids if names[i] == metric.get("operator_name")), None)
         if op_id is not None:

@@ -137,7 +137,6 @@ class AuditReport:
     duration_seconds: float | None = None
     pinned_batch: bool = False  # the caller chose the batch (--batch-id) instead of the latest
     kafka_lag: dict[str, Any] | None = None  # Kafka sources: {total, partitions, batch_id} of the newest progress row
-    restart: dict[str, Any] | None = None  # what the next start loads and its estimate (RestartCost; not in the JSON contract)
 
     @property
     def measured_at(self) -> _dt.datetime:

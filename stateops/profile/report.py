@@ -37,7 +37,7 @@ def profiles(layout: Layout, job: str, batches: int = 10) -> list[dict[str, Any]
              "timestamp": row["timestamp"].isoformat() if row["timestamp"] else None,
              "input_rows": row["input_rows"], "duration_ms": row["batch_duration_ms"],
              "parts": json.loads(row["parts_json"]) if row.get("parts_json") else None,
-             "operators": [_operator(op) for op in json.loads(row.get("state_operators_json") or "[]")]}
+             "operators": [_operator(op) for op in progress.operators(row)]}
             for row in ran[-batches:]] if batches > 0 else []
 
 
