@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from stateops import kafka_lag
 from stateops.control.fence.lease import LeaseLostError
 from stateops.control.store import ControlStore
-from stateops.delta import append_rows, open_table, read_table
+from stateops.delta import append_rows, open_table, read_table, scan
 from stateops.environment import numbers
 from stateops.layout import Layout
 from stateops.checkpoints.restart_cost import LOADED, RestartCost, restart_cost
@@ -164,9 +164,8 @@ def start_rows(layout: Layout, jobs: Iterable[str], limit: int = 20) -> dict[str
     table = open_table(layout.ops_table(TABLE)) if wanted else None
     if table is None or "state_loads" not in table.schema().to_arrow().names:
         return {}
-    rows = table.to_pyarrow_table(columns=["job", "batch_id", "timestamp", "cores", "state_loads",
-                                           "state_operators_json"],
-                                  filters=[("job", "in", wanted), ("state_loads", ">", 0)]).to_pylist()
+    rows = scan(table, ["job", "batch_id", "timestamp", "cores", "state_loads", "state_operators_json"],
+                [("job", "in", wanted), ("state_loads", ">", 0)]).to_pylist()
     rows.sort(key=lambda r: (r["timestamp"] is None, r["timestamp"], r["batch_id"]))
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -207,7 +206,7 @@ def kafka_lags(layout: Layout) -> dict[str, dict[str, Any]]:
     table = open_table(layout.ops_table(TABLE))
     if table is None or "kafka_lag" not in table.schema().to_arrow().names:
         return {}
-    data = table.to_pyarrow_table(columns=["job", "query_name", "batch_id", "kafka_lag", "kafka_lag_json"])
+    data = scan(table, ["job", "query_name", "batch_id", "kafka_lag", "kafka_lag_json"])
     return {job: kafka_lag.latest(rows) for job, rows in kafka_lag.stateful_rows_by_job(data).items()}
 
 
@@ -221,7 +220,7 @@ def query_batches(uri: str, query_id: str) -> list[dict[str, Any]]:
         return []
     names = set(table.schema().to_arrow().names)
     columns = [c for c in ("batch_id", "run_id", "timestamp", "watermark", "sources_json") if c in names]
-    rows = table.to_pyarrow_table(columns=columns, filters=[("query_id", "=", query_id)]).to_pylist()
+    rows = scan(table, columns, [("query_id", "=", query_id)]).to_pylist()
     for row in rows:
         text = row.pop("sources_json", None)
         row["sources"] = json.loads(text) if text else None

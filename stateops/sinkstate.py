@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.control import overrides
-from stateops.delta import open_table
+from stateops.delta import open_table, scan
 from stateops.errors import StateOpsError
 from stateops.storage import read_text
 from stateops.layout import Layout
@@ -185,7 +185,7 @@ def max_time(uri: str, column: str | None) -> int | None:
     table = open_table(uri)
     if table is None or not column or column not in [f.name for f in table.schema().fields]:
         return None
-    values = table.to_pyarrow_table(columns=[column]).column(column)
+    values = scan(table, [column]).column(column)
     if len(values) == 0:
         return None
     top = pc.max(values)
@@ -201,7 +201,7 @@ def duplicate_keys(uri: str, key: tuple[str, ...], limit: int = 5) -> tuple[int,
     table = open_table(uri)
     if table is None or not key:
         return 0, []
-    rows = table.to_pyarrow_table(columns=list(key))
+    rows = scan(table, key)
     counts = rows.group_by(list(key)).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
     return repeated.num_rows, [{k: str(v) for k, v in r.items()} for r in repeated.slice(0, limit).to_pylist()]

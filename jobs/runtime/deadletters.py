@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from stateops.delta import open_table, write_batch
+from stateops.delta import open_table, scan, write_batch
 from stateops.faults import fault_point
 from stateops.storage import comparable
 
@@ -78,7 +78,7 @@ class Ledger:
             return ledger
         if "source_file" not in {f.name for f in table.schema().fields}:
             return ledger  # written by the retired dead-letter query only: its input is in `judged`
-        for row in table.to_pyarrow_table(columns=list(ORIGIN)).to_pylist():
+        for row in scan(table, ORIGIN).to_pylist():
             ledger.add(row)
         return ledger
 

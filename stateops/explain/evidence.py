@@ -285,21 +285,23 @@ def output_rows(target: ExplainTarget, key: str, batch_id: int, latest: int) -> 
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    dataset = table.to_pyarrow_dataset()
+    from stateops.delta import dataset, scan
+
+    schema = dataset(table).schema
     rows: list[dict] = []
     for column in target.output_key_columns:
-        if column not in dataset.schema.names:
+        if column not in schema.names:
             continue
         data = None
-        if pa.types.is_string(dataset.schema.field(column).type):
+        if pa.types.is_string(schema.field(column).type):
             try:
-                data = dataset.to_table(filter=ds.field(column) == key)  # pushed down to file statistics
+                data = scan(table, filters=ds.field(column) == key)  # pushed down to file statistics
             except pa.ArrowNotImplementedError:
                 # A file whose column delta-rs wrote as string_view (seen with a MERGE-written table on S3): Arrow
                 # has no string == string_view kernel for the pushed-down filter; compare after a cast instead.
                 data = None
         if data is None:
-            data = dataset.to_table()
+            data = scan(table)
             data = data.filter(pc.equal(pc.cast(data[column], pa.string()), key))
         rows.extend(jsonable(record) for record in data.to_pylist())
     return rows

@@ -34,7 +34,7 @@ from stateops import actions
 from stateops.control import current_lease, maintenance, request_stop, wait_released
 from stateops.clock import now_iso
 from stateops.control.settings import ControlSettings
-from stateops.delta import open_table
+from stateops.delta import open_table, scan
 from stateops.errors import OperationFailed
 from stateops.faults import fault_point
 from stateops.layout import Layout
@@ -196,7 +196,7 @@ class Move:
                 continue
             if name in PATH_COLUMNS:
                 column = PATH_COLUMNS[name]
-                values = found.to_pyarrow_table(columns=[column]).column(column).unique().to_pylist()
+                values = scan(found, [column]).column(column).unique().to_pylist()
                 expression = path_column_update(column, values, self.mapping)
             else:
                 column = JSON_COLUMNS[name]

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from stateops.delta import open_table
+from stateops.delta import open_table, scan
 from stateops.durations import parse_seconds
 from stateops.storage import storage_options
 from stateops.progress import ROLLUP_TABLE, TABLE as PROGRESS
@@ -75,7 +75,7 @@ def rows_before(uri: str, column: str, cutoff: datetime) -> int:
     table = open_table(uri)
     if table is None or column not in table.schema().to_arrow().names:
         return 0
-    data = table.to_pyarrow_table(columns=[column], filters=[(column, "<", cutoff)])
+    data = scan(table, [column], [(column, "<", cutoff)])
     return data.num_rows
 
 
@@ -141,7 +141,7 @@ def rollup_progress(progress_uri: str, rollup_uri: str, cutoff: datetime) -> dic
     table = open_table(progress_uri)
     if table is None:
         return {"rows": 0, "rollup_rows": 0}
-    old = table.to_pyarrow_table(filters=[("timestamp", "<", cutoff)])
+    old = scan(table, filters=[("timestamp", "<", cutoff)])
     if not old.num_rows:
         return {"rows": 0, "rollup_rows": 0}
     rolled = rollup_rows(old)
