@@ -80,10 +80,15 @@ def _archive(layout: Layout, job: str, archive_id: str, days: int, finished: boo
     _age(Path(folder), days)
 
 
-def build_history(spark: SparkSession, home: Path) -> Layout:
+GENERATIONS = ("2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00")  # the start of each generation's input
+
+
+def build_history(spark: SparkSession, home: Path, generations: int = len(GENERATIONS)) -> Layout:
+    """The history; `generations=1` stops after the first (each job's store in one kind only: user_activity's
+    changelogs, order_payments' snapshot zips), for the tests that need a history but not its change of kind."""
     layout = Layout(str(home))
     settings = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
-    for generation, start in enumerate(("2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00")):
+    for generation, start in enumerate(GENERATIONS[:generations]):
         generate(layout, GeneratorConfig(events=400, files=3, users=40, orders=80, start=start, minutes_per_file=20,
                                          duplicate_share=0.05, malformed_share=0.02, seed=11 + generation))
         # Changelogs, then snapshot zips (and SSTs) per version for one job; the other way round for the other.
