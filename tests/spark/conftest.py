@@ -153,7 +153,7 @@ def retention_history(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def retention_first_generation(spark, tmp_path_factory):
     """The history's first generation only (build_history's generations=1): what the tests of the rules'
-    refusals, plans and locks need, in three of its eight runs fewer; the two generations' change of store kind
+    refusals, plans and locks need, in two of its eight queries fewer; the two generations' change of store kind
     is the long tier's (the random policies, the object store)."""
     return _history(spark, tmp_path_factory, generations=1)
 
