@@ -143,10 +143,13 @@ def dataset(table: DeltaTable) -> ds.Dataset:
 
 def scan(table: DeltaTable, columns: Sequence[str] | None = None, filters=None) -> pa.Table:
     """The rows of `table` (its `columns`, those matching `filters`: DNF tuples or an Arrow expression): every
-    reader of a table's rows goes through here (see `dataset`)."""
+    reader of a table's rows goes through here (see `dataset`: Arrow's threads only on Arrow's own file system)."""
+    import pyarrow.fs as pafs
+
+    files = dataset(table)
     expression = pq.filters_to_expression(filters) if filters is not None else None
-    return dataset(table).to_table(columns=list(columns) if columns else None, filter=expression,
-                                   use_threads=local_path(table.table_uri) is not None)
+    return files.to_table(columns=list(columns) if columns else None, filter=expression,
+                          use_threads=isinstance(files.filesystem, pafs.SubTreeFileSystem))
 
 
 def read_table(uri: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table | None:

@@ -9,10 +9,10 @@ interval, leaves more and more changelogs to replay; every runbook restart and e
 
 The time comes from Spark's own numbers for the job's earlier restarts, kept by the progress table: on the
 first batch after a start, RocksDB reports the stores it loaded from the checkpoint (`rocksdbNumLoadedFromDfs`),
-the changelog files it replayed and their time, and the load's time, summed over the tasks. Spark reports these
-for a deduplication, a join and the custom operators (the median over the starts); an aggregation opens its store twice in the batch (restore,
-then save) and the second open resets them, so an aggregation's restart is judged by the rates the job's other
-operators measured, else by the defaults below (measured on 2 cores, a local checkpoint, 2026-12-03: 561 ms for
+the changelog files it replayed and their time, and the load's time, summed over the tasks; the rates are the
+median over the starts. Spark reports these for a deduplication, a join and the custom operators; an aggregation
+opens its store twice in the batch (restore, then save) and the second open resets them, so an aggregation's
+restart is judged by the rates the job's other operators measured, else by the defaults below (measured on 2 cores, a local checkpoint, 2026-12-03: 561 ms for
 30 changelogs of 1,000 keys, 84 ms per store opened; the default snapshot rate a local disk's). The tasks
 loading the stores share the cores: the wall time is the task time over min(cores, partitions).
 """
@@ -77,7 +77,8 @@ def store_loads(files: CheckpointFiles) -> list[StoreLoad]:
         base = store.base(version)
         snapshot = store.snapshot(base) if base else None
         named = files.references.get(snapshot) or set() if snapshot else set()
-        snap_rels = ([snapshot] if snapshot else []) + [store.immutable[n] for n in sorted(named) if n in store.immutable]
+        snap_rels = ([snapshot] if snapshot else []) + [store.immutable[n] for n in sorted(named)
+                                                         if n in store.immutable]
         deltas = [p for v in range(base + 1, version + 1) if (p := store.delta(v))]
         out.append(StoreLoad(store.folder, store.operator, store.partition, version, base,
                              sizes(files.tree, snap_rels)[0], len(deltas), sizes(files.tree, deltas)[0]))
@@ -136,7 +137,8 @@ class RestartCost:
     def snapshot_interval(self, budget_seconds: float) -> int:
         """The most changelogs a store may keep after its snapshot (minDeltasForSnapshot) for a start within
         `budget_seconds`, at the same rates and snapshot sizes."""
-        fixed = self.stores * self.rates.open_ms_per_store + 1000 * self.snapshot_bytes / self.rates.snapshot_bytes_per_second
+        fixed = (self.stores * self.rates.open_ms_per_store
+                 + 1000 * self.snapshot_bytes / self.rates.snapshot_bytes_per_second)
         room = budget_seconds * 1000 * self.parallelism - fixed
         per_changelog = self.stores * self.rates.replay_ms_per_file
         return max(1, math.floor(room / per_changelog)) if per_changelog else self.most_changelogs
