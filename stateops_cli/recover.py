@@ -19,7 +19,7 @@ import click
 from stateops.recovery import MODES, RecoveryRequest, RequestRefused
 from stateops.checkpoints import archive
 from stateops.runbooks import StepEvent, read_entries
-from stateops.recovery.model import RecoveryPlan, RecoveryRefused
+from stateops.recovery.model import MigrationRefused, RecoveryPlan, RecoveryRefused
 from stateops.recovery.request import cli_words, described, request_fields
 
 from stateops.jobs.definition.catalog import Catalog
@@ -75,8 +75,15 @@ def recover_group() -> None:
 @_request_options(acting=False)
 @click.pass_obj
 def plan_command(obj: Environment, as_json: bool, **values) -> None:
-    """Show what `recover run` would do (no JVM, nothing changed)."""
-    planned = _in_cli_words(lambda: plan_recovery(obj, RecoveryRequest(**values)))
+    """Show what `recover run` would do (nothing changed; no JVM but for mode migrate, which plans the job's query
+    against its state). A migration it would refuse: with --json, its changes as classified, then the refusal."""
+    try:
+        planned = _in_cli_words(lambda: plan_recovery(obj, RecoveryRequest(**values)))
+    except MigrationRefused as err:
+        if as_json:
+            click.echo(json.dumps({"job": values["job"], "mode": "migrate", "refused": str(err),
+                                   "migration": err.migration}, indent=2))
+        raise
     click.echo(json.dumps(planned.to_dict(), indent=2) if as_json else planned.render())
 
 

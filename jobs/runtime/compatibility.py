@@ -39,7 +39,7 @@ from stateops.checkpoints.sparkstate import reading_format
 from stateops.storage import read_text, remove, write_text
 
 from stateops.jobs.definition.spec import JobSpec
-from stateops.jobs.runtime import state_schemas
+from stateops.jobs.runtime import state_schemas, state_shapes
 from stateops.jobs.runtime.failures import spark_error
 from stateops.jobs.runtime.state_schemas import StoreSchema
 
@@ -71,6 +71,7 @@ class StateFit:
     join_keys: dict[str, str] = field(default_factory=dict)  # the query's stream-stream joins: op id -> keys
     values: dict[str, list[str]] = field(default_factory=dict)  # op id -> what produced each stored value
     unchecked: str | None = None  # what could not be checked, and why
+    shapes: list[dict] = field(default_factory=list)  # the query's state, per operator (stateops.migration.shape)
 
     @property
     def compatible(self) -> bool | None:
@@ -137,13 +138,15 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
             planned = state_schemas.plan_restart(spark, frame, spec, query_id, query_dir, metadata, 0)  # its own files
             joins, values = state_schemas.join_keys(planned), state_schemas.value_meanings(planned)
             query = state_schemas.read_schemas(spark, query_dir)
+            shapes = state_shapes.shapes(planned, query_dir).to_list()
         except Exception as err:  # noqa: BLE001 - any failure here leaves the decision to Spark's run
             return StateFit(spec.name, checkpoint, UNDECIDED, message=_first(err))
         if restart is None:
-            return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins, values=values)
+            return StateFit(spec.name, checkpoint, NEW, query=tuple(query), join_keys=joins, values=values,
+                            shapes=shapes)
         copy_schema_files(checkpoint, stored_dir)
         stored = state_schemas.read_schemas(spark, stored_dir)
-        found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins, values=values)
+        found = dict(stored=tuple(stored), query=tuple(query), join_keys=joins, values=values, shapes=shapes)
         try:
             state_schemas.plan_restart(spark, frame, spec, query_id, stored_dir, metadata, batch)
         except Exception as err:  # noqa: BLE001 - classified below
@@ -151,12 +154,12 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
             if not error_class.startswith(STATE_ERRORS):
                 return StateFit(spec.name, checkpoint, UNDECIDED, message=f"{error_class}: {message}")
             operator, change = _culprit(error_class, stored, query, message)
-            kept = _kept(layout, spec.name, query_id).get("joins", {})
+            kept = kept_meaning(layout, spec.name, query_id).get("joins", {})
             change += "".join(f"; join keys ({kept[op]}) -> ({keys})" for op, keys in joins.items()
                               if op in kept and kept[op] != keys and operator.startswith(f"operator {op} "))
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
                             rebuild_outlook(spec, layout), **found)
-    kept = _kept(layout, spec.name, query_id)
+    kept = kept_meaning(layout, spec.name, query_id)
     changed = _renamed_keys(stored, query) or _changed_joins(spark, kept.get("joins", {}), checkpoint, joins, stored)
     if changed:
         operator, change = changed
@@ -233,17 +236,20 @@ def _changed_values(stored: list[StoreSchema], kept: dict[str, list[str]], value
     return None
 
 
-def remember_meaning(layout: Layout, job: str, query_id: str, fit: StateFit) -> None:
+def remember_meaning(layout: Layout, job: str, query_id: str, fit: StateFit, watermark_delay: str | None = None
+                     ) -> None:
     """Keep what the state of the query a run started means (the checkpoint's query id with it): its join keys and
-    what produced each stored value; the next check compares against them (_changed_joins, _changed_values)."""
+    what produced each stored value, which the next check compares against (_changed_joins, _changed_values), and
+    the state's shape and watermark delay, which a migration starts from (stateops.jobs.runtime.migration)."""
     if fit.status == UNDECIDED:
         return  # the query was not planned: what is kept stays
     write_text(layout.state_meaning(job), json.dumps({"query_id": query_id, "joins": fit.join_keys,
-                                                      "values": fit.values}, sort_keys=True))
+                                                      "values": fit.values, "shapes": fit.shapes,
+                                                      "watermark_delay": watermark_delay}, sort_keys=True))
     remove(layout.legacy_join_keys(job))
 
 
-def _kept(layout: Layout, job: str, query_id: str) -> dict:
+def kept_meaning(layout: Layout, job: str, query_id: str) -> dict:
     """What remember_meaning kept for this checkpoint's query, `joins` and `values` (nothing for another
     checkpoint's: a restored or rebuilt one); an older run's join keys alone where that is all it kept."""
     for path in (layout.state_meaning(job), layout.legacy_join_keys(job)):
@@ -322,9 +328,8 @@ def _changed_joins(spark, kept: dict[str, str], checkpoint: str, joins: dict[str
     return None
 
 
-def check_job(spark, spec: JobSpec, layout: Layout) -> StateFit:
-    """The check alone (`stateops jobs check`, the `state_compatible` asset check): the job's query built as a
-    run builds it, with the settings in force, compared with its checkpoint; no query starts."""
+def job_query(spark, spec: JobSpec, layout: Layout):
+    """(the spec with the settings in force, its stateful query built as a run builds it); no query starts."""
     from stateops.jobs.definition.settings import effective_spec
     from stateops.jobs.runtime.plan import stateful_plan
     from stateops.jobs.runtime.start import ensure_landing, stateful_frame
@@ -333,4 +338,11 @@ def check_job(spark, spec: JobSpec, layout: Layout) -> StateFit:
     ensure_landing(spec, layout)
     frame = stateful_frame(spark, spec, layout)
     stateful_plan(frame, spec)
+    return spec, frame
+
+
+def check_job(spark, spec: JobSpec, layout: Layout) -> StateFit:
+    """The check alone (`stateops jobs check`, the `state_compatible` asset check): the job's query built as a
+    run builds it, with the settings in force, compared with its checkpoint; no query starts."""
+    spec, frame = job_query(spark, spec, layout)
     return check_state(spark, spec, layout, frame)

@@ -18,11 +18,13 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from stateops.audit import deep_audit, record
+from stateops.control import maintenance
 from stateops.recovery import JobTarget, RecoveryReport, RecoveryRequest, Terminate
 from stateops.runbooks import StepEvent
 from stateops.recovery import plan as plan_runbook
 from stateops.recovery import run as run_runbook
 from stateops.recovery.model import RecoveryPlan
+from stateops.migration.classify import Rewrite
 from stateops.recovery.store_switch import StoreToWrite
 from stateops.checkpoints.sparkstate import ensure_state_coordinator, write_store
 
@@ -31,6 +33,7 @@ from stateops.jobs.definition.environment import Environment
 from stateops.jobs.definition.spark_settings import SparkSettings
 from stateops.jobs.definition.spec import JobSpec
 from stateops.jobs.definition.targets import recovery_target
+from stateops.jobs.runtime import migration
 
 Launcher = Callable[[str, "dict[str, Any] | None"], "dict[str, Any]"]
 
@@ -89,6 +92,18 @@ class SparkRuntime:
                     state_root: str) -> list[int]:
         return write_store(self.spark, checkpoint, batch_id, store, provider_class, version, state_root)
 
+    def rewrite_state(self, checkpoint: str, batch: int, rewrite: Rewrite, provider_class: str, version: int,
+                      state_root: str, partitions: int, schema: tuple[str, str] | None) -> list[int]:
+        return migration.rewrite_state(self.spark, checkpoint, batch, rewrite, provider_class, version, state_root,
+                                       partitions, schema)
+
+    def migration_files(self, state_root: str) -> dict[int, tuple[str, str]]:
+        return migration.planned_state_files(self.spark, self.spec, self.layout, self.spec.checkpoint_path(self.layout),
+                                             state_root)
+
+    def adopt_migration(self) -> dict[str, Any]:
+        return migration.adopt(self.spark, self.spec, self.layout)
+
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
         from stateops.jobs.runtime.runner import run_job  # Spark's Python API: only when a restart runs here
 
@@ -101,13 +116,24 @@ class SparkRuntime:
         return self.launcher(runbook_id, previous)
 
 
-def plan(environment: Environment, request: RecoveryRequest) -> RecoveryPlan:
-    """The runbook's plan for `request` (no JVM, nothing written); refusals raise one line. The job's
-    `${env:NAME}` references are resolved: the plan asks a Kafka job's brokers what they still hold."""
+def plan(environment: Environment, request: RecoveryRequest, *, spark: Any = None) -> RecoveryPlan:
+    """The runbook's plan for `request` (nothing written; no JVM but for mode migrate, which plans the job's query
+    against its state); refusals raise one line. The job's `${env:NAME}` references are resolved: the plan asks a
+    Kafka job's brokers what they still hold."""
     catalog = environment.catalog.resolved()
     settings = environment.settings
-    return plan_runbook(environment.layout, job_target(catalog.job(request.job), catalog, environment.spark), request,
-                        settings=settings.recovery, control=settings.control)
+    spec = catalog.job(request.job)
+    changes = _migration(SparkRuntime(environment, spec, spark=spark), spec, request)
+    return plan_runbook(environment.layout, job_target(spec, catalog, environment.spark), request,
+                        settings=settings.recovery, control=settings.control, migration=changes)
+
+
+def _migration(runtime: "SparkRuntime", spec: JobSpec, request: RecoveryRequest) -> dict | None:
+    """Mode migrate's changes, classified from the job's query planned against its checkpoint's state (a runbook
+    resumed after a crash keeps the plan it made before: its checkpoint may be half-migrated); None otherwise."""
+    if request.mode != "migrate" or maintenance.current(runtime.layout, spec.name) is not None:
+        return None
+    return migration.plan_migration(runtime.spark, spec, runtime.layout).to_dict()
 
 
 # The modes whose restart keeps the checkpoint: its state must fit the job's query (rebuild starts a new one,
@@ -138,4 +164,5 @@ def recover(environment: Environment, request: RecoveryRequest, *, spark: Any = 
     if request.mode in SAME_CHECKPOINT and not request.dry_run:
         _require_fit(runtime, spec)
     return run_runbook(environment.layout, job_target(spec, catalog, environment.spark), request, runtime,
-                       settings=settings.recovery, control=settings.control, on_event=on_event, terminate=terminate)
+                       settings=settings.recovery, control=settings.control, on_event=on_event, terminate=terminate,
+                       migration=_migration(runtime, spec, request))

@@ -172,7 +172,7 @@ def _run_queries(spark: SparkSession, spec: JobSpec, layout: Layout, lease: Held
         queries.append(start_query(frame, spec.name, batch_writer, mode, spec.output_mode, spec, checkpoint,
                                    no_data_batches=not (mode == "bounded" and plan.processing_time),
                                    state_conf=state_conf(spark, spec, layout)))
-        compatibility.remember_meaning(layout, spec.name, str(queries[0].id), fit)
+        compatibility.remember_meaning(layout, spec.name, str(queries[0].id), fit, spec.watermark_delay)
         def deciding() -> None:  # no batch planned after the decision to stop writes (Fenced.stop_after)
             writer.stop_after(_planned(checkpoint))
 

@@ -11,6 +11,7 @@ old maxima as minima.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field, replace
 from difflib import SequenceMatcher
 from typing import Any
@@ -19,6 +20,7 @@ from stateops.migration.kinds import (ADD_AGGREGATE, ADD_OPERATOR, COARSER_KEY, 
                                       JOIN_KEY, MERGE, NARROW_OR_MEANING, NATIVE, PARTIAL, REMOVE_AGGREGATE,
                                       REMOVE_OPERATOR, RENAME, REORDER, TWS_REWRITE, TWS_VARIABLES, WATERMARK, WIDEN,
                                       WINDOW_CHANGE, WINDOW_MULTIPLE, widens, worst)
+from stateops.timefmt import iso_utc
 from stateops.migration.shape import (AGGREGATION, DEDUP, DEDUP_WITHIN_WATERMARK, JOIN, SESSION, TWS, Aggregate,
                                       OperatorShape, QueryShape)
 
@@ -36,12 +38,17 @@ class Position:
     delay_ms: int
     new_delay_ms: int | None = None
 
-    def boundary(self) -> dict[str, int]:
+    def boundary(self) -> dict[str, Any]:
         """From where a partial change's new part is complete: the first batch after the migration, its
         watermark, and the event time from which no input had been read (watermark + delay: the latest event time
         the state saw): windows starting at or after it, keys first seen at or after it."""
-        return {"batch": self.batch + 1, "watermark_ms": self.watermark_ms,
-                "complete_from_ms": self.watermark_ms + self.delay_ms}
+        complete = self.watermark_ms + self.delay_ms
+        return {"batch": self.batch + 1, "watermark": _iso(self.watermark_ms), "watermark_ms": self.watermark_ms,
+                "complete_from": _iso(complete), "complete_from_ms": complete}
+
+
+def _iso(ms: int) -> str:
+    return iso_utc(datetime.fromtimestamp(ms / 1000, timezone.utc))
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class Change:
     change: str
     carried: str
     reason: str
-    boundary: dict[str, int] | None = None
+    boundary: dict[str, Any] | None = None
     runnable: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +93,8 @@ class ValuePart:
 
 @dataclass(frozen=True)
 class Rewrite:
-    """One operator of the new query's state: `keep` its store folders as they are (under `operator_id` now),
+    """One operator of the new query's state: `keep` its state files as they are (under `operator_id` now, an
+    operator before it added or removed),
     `rewrite` them from operator `source_id`'s rows (keys and values by the parts; `regroup`: several old keys meet
     in one new key), or write an `empty` store (an operator added)."""
 
@@ -120,7 +128,7 @@ class Migration:
         return worst([c.carried for c in self.changes])
 
     @property
-    def boundary(self) -> dict[str, int] | None:
+    def boundary(self) -> dict[str, Any] | None:
         return next((c.boundary for c in self.changes if c.carried == PARTIAL), None)
 
     def refusal(self) -> str | None:
@@ -209,8 +217,7 @@ def _compare(old: OperatorShape, new: OperatorShape, position: Position) -> tupl
                               f"{_keys(old)} -> {_keys(new)}: a {new.kind} operator's state is kept per key as its "
                               "function built it, and no rewrite of it into other keys is derived from the state. "
                               "Fix: rebuild (stateops recover run JOB --mode rebuild)"))
-    same = old.operator_id == new.operator_id and not changes
-    return changes, Rewrite(new.operator_id, new.operator_name, "keep" if same else "rewrite", old.operator_id)
+    return changes, Rewrite(new.operator_id, new.operator_name, "rewrite" if changes else "keep", old.operator_id)
 
 
 def _keys(op: OperatorShape) -> str:
@@ -233,8 +240,7 @@ def _rewritten(old: OperatorShape, new: OperatorShape, position: Position) -> tu
         if unmerged:
             changes.append(Change(new.label, "default", key_changes[0].change, IMPOSSIBLE, f"{', '.join(unmerged)} keep buffers that do not merge (order or "
                                   "moments), so the old keys cannot be combined into the new ones. Fix: rebuild"))
-    unchanged = not changes and old.operator_id == new.operator_id
-    return changes, Rewrite(new.operator_id, new.operator_name, "keep" if unchanged else "rewrite", old.operator_id,
+    return changes, Rewrite(new.operator_id, new.operator_name, "rewrite" if changes else "keep", old.operator_id,
                             keys, values, regroup)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from stateops.errors import StateOpsError
 
-MODES = ("adjust", "repartition", "rebuild", "rewind", "restore", "restart", "switch-store")
+MODES = ("adjust", "repartition", "rebuild", "rewind", "restore", "restart", "switch-store", "migrate")
 OUTCOMES = ("planned", "succeeded", "rolled_back", "failed")
 
 # Step names (also the journal's and the fault points' names).
@@ -23,6 +23,7 @@ ARCHIVE = "archive"
 ADJUST = "adjust"
 REPARTITION = "repartition"
 SWITCH_STORE = "switch_store"
+MIGRATE = "migrate_state"
 REWIND_CUT = "rewind_cut"
 FRESH_CHECKPOINT = "fresh_checkpoint"
 RESTORE_CHECKPOINT = "restore_checkpoint"
@@ -42,6 +43,15 @@ FINISH = "finish"
 
 class RecoveryRefused(StateOpsError):
     """The runbook will not act (unsafe, unconfirmed, or impossible); nothing was changed."""
+
+
+class MigrationRefused(RecoveryRefused):
+    """A migration that would not carry every change: the line names the first such change; `migration` holds them
+    all, classified (`recover plan --mode migrate --json` shows them with the refusal)."""
+
+    def __init__(self, message: str, migration: dict[str, Any]):
+        super().__init__(message)
+        self.migration = migration
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,8 @@ class RecoveryPlan:
     # what the restart of the checkpoint as it stands loads, and its estimate (stateops.checkpoints.restart_cost);
     # None for a rebuild (a new checkpoint loads nothing) and in plans made before it was shown
     restart: dict[str, Any] | None = None
+    # migrate: the changes classified and the rewrites that carry them (stateops.migration.classify.Migration)
+    migration: dict[str, Any] | None = None
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -118,6 +130,13 @@ class RecoveryPlan:
             f"  changes      {'; '.join(changes) or 'none'}",
             "  steps:",
         ]
+        if self.migration:
+            lines.append(f"  migration    {self.migration['carried']}"
+                         + (f" (complete from batch {self.migration['boundary']['batch']}, event time "
+                            f"{self.migration['boundary']['complete_from_ms']} ms)" if self.migration['boundary']
+                            else ""))
+            lines += [f"    {c['carried']:10} {c['change']:17} {c['operator']}: {c['reason']}"
+                      for c in self.migration["changes"]]
         lines += [f"    {i}. {s.name:18} {s.action}" for i, s in enumerate(self.steps, 1)]
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)

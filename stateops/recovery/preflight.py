@@ -31,8 +31,8 @@ from stateops.checkpoints.profile import JOIN
 from stateops.recovery import coverage, store_switch
 from stateops.checkpoints import archive
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
-                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
-                                     VERIFY_SOURCE, RecoveryPlan, RecoveryRefused, Step)
+                                     MIGRATE, RESTART, RESTORE_CHECKPOINT, REWIND_CUT, STOP, SWITCH_STORE, VERIFY,
+                                     VERIFY_SOURCE, MigrationRefused, RecoveryPlan, RecoveryRefused, Step)
 from stateops.recovery.request import RecoveryRequest, RequestRefused, example, refuse_field, safe
 from stateops.recovery.settings import RecoverySettings
 from stateops.recovery.target import JobTarget
@@ -45,6 +45,7 @@ _NEEDS = {  # mode -> (request field, required?)
     "restore": {"archive_id": True},
     "restart": {},
     "switch-store": {"to_store": True},
+    "migrate": {},
 }
 NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
                   "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
@@ -147,7 +148,7 @@ def _settings_before(layout: Layout, target: JobTarget, checkpoint: Checkpoint, 
 
 # The modes that cut or rewrite state files by version: in checkpoint format 2 a version has a file per unique id,
 # and the commit log says which one is current (STORES-NOTES: the rewind's preflight could read another id's).
-BY_VERSION = ("rewind", "repartition", "switch-store")
+BY_VERSION = ("rewind", "repartition", "switch-store", "migrate")
 REBUILD_INSTEAD = ("Fix: rebuild it with the partitions you want (stateops recover run {job} --mode rebuild "
                    "--partitions N: a new checkpoint, the input replayed)")
 
@@ -247,6 +248,11 @@ def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) 
                           f"into the {request.to_store} store through its own StateStore API (same version, no input "
                           "replayed), swap the state files, record the store in the offset log; the deep audit's rows "
                           "per operator and partition must equal the audit before", True, True))
+    if mode == "migrate":
+        steps.append(Step(MIGRATE, "rewrite the state of the latest committed batch into the new query's (each "
+                          "change as classified above, no input read), its schema files and operator metadata as "
+                          "Spark plans the new query, swap it in, and check that Spark's planning of the restart "
+                          "accepts it", True, True))
     if mode == "rewind":
         steps.append(Step(REWIND_CUT, f"cut the checkpoint back to batch {request.to_batch}: later offsets, commits, "
                           f"source log entries and state versions above {request.to_batch + 1} leave it (the "
@@ -272,6 +278,10 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
                      "cannot bring back rows already dropped or state already evicted (that is what rebuild is for)")
     if mode == "restart":
         notes.append("no setting changes: the query restarts from its checkpoint with the settings in force")
+    if mode == "migrate":
+        notes.append(f"the state of batch {latest} is rewritten for the job's query now; the restart reads only "
+                     "input that arrived after it (the offsets stay, the sink's batch ids go on), and the archive "
+                     "keeps the old state: `restore` gives the old query its old state")
     if mode == "switch-store":
         notes.append(f"the state of batch {latest} moves to the {request.to_store} store; the restart reads only input "
                      "that arrived after it (the offsets stay), and the archive keeps the old store's files")
@@ -294,9 +304,23 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
     return tuple(notes)
 
 
+def check_migration(job: str, migration: dict | None) -> None:
+    """Refuse a migration that would not carry every change (one line naming the change, why, and the fix)."""
+    from stateops.migration.classify import Migration
+
+    if migration is None:
+        raise RecoveryRefused(f"{job}: mode migrate needs the job's query planned against its state (the Spark "
+                              "side's plan_migration); nothing was changed")
+    why = Migration.from_dict(migration).refusal()
+    if why is not None:
+        raise MigrationRefused(f"{job}: cannot migrate the state: {why}; nothing was changed", migration)
+
+
 def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, runbook_id: str | None = None,
-               settings: RecoverySettings, control: ControlSettings, now: datetime | None = None) -> RecoveryPlan:
-    """The plan for `request`, or a one-line refusal. Writes nothing."""
+               settings: RecoverySettings, control: ControlSettings, now: datetime | None = None,
+               migration: dict | None = None) -> RecoveryPlan:
+    """The plan for `request`, or a one-line refusal. Writes nothing. `migration`: for mode migrate, the changes
+    classified (stateops.migration.classify.Migration.to_dict(), made by the Spark side)."""
     _check_values(target, request)
     check_confirmation(request)
     runbook_id = runbook_id or archive.new_runbook_id(target.job, now)
@@ -325,6 +349,8 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
     check_store(target.job, target.checkpoint, request.mode)
     if request.mode == "switch-store":
         check_switch(target, request.to_store)
+    if request.mode == "migrate":
+        check_migration(target.job, migration)
     if request.mode == "rewind":
         problems = rewind.rewind_problems(checkpoint, request.to_batch)
         if problems:
@@ -362,7 +388,7 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         settings_before=before, settings_after=_settings_after(layout, target, request, before, source, rebuilt),
         steps=_steps(request.mode, request, restart_mode, method),
         notes=_notes(request.mode, request, target, latest, cover, store_notes), dry_run=request.dry_run,
-        restart=_state_load(layout, target, request.mode))
+        restart=_state_load(layout, target, request.mode), migration=migration)
 
 
 def _state_load(layout: Layout, target: JobTarget, mode: str) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from stateops.control.fence.lease import Lease
+from stateops.migration.classify import Rewrite
 from stateops.recovery.store_switch import StoreToWrite
 
 # Called by the stop step when the running query has not released its lease within the timeout: end the
@@ -28,6 +29,18 @@ class Runtime(Protocol):
                     state_root: str) -> list[int]:
         """Rewrite one store of the stopped query's batch `batch_id` under `state_root` as `provider_class` at
         `version` (the store switch: stateops.recovery.store_switch); the rows written per partition."""
+
+    def rewrite_state(self, checkpoint: str, batch: int, rewrite: Rewrite, provider_class: str, version: int,
+                      state_root: str, partitions: int, schema: tuple[str, str] | None) -> list[int]:
+        """Write one operator's migrated state under `state_root` (stateops.migration.apply.StateWriter)."""
+
+    def migration_files(self, state_root: str) -> dict[int, tuple[str, str]]:
+        """Put the job's query's schema and operator metadata files under `state_root`, as Spark plans it
+        (stateops.migration.apply.StateFiles)."""
+
+    def adopt_migration(self) -> dict[str, Any]:
+        """Check the migrated checkpoint against the job's query as its restart will (raises when it does not fit),
+        and keep its meaning; the check's JSON."""
 
     def run_bounded(self, runbook_id: str) -> dict[str, Any]:
         """Run the job once to the end of its available input, presenting `runbook_id` to the maintenance lock;

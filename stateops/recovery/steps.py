@@ -22,14 +22,16 @@ from stateops.control import current_lease, overrides
 from stateops.control import stop as stops
 from stateops.clock import now_iso
 from stateops.errors import OperationFailed, StateOpsError, error_line
-from stateops.storage import copies, exists
+from stateops.storage import copies, exists, read_text, write_text
 
 from stateops.recovery import coverage, observation, store_switch, verify
 from stateops.checkpoints import archive
 from stateops.recovery.attempt import Attempt
-from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, REPARTITION,
-                                     RESTART, RESTORE_CHECKPOINT, REWIND_CUT, ROLLBACK_SINK, STOP, SWITCH_STORE, VERIFY,
-                                     VERIFY_SOURCE, RecoveryRefused)
+from stateops.migration import apply as migration_apply
+from stateops.migration.classify import Migration
+from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MIGRATE,
+                                     REPARTITION, RESTART, RESTORE_CHECKPOINT, REWIND_CUT, ROLLBACK_SINK, STOP,
+                                     SWITCH_STORE, VERIFY, VERIFY_SOURCE, RecoveryRefused)
 
 
 class StepFailed(OperationFailed):
@@ -44,7 +46,8 @@ def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
     """The forward steps by name, each acting on `attempt`."""
     return {name: partial(step, attempt) for name, step in (
         (VERIFY_SOURCE, _verify_source), (STOP, stop), (AUDIT_BEFORE, _audit_before), (ARCHIVE, _archive),
-        (ADJUST, _adjust), (REPARTITION, _repartition), (SWITCH_STORE, _switch_store), (REWIND_CUT, _rewind_cut),
+        (ADJUST, _adjust), (REPARTITION, _repartition), (SWITCH_STORE, _switch_store), (MIGRATE, _migrate),
+        (REWIND_CUT, _rewind_cut),
         (FRESH_CHECKPOINT, _fresh_checkpoint), (RESTORE_CHECKPOINT, _restore_checkpoint),
         (ALIGN_SINK, _align_sink), (RESTART, launch), (VERIFY, _verify))}
 
@@ -144,8 +147,18 @@ def _new_manifest(attempt: Attempt, files: list[copies.FileEntry]) -> dict[str, 
                  "epoch": state.epoch, "app_id": app,
                  "transaction_version": sinkstate.transaction_version(target.sink_table, app)},
         "audit_before": attempt.journal.details(AUDIT_BEFORE).get("audit"),
+        # what the archived state means (the checkpoint's query's record, stateops.jobs.runtime.compatibility): put
+        # back with it, so that a restored state is judged by its own query's record
+        "state_meaning": _read_or_none(layout.state_meaning(target.job)),
         "total_bytes": sum(f.size for f in files), "files": [asdict(f) for f in files],
     }
+
+
+def _read_or_none(path: str) -> str | None:
+    try:
+        return read_text(path)
+    except FileNotFoundError:
+        return None
 
 
 def _archive(attempt: Attempt) -> dict[str, Any]:
@@ -263,6 +276,24 @@ def _switch_store(attempt: Attempt) -> dict[str, Any]:
     return details
 
 
+def _migrate(attempt: Attempt) -> dict[str, Any]:
+    """Rewrite the state for the job's query (stateops.migration.apply), check that Spark's planning of the restart
+    takes it, and audit the migrated batch (the verification's start)."""
+    attempt.hold_lease()
+    target = attempt.target
+    checkpoint = target.roots.confine(target.checkpoint, job=target.job)
+    migration = Migration.from_dict(attempt.plan.migration)
+    partitions = Checkpoint.open(attempt.archived).shuffle_partitions(migration.position.batch)
+    runtime = attempt.runtime
+    try:
+        done = migration_apply.apply(checkpoint, migration, attempt.plan.runbook_id, runtime.rewrite_state,
+                                     runtime.migration_files, partitions)
+        fit = runtime.adopt_migration()
+    except StateOpsError as err:
+        raise StepFailed(f"the migration failed: {error_line(err)}") from err
+    return {**done, "fit": fit["line"], "audit": runtime.audit(checkpoint, migration.position.batch)}
+
+
 def _rewind_cut(attempt: Attempt) -> dict[str, Any]:
     attempt.hold_lease()
     target = attempt.target
@@ -299,6 +330,8 @@ def put_back(attempt: Attempt, runbook_id: str, failed_to: str | None = None) ->
         else:
             copies.remove_tree(checkpoint)
     archive.copy_checkpoint_back(target.archive_root, runbook_id, checkpoint)
+    if kept.get("state_meaning") is not None:
+        write_text(attempt.layout.state_meaning(target.job), kept["state_meaning"])
 
 
 # --- the sink ------------------------------------------------------------------------------------------------
@@ -372,6 +405,7 @@ def _verify(attempt: Attempt) -> dict[str, Any]:
     mode, before = plan.mode, journal.details(AUDIT_BEFORE).get("audit")
     start = {"adjust": before, "restart": before, "repartition": journal.details(REPARTITION).get("audit"),
              "switch-store": journal.details(SWITCH_STORE).get("audit"),
+             "migrate": journal.details(MIGRATE).get("audit"),
              "rewind": None, "rebuild": None,
              "restore": (archive.manifest(attempt.target.archive_root, plan.request.get("archive_id") or "")
                          or {}).get("audit_before")}[mode]

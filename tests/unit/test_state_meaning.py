@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from stateops.jobs.runtime.compatibility import (COMPATIBLE, UNDECIDED, StateFit, _changed_values, _kept,
+from stateops.jobs.runtime.compatibility import (COMPATIBLE, UNDECIDED, StateFit, _changed_values, kept_meaning,
                                                  remember_meaning)
 from stateops.jobs.runtime.state_schemas import StoreSchema
 
@@ -18,30 +18,32 @@ pytestmark = pytest.mark.unit
 JOB = "clicks"
 VALUES = {"0": ["count(1)", "max(value)", "min(value)"]}
 JOINS = {"1": "order_id = order_id"}
+SHAPES = [{"operator_id": 0, "operator_name": "stateStoreSave", "kind": "aggregation", "keys": []}]
 
 
 def _fit(status: str = COMPATIBLE) -> StateFit:
-    return StateFit(JOB, "/cp", status, join_keys=JOINS, values=VALUES)
+    return StateFit(JOB, "/cp", status, join_keys=JOINS, values=VALUES, shapes=SHAPES)
 
 
 def test_a_run_keeps_its_querys_meaning_and_only_that_query_reads_it_back(layout):
-    remember_meaning(layout, JOB, "q1", _fit())
+    remember_meaning(layout, JOB, "q1", _fit(), "10 minutes")
     kept = json.loads(open(layout.state_meaning(JOB)).read())
-    assert kept == {"query_id": "q1", "joins": JOINS, "values": VALUES}
-    assert _kept(layout, JOB, "q1") == kept
-    assert _kept(layout, JOB, "q2") == {}, "another checkpoint's query (rebuilt, restored) reads nothing"
+    assert kept == {"query_id": "q1", "joins": JOINS, "values": VALUES, "shapes": SHAPES,
+                    "watermark_delay": "10 minutes"}
+    assert kept_meaning(layout, JOB, "q1") == kept
+    assert kept_meaning(layout, JOB, "q2") == {}, "another checkpoint's query (rebuilt, restored) reads nothing"
     remember_meaning(layout, JOB, "q1", _fit(UNDECIDED))  # not planned: what is kept stays
-    assert _kept(layout, JOB, "q1") == kept
+    assert kept_meaning(layout, JOB, "q1") == kept
 
 
 def test_an_older_runs_join_keys_are_read_and_replaced_by_the_next_record(layout):
     os.makedirs(os.path.dirname(layout.legacy_join_keys(JOB)), exist_ok=True)
     with open(layout.legacy_join_keys(JOB), "w") as handle:
         json.dump({"query_id": "q1", "joins": JOINS}, handle)
-    assert _kept(layout, JOB, "q1") == {"query_id": "q1", "joins": JOINS}, "no `values`: the check says so"
+    assert kept_meaning(layout, JOB, "q1") == {"query_id": "q1", "joins": JOINS}, "no `values`: the check says so"
     remember_meaning(layout, JOB, "q1", _fit())
     assert not os.path.exists(layout.legacy_join_keys(JOB))
-    assert _kept(layout, JOB, "q1")["values"] == VALUES
+    assert kept_meaning(layout, JOB, "q1")["values"] == VALUES
 
 
 def test_a_changed_value_is_found_at_its_operator_and_named_old_to_new():

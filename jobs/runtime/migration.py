@@ -1,0 +1,161 @@
+"""The migration's Spark side: the plan (the kept shape of the checkpoint's state against the job's query now,
+classified by stateops.migration.classify), and the three things the core's apply (stateops.migration.apply) asks of
+Spark: one operator's state rewritten through the store's own API, the new query's schema and metadata files, and
+the migrated checkpoint checked against the query (Spark's own planning, as `jobs check`) with its meaning kept.
+
+A key's state partition is Spark's `pmod(murmur3(key columns), partitions)` (HashPartitioning with seed 42, SQL's
+`hash`): a rewritten row goes to the partition its new key hashes to. The rule is checked on the old state's own
+rows before anything is written (`PLACEMENT`); a checkpoint where it does not hold is refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import tempfile
+
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.sparkstate import ensure_state_coordinator
+from stateops.durations import parse_seconds
+from stateops.errors import OperationFailed
+from stateops.layout import Layout
+from stateops.migration.classify import Migration, Position, Rewrite, classify
+from stateops.migration.shape import QueryShape
+from stateops.recovery.model import RecoveryRefused
+from stateops.storage import copies
+
+from stateops.jobs.definition.spec import JobSpec
+from stateops.jobs.runtime import compatibility, state_schemas
+
+PLACEMENT = "pmod(hash({columns}), {partitions})"
+
+
+def plan_migration(spark, spec: JobSpec, layout: Layout) -> Migration:
+    """The migration from the state the checkpoint holds (as its last StateOps run recorded it) to the job's query
+    with the settings in force. Refused in one line when the record is missing or belongs to another query."""
+    checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
+    kept = compatibility.kept_meaning(layout, spec.name, checkpoint.query_id())
+    if not kept.get("shapes"):
+        raise RecoveryRefused(
+            f"{spec.name}: what the state in {checkpoint.path} means was not recorded by a StateOps run of its query "
+            "(a checkpoint adopted, or run before StateOps kept it), so no change can be judged by meaning. Fix: run "
+            f"the job once with the query that wrote the state (stateops jobs run {spec.name}), then migrate; or "
+            f"rebuild (stateops recover run {spec.name} --mode rebuild --confirm {spec.name})")
+    fit = compatibility.check_job(spark, spec, layout)
+    if fit.status == compatibility.UNDECIDED:
+        raise RecoveryRefused(f"{spec.name}: the job's query could not be planned ({fit.message}); nothing was "
+                              "changed. Fix: make the query plan (stateops jobs check) and migrate again")
+    latest = checkpoint.latest_committed_batch()
+    delay_now = compatibility.job_query(spark, spec, layout)[0].watermark_delay
+    position = Position(latest, checkpoint.next_watermark_ms(latest),
+                        _ms(kept.get("watermark_delay") or delay_now), _ms(delay_now))
+    return classify(QueryShape.from_list(kept["shapes"]), QueryShape.from_list(fit.shapes), position)
+
+
+def _ms(delay: str | None) -> int:
+    return int((parse_seconds(delay) or 0) * 1000) if delay else 0
+
+
+def _struct(fields: list[tuple[str, str]]) -> str:
+    return "struct<" + ",".join(f"`{name}`:{kind}" for name, kind in fields) + ">"
+
+
+def _new_state(spark, rows, rewrite: Rewrite, partitions: int):
+    """The old rows (the state reader's key, value, partition_id) as the new query's: keys and values by the
+    rewrite's parts, merged per new key when old keys meet, placed by Spark's partitioning."""
+    from pyspark.sql import functions as F
+
+    old_values = rows.schema["value"].dataType.fields
+    positional = _struct([(f"v{i}", f.dataType.simpleString()) for i, f in enumerate(old_values)])
+    keys = []
+    for part in rewrite.keys:
+        column = F.col("key").getField(part.source)
+        if part.window_factor > 1:  # the old window's length from its own bounds, the new one a multiple of it
+            start, end = (F.unix_micros(column.getField(b)) for b in ("start", "end"))
+            length = (end - start) * part.window_factor
+            first = start - F.pmod(start, length)
+            column = F.struct(F.timestamp_micros(first).alias("start"),
+                              F.timestamp_micros(first + length).alias("end"))
+        keys.append(column.cast(part.type).alias(part.name))
+    values = [(F.col("v").getField(f"v{p.source}") if p.source is not None else F.expr(p.initial)).cast(p.type)
+              .alias(f"f{i}") for i, p in enumerate(rewrite.values)]
+    frame = rows.select(F.struct(*keys).alias("key"), F.col("value").cast(positional).alias("v"))
+    frame = frame.select("key", F.struct(*values).alias("value"))
+    if rewrite.regroup:
+        merged = [getattr(F, p.merge)(F.col("value").getField(f"f{i}")).cast(p.type).alias(f"f{i}")
+                  for i, p in enumerate(rewrite.values)]
+        frame = frame.groupBy("key").agg(*merged).select("key", F.struct(*[f"f{i}" for i in range(len(merged))])
+                                                         .alias("value"))
+    columns = ", ".join(f"key.`{p.name}`" for p in rewrite.keys)
+    placed = frame.withColumn("partition_id", F.expr(PLACEMENT.format(columns=columns, partitions=partitions)))
+    return placed.repartitionById(partitions, "partition_id")
+
+
+def _check_placement(rows, partitions: int, operator_id: int) -> None:
+    """Spark's placement of the old state's own keys, as PLACEMENT computes it: every row where the rule says."""
+    from pyspark.sql import functions as F
+
+    names = rows.schema["key"].dataType.fieldNames()
+    columns = ", ".join(f"key.`{n}`" for n in names)
+    wrong = rows.where(F.col("partition_id") != F.expr(PLACEMENT.format(columns=columns, partitions=partitions)))
+    if wrong.limit(1).count():
+        raise OperationFailed(f"operator {operator_id}: its state's keys are not where {PLACEMENT} puts them, so "
+                              "a rewritten key could not be placed where Spark looks for it; nothing was written")
+
+
+def rewrite_state(spark, checkpoint: str, batch: int, rewrite: Rewrite, provider_class: str, version: int,
+                  state_root: str, partitions: int, empty_schema: tuple[str, str] | None = None) -> list[int]:
+    """Write operator `rewrite.operator_id`'s new state under `state_root` as `provider_class` at `version`: the
+    old operator's rows at `batch` rewritten (stateops.migration.apply.StateWriter), or an empty store of the
+    (key, value) `empty_schema` for an added operator. The rows written per partition."""
+    ensure_state_coordinator(spark)
+    if rewrite.how == "empty":
+        key, value = empty_schema
+        frame = spark.createDataFrame([], f"key {key}, value {value}, partition_id int")
+    else:
+        rows = (spark.read.format("statestore").option("batchId", batch).option("operatorId", rewrite.source_id)
+                .load(checkpoint))
+        _check_placement(rows, partitions, rewrite.source_id)
+        frame = _new_state(spark, rows, rewrite, partitions)
+    writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
+    try:
+        return list(writer.write(frame._jdf, state_root, rewrite.operator_id, "default", 0, provider_class, version,
+                                 partitions))
+    except Exception as err:  # py4j's error says only which call failed; the JVM's exception says why
+        cause = getattr(err, "java_exception", None)
+        if cause is None:
+            raise
+        raise OperationFailed(f"writing operator {rewrite.operator_id}'s migrated state failed: "
+                              f"{cause.toString()}") from err
+
+
+def planned_state_files(spark, spec: JobSpec, layout: Layout, checkpoint: str, state_root: str) -> dict:
+    """The schema and operator metadata files Spark writes when it plans the job's query on an empty state with the
+    checkpoint's confs, copied under `state_root`; the (key, value) schema of each operator's default store."""
+    opened = Checkpoint.open(checkpoint)
+    spec, frame = compatibility.job_query(spark, spec, layout)
+    metadata = json.dumps(opened.batch_metadata(opened.offset_batches()[-1]))
+    with tempfile.TemporaryDirectory(prefix="stateops-migrate-") as scratch:
+        state_dir = Checkpoint(os.path.join(scratch, "query")).state_root
+        state_schemas.plan_restart(spark, frame, spec, opened.query_id(), state_dir, metadata, 0)
+        schemas = {s.operator_id: (s.key, s.value) for s in state_schemas.read_schemas(spark, state_dir)
+                   if s.store == "default"}
+        for folder, _, names in os.walk(state_dir):
+            for name in names:
+                path = os.path.join(folder, name)
+                copies.copy_file(path, posixpath.join(state_root, os.path.relpath(path, state_dir)))
+    return schemas
+
+
+def adopt(spark, spec: JobSpec, layout: Layout) -> dict:
+    """The migrated checkpoint's meaning kept for the job's query (what the next checks compare with), then the
+    checkpoint checked against that query as its restart will be (Spark's own planning): it must fit. The check's
+    JSON. (A rollback puts the old record back with the archive.)"""
+    spec, frame = compatibility.job_query(spark, spec, layout)
+    query_id = Checkpoint.open(spec.checkpoint_path(layout)).query_id()
+    compatibility.remember_meaning(layout, spec.name, query_id, compatibility.check_state(spark, spec, layout, frame),
+                                   spec.watermark_delay)
+    fit = compatibility.check_state(spark, spec, layout, frame)
+    if fit.status != compatibility.COMPATIBLE:
+        raise OperationFailed(f"the migrated state does not fit the query: {fit.line}")
+    return fit.to_json()

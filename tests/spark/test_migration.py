@@ -1,0 +1,182 @@
+"""`recover --mode migrate`: a changed stateful query keeps its state, rewritten for the new query, with no input
+read again, and the runs after it give what the new query gives from scratch.
+
+A user's job (a module of this test, registered by a config file) runs over four files with one query; its config
+then names another transformation, as a user editing the job would; the migration runs; two more files arrive and
+the job runs again. Oracle: the same new query run from scratch as a second job over all six files, one file per
+batch as the first (tests/support/oracle.py's rule: the same batches give the same watermarks), its Delta table
+compared row for row; for a partial change, from the boundary the plan named. Spark's own state reader counts the
+migrated state; the checkpoint's offsets and the input files read show that nothing was read again.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from stateops.cli.main import main
+from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.jobs.demo.generator import generate
+from stateops.layout import Layout
+from tests.support.delta_rows import table_rows
+from tests.support.scenarios import SMALL
+
+pytestmark = pytest.mark.spark
+
+JOB, FRESH = "clicks", "clicks_fresh"
+
+MODULE = '''
+from pyspark.sql import functions as F
+
+
+def _windows(events, length, keys, *aggregates):
+    """(name, aggregate) pairs, output in their order (a final select in another order would be folded into the
+    aggregate by Spark's optimizer, putting the state's fields back in the old order)."""
+    grouped = events.groupBy(F.window("event_time", length), *keys)
+    return (grouped.agg(F.count(F.lit(1)).alias("events"), *(column.alias(name) for name, column in aggregates))
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    (F.col(keys[0]) if keys else F.lit("all")).alias("group_key"), "events",
+                    *(name for name, _ in aggregates)))
+
+
+def hi_lo(events):
+    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")))
+
+
+def lo_hi(events):  # reordered: Spark's check passes it and would read the old maxima as minima
+    return _windows(events, "5 minutes", ["user_id"], ("lo", F.min("value")), ("hi", F.max("value")))
+
+
+def hi_lo_total(events):  # an aggregate added: complete from the boundary on
+    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")),
+                    ("total", F.sum("value")))
+
+
+def hi_only(events):  # an aggregate removed
+    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")))
+
+
+def hi_lo_15(events):  # the tumbling window three times as long
+    return _windows(events, "15 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")))
+
+
+def hi_lo_by_action(events):  # a key the state never held
+    return _windows(events, "5 minutes", ["user_id", "action"], ("hi", F.max("value")), ("lo", F.min("value")))
+
+
+def hi_lo_deduped(events):  # a dedup added before the aggregation
+    return hi_lo(events.withWatermark("event_time", "10 minutes").dropDuplicatesWithinWatermark(["event_id"]))
+'''
+
+CONFIG = """
+[catalog]
+builtin_jobs = false
+{jobs}
+"""
+JOB_LINES = """
+[jobs.{job}]
+transformation = "migrated_queries:{transformation}"
+watermark_delay = "10 minutes"
+watermark_min = "5 minutes"
+watermark_max = "2 hours"
+output_mode = "update"
+merge_keys = ["window_start", "window_end", "group_key"]
+output_time_column = "window_start"
+
+[[jobs.{job}.inputs]]
+name = "events"
+schema = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"
+time_column = "event_time"
+"""
+
+
+def _config(folder, **transformations: str) -> str:
+    path = folder / "clicks.toml"
+    path.write_text(CONFIG.format(jobs="".join(JOB_LINES.format(job=job, transformation=t)
+                                               for job, t in transformations.items())))
+    return str(path)
+
+
+def _cli(layout: Layout, config: str, *args: str):
+    return CliRunner().invoke(main, ["--home", layout.home, "--config", config, *args])
+
+
+@pytest.fixture
+def clicks(scenario_store, tmp_path, importable, monkeypatch):
+    """The job run once with `hi_lo` over SMALL's four files (built once per test process, copied per test), this
+    test's STATEOPS_HOME. Returns (layout, config(**transformations) -> path)."""
+    code = os.path.join(scenario_store.root, "migrated-user-code")
+    if not os.path.exists(os.path.join(code, "migrated_queries.py")):
+        os.makedirs(code, exist_ok=True)
+        with open(os.path.join(code, "migrated_queries.py"), "w") as out:
+            out.write(MODULE)
+    importable(code)
+
+    def build(layout: Layout) -> None:
+        generate(layout, SMALL)
+        done = _cli(layout, _config(tmp_path, **{JOB: "hi_lo"}), "jobs", "run", JOB)
+        assert done.exit_code == 0 and f"{JOB}: 4 batches" in done.output, done.output
+
+    layout = scenario_store.home("migration-hi-lo", build)
+    monkeypatch.setenv("STATEOPS_HOME", layout.home)
+    return layout, lambda **t: _config(tmp_path, **t)
+
+
+def _state_rows(spark, checkpoint: str, operator: int = 0) -> int:
+    return spark.read.format("statestore").option("operatorId", operator).load(checkpoint).count()
+
+
+def _rows(layout: Layout, job: str, columns: list[str]) -> set[tuple]:
+    return {tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+            for row in table_rows(layout.table(job), columns)}
+
+
+def _migrate(layout: Layout, config: str) -> dict:
+    """Plan (JSON), then run the migration; returns the plan's migration."""
+    planned = _cli(layout, config, "recover", "plan", JOB, "--mode", "migrate", "--json")
+    assert planned.exit_code == 0, planned.output
+    migration = json.loads(planned.output)["migration"]
+    done = _cli(layout, config, "recover", "run", JOB, "--mode", "migrate", "--confirm", JOB)
+    assert done.exit_code == 0 and "succeeded" in done.output, done.output
+    return migration
+
+
+# Two more files whose first continues where the state stands (its events from ten minutes before the last file's
+# end: the windows still open in the state get rows), the second after it.
+MORE = replace(SMALL, files=2, events=200, seed=9, start="2026-01-01T00:50:00+00:00", minutes_per_file=10)
+
+
+def _then_both(layout: Layout, config: str) -> None:
+    """Two more files; the migrated job and the same query from scratch each run over what they have not read."""
+    generate(layout, MORE)
+    for job, batches in ((JOB, 2), (FRESH, 6)):
+        run = _cli(layout, config, "jobs", "run", job)
+        assert run.exit_code == 0 and f"{job}: {batches} batches" in run.output, run.output
+
+
+def test_two_same_typed_aggregates_reordered_are_refused_by_the_check_then_migrated_exactly(spark, clicks):
+    layout, config = clicks
+    checkpoint = os.path.join(layout.home, "checkpoints", JOB)
+    opened = Checkpoint.open(checkpoint)
+    offsets_before, rows_before = opened.offset_batches(), _state_rows(spark, checkpoint)
+    changed = config(**{JOB: "lo_hi", FRESH: "lo_hi"})
+    check = _cli(layout, changed, "jobs", "check", JOB)
+    assert check.exit_code == 2 and "STATE_VALUES_CHANGED" in check.output, check.output
+
+    migration = _migrate(layout, changed)
+    (change,) = [c for c in migration["changes"]]
+    assert (change["operator"], change["store"], change["change"], change["carried"]) == (
+        "operator 0 (stateStoreSave)", "default", "reorder", "exact"), change
+    assert change["boundary"] is None and "read each old buffer as another aggregate's" in change["reason"]
+    assert Checkpoint.open(checkpoint).offset_batches() == offsets_before, "no batch planned, no input read"
+    assert _state_rows(spark, checkpoint) == rows_before, "every key kept (Spark's reader)"
+    fits = _cli(layout, changed, "jobs", "check", JOB)
+    assert fits.exit_code == 0 and "fits the state" in fits.output, fits.output
+
+    _then_both(layout, changed)
+    columns = ["window_start", "window_end", "group_key", "events", "hi", "lo"]
+    migrated, fresh = _rows(layout, JOB, columns), _rows(layout, FRESH, columns)
+    assert migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
