@@ -63,7 +63,8 @@ def _commit(table: DeltaTable, data: pa.Table, commit: CommitProperties, merge_k
         write_deltalake(table, data, mode="append", commit_properties=commit, schema_mode="merge")
         return
     predicate = " AND ".join(f"t.{k} = s.{k}" for k in merge_keys)
-    merge = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
+    merge = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit,
+                        merge_schema=True)  # an output column a changed query added joins the table, as on append
     (merge if insert_only else merge.when_matched_update_all()).when_not_matched_insert_all().execute()
 
 

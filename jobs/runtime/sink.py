@@ -28,6 +28,7 @@ from stateops.sinkstate import SinkState, query_app_id
 
 TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"  # a MERGE's source column the table lacks is added
 # Rows per file Delta's Spark writer is given (the batch is coalesced to ceil(rows / this) partitions, at most
 # its own): a 2,000-row micro-batch of 4 partitions was 4 files at every commit, and the next MERGE read them all.
 ROWS_PER_FILE = 1_000_000
@@ -54,7 +55,9 @@ def write_with_jvm(df: DataFrame, uri: str, app_id: str, batch_id: int, merge_ke
     batch) would be skipped as done. The MERGE reads the copy as it is (`materializeSource=none`): Delta would
     otherwise copy the source once more before reading it twice (BENCHMARKS.md, Delta sink). A cached batch
     instead of the copy is refused by Delta's MERGE (DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION) and, with that
-    check off, made the micro-batch 1.3 -> 2.0 s.
+    check off, made the micro-batch 1.3 -> 2.0 s. A column of the batch the table lacks (an output column a changed
+    query added) is added to the table, by the append's `mergeSchema` and the MERGE's schema auto-merge: without it
+    Delta's MERGE dropped the column's values silently.
     """
     spark = df.sparkSession
     batch = df.localCheckpoint(eager=True)  # the plan runs here, once
@@ -96,7 +99,7 @@ def _jvm_delta_table(spark):
 
 def _merge(spark, source: DataFrame, uri: str, app_id: str, batch_id: int, merge_keys: Sequence[str],
            insert_only: bool) -> int:
-    confs = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), MATERIALIZE_SOURCE: "none"}
+    confs = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), MATERIALIZE_SOURCE: "none", AUTO_MERGE: "true"}
     for key, value in confs.items():
         spark.conf.set(key, value)
     try:

@@ -68,7 +68,7 @@ def hi_lo_by_action(events):  # a key the state never held
 
 
 def hi_lo_deduped(events):  # a dedup added before the aggregation
-    return hi_lo(events.withWatermark("event_time", "10 minutes").dropDuplicatesWithinWatermark(["event_id"]))
+    return hi_lo(events.dropDuplicatesWithinWatermark(["event_id"]))
 '''
 
 CONFIG = """
@@ -180,3 +180,76 @@ def test_two_same_typed_aggregates_reordered_are_refused_by_the_check_then_migra
     columns = ["window_start", "window_end", "group_key", "events", "hi", "lo"]
     migrated, fresh = _rows(layout, JOB, columns), _rows(layout, FRESH, columns)
     assert migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
+
+
+def _tree(path: str) -> dict[str, tuple[int, int]]:
+    found = {}
+    for folder, _, names in os.walk(path):
+        for name in names:
+            stat = os.stat(os.path.join(folder, name))
+            found[os.path.relpath(os.path.join(folder, name), path)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+COLUMNS = ["window_start", "window_end", "group_key", "events"]
+
+
+# [hi_only, hi_lo_15] in the long tier: the default run's reorder test is the same rewrite (values by position)
+@pytest.mark.parametrize("transformation, kind, columns, length", [
+    pytest.param("hi_only", "remove_aggregate", ["hi"], None, marks=pytest.mark.long),
+    pytest.param("hi_lo_15", "window_multiple", ["hi", "lo"], 15, marks=pytest.mark.long),
+])
+def test_an_exact_change_migrated_gives_the_new_query_row_for_row(spark, clicks, transformation, kind, columns,
+                                                                    length):
+    layout, config = clicks
+    changed = config(**{JOB: transformation, FRESH: transformation})
+    migration = _migrate(layout, changed)
+    assert [c["change"] for c in migration["changes"]] == [kind] and migration["carried"] == "exact", migration
+    _then_both(layout, changed)
+    migrated, fresh = _rows(layout, JOB, COLUMNS + columns), _rows(layout, FRESH, COLUMNS + columns)
+    if length:  # the old query's shorter windows stay in the table as they were written; the new ones must match
+        minutes = {(row[1] - row[0]) // 60_000 for row in migrated}  # epoch milliseconds
+        migrated = {row for row in migrated if row[1] - row[0] == length * 60_000}
+        assert minutes == {5, length} and migrated, minutes
+        fresh = {row for row in fresh if (row[0], row[2]) in {(r[0], r[2]) for r in migrated}}
+    assert migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
+
+
+# [hi_lo_deduped] in the long tier: the default run's [hi_lo_total] is the same rule (complete from the boundary)
+@pytest.mark.parametrize("transformation, kind, columns", [
+    ("hi_lo_total", "add_aggregate", ["hi", "lo", "total"]),
+    pytest.param("hi_lo_deduped", "add_operator", ["hi", "lo"], marks=pytest.mark.long),
+])
+def test_a_partial_change_is_exact_from_the_boundary_the_plan_named(spark, clicks, transformation, kind, columns):
+    layout, config = clicks
+    changed = config(**{JOB: transformation, FRESH: transformation})
+    migration = _migrate(layout, changed)
+    (change,) = migration["changes"]
+    assert change["change"] == kind and change["carried"] == "partial" and migration["carried"] == "partial"
+    boundary = change["boundary"]
+    latest = Checkpoint.open(os.path.join(layout.home, "checkpoints", JOB)).latest_committed_batch()
+    assert boundary["batch"] == latest + 1 and boundary == migration["boundary"], boundary
+    assert boundary["complete_from_ms"] == boundary["watermark_ms"] + 10 * 60 * 1000
+    _then_both(layout, changed)
+    since = boundary["complete_from_ms"]
+    migrated, fresh = ({row for row in _rows(layout, job, COLUMNS + columns) if row[0] >= since}
+                       for job in (JOB, FRESH))
+    assert migrated and migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
+
+
+def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_changes(spark, clicks):
+    layout, config = clicks
+    changed = config(**{JOB: "hi_lo_by_action"})
+    checkpoint = os.path.join(layout.home, "checkpoints", JOB)
+    before = _tree(checkpoint)
+    planned = _cli(layout, changed, "recover", "plan", JOB, "--mode", "migrate", "--json")
+    assert planned.exit_code == 2, planned.output
+    shown = json.loads(planned.stdout)
+    (change,) = [c for c in shown["migration"]["changes"] if c["carried"] == "impossible"]
+    assert change["change"] == "finer_key" and "never held (action)" in change["reason"], change
+    (line,) = planned.stderr.strip().splitlines()
+    assert "cannot migrate the state" in line and "finer_key" in line and "Fix: rebuild" in line, line
+    run = _cli(layout, changed, "recover", "run", JOB, "--mode", "migrate", "--confirm", JOB)
+    assert run.exit_code == 2 and "never held (action)" in run.output, run.output
+    assert _tree(checkpoint) == before
+    assert not os.path.exists(os.path.join(layout.ops_dir(JOB), "archives"))
