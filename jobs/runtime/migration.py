@@ -60,10 +60,23 @@ def _struct(fields: list[tuple[str, str]]) -> str:
     return "struct<" + ",".join(f"`{name}`:{kind}" for name, kind in fields) + ">"
 
 
+def _placed(rows, rewrite: Rewrite) -> str:
+    """The key columns Spark partitions the rows by: the rewrite's `placement` leading fields (negative: all but
+    that many last ones), else all."""
+    names = rows.schema["key"].dataType.fieldNames()
+    chosen = names if rewrite.placement is None else names[:rewrite.placement]
+    return ", ".join(f"key.`{n}`" for n in chosen)
+
+
 def _new_state(spark, rows, rewrite: Rewrite, partitions: int):
     """The old rows (the state reader's key, value, partition_id) as the new query's: keys and values by the
-    rewrite's parts, merged per new key when old keys meet, placed by Spark's partitioning."""
+    rewrite's parts (none: as they are), merged per new key when old keys meet, placed by Spark's partitioning."""
     from pyspark.sql import functions as F
+
+    if not rewrite.keys and not rewrite.values:
+        placed = rows.select("key", "value").withColumn(
+            "partition_id", F.expr(PLACEMENT.format(columns=_placed(rows, rewrite), partitions=partitions)))
+        return placed.repartitionById(partitions, "partition_id")
 
     old_values = rows.schema["value"].dataType.fields
     positional = _struct([(f"v{i}", f.dataType.simpleString()) for i, f in enumerate(old_values)])
@@ -91,12 +104,11 @@ def _new_state(spark, rows, rewrite: Rewrite, partitions: int):
     return placed.repartitionById(partitions, "partition_id")
 
 
-def _check_placement(rows, partitions: int, operator_id: int) -> None:
+def _check_placement(rows, partitions: int, rewrite: Rewrite) -> None:
     """Spark's placement of the old state's own keys, as PLACEMENT computes it: every row where the rule says."""
     from pyspark.sql import functions as F
 
-    names = rows.schema["key"].dataType.fieldNames()
-    columns = ", ".join(f"key.`{n}`" for n in names)
+    operator_id, columns = rewrite.source_id, _placed(rows, rewrite)
     wrong = rows.where(F.col("partition_id") != F.expr(PLACEMENT.format(columns=columns, partitions=partitions)))
     if wrong.limit(1).count():
         raise OperationFailed(f"operator {operator_id}: its state's keys are not where {PLACEMENT} puts them, so "
@@ -113,14 +125,14 @@ def rewrite_state(spark, checkpoint: str, batch: int, rewrite: Rewrite, provider
         key, value = empty_schema
         frame = spark.createDataFrame([], f"key {key}, value {value}, partition_id int")
     else:
-        rows = (spark.read.format("statestore").option("batchId", batch).option("operatorId", rewrite.source_id)
-                .load(checkpoint))
-        _check_placement(rows, partitions, rewrite.source_id)
+        reader = spark.read.format("statestore").option("batchId", batch).option("operatorId", rewrite.source_id)
+        rows = (reader if rewrite.store == "default" else reader.option("storeName", rewrite.store)).load(checkpoint)
+        _check_placement(rows, Checkpoint.open(checkpoint).shuffle_partitions(batch) or partitions, rewrite)
         frame = _new_state(spark, rows, rewrite, partitions)
     writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
     try:
-        return list(writer.write(frame._jdf, state_root, rewrite.operator_id, "default", 0, provider_class, version,
-                                 partitions))
+        return list(writer.write(frame._jdf, state_root, rewrite.operator_id, rewrite.store, rewrite.prefix_columns,
+                                 provider_class, version, partitions))
     except Exception as err:  # py4j's error says only which call failed; the JVM's exception says why
         cause = getattr(err, "java_exception", None)
         if cause is None:

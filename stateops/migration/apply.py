@@ -49,7 +49,7 @@ def done(checkpoint: str, runbook_id: str) -> bool:
     return exists(marker) and json.loads(read_text(marker)).get("runbook_id") == runbook_id
 
 
-def _schema_file(rel: str) -> bool:
+def schema_file(rel: str) -> bool:
     """A path under `state/<op>/` that is a schema or operator metadata file (the new query's replace them)."""
     parts = rel.split("/")
     return METADATA in parts or STATE_SCHEMA in parts
@@ -90,7 +90,7 @@ def assemble(checkpoint: str, migration: Migration) -> int:
         source = posixpath.join(Checkpoint(checkpoint).state_root, str(rewrite.source_id))
         target = posixpath.join(base, SCRATCH, str(rewrite.operator_id))
         for rel in sorted(files_under(source) or ()):
-            if _schema_file(rel):
+            if schema_file(rel):
                 continue
             move_file(posixpath.join(source, rel), posixpath.join(target, rel))
             moved += 1

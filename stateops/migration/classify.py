@@ -102,9 +102,12 @@ class Rewrite:
     operator_name: str
     how: str                      # keep | rewrite | empty
     source_id: int | None = None
-    keys: tuple[KeyPart, ...] = ()
+    keys: tuple[KeyPart, ...] = ()  # none (and no values): the rows as they are (a repartition)
     values: tuple[ValuePart, ...] = ()
     regroup: bool = False
+    store: str = "default"
+    placement: int | None = None  # the key's leading fields Spark partitions by (a join's index after them), or all
+    prefix_columns: int = 0       # the key's leading columns the operator scans by (session windows)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,7 +116,8 @@ class Rewrite:
     def from_dict(cls, data: dict[str, Any]) -> "Rewrite":
         return cls(data["operator_id"], data["operator_name"], data["how"], data.get("source_id"),
                    tuple(KeyPart(**k) for k in data.get("keys") or ()),
-                   tuple(ValuePart(**v) for v in data.get("values") or ()), bool(data.get("regroup")))
+                   tuple(ValuePart(**v) for v in data.get("values") or ()), bool(data.get("regroup")),
+                   data.get("store", "default"), data.get("placement"), data.get("prefix_columns", 0))
 
 
 @dataclass(frozen=True)
@@ -238,8 +242,9 @@ def _rewritten(old: OperatorShape, new: OperatorShape, position: Position) -> tu
     if regroup and new.kind == AGGREGATION:
         unmerged = [a.function for a in old.aggregates if a.name not in MERGE]
         if unmerged:
-            changes.append(Change(new.label, "default", key_changes[0].change, IMPOSSIBLE, f"{', '.join(unmerged)} keep buffers that do not merge (order or "
-                                  "moments), so the old keys cannot be combined into the new ones. Fix: rebuild"))
+            changes.append(Change(new.label, "default", key_changes[0].change, IMPOSSIBLE,
+                                  f"{', '.join(unmerged)} keep buffers that do not merge (order or moments), so the "
+                                  "old keys cannot be combined into the new ones. Fix: rebuild"))
     return changes, Rewrite(new.operator_id, new.operator_name, "rewrite" if changes else "keep", old.operator_id,
                             keys, values, regroup)
 

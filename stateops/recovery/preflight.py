@@ -28,6 +28,7 @@ from stateops.layout import Layout
 from stateops.runbooks import running
 from stateops.checkpoints.profile import JOIN
 
+from stateops.migration import repartition
 from stateops.recovery import coverage, store_switch
 from stateops.checkpoints import archive
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MODES, REPARTITION,
@@ -167,11 +168,12 @@ def check_store(job: str, checkpoint: str, mode: str) -> None:
                               f"restore an archive (stateops archives list {job})")
     if mode != "repartition":
         return
-    if formats.store == state_store.MEMORY:  # Spark checks the provider after it has written the next offsets/N
-        raise RecoveryRefused(f"{job}: cannot repartition state kept in Spark's in-memory store "
-                              "(HDFSBackedStateStoreProvider): Spark's offline repartition reads RocksDB state only "
-                              f"(STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER). "
-                              + REBUILD_INSTEAD.format(job=job))
+    if formats.store == state_store.MEMORY:  # Spark's reads RocksDB only: the migration's writer re-places it
+        why = repartition.refusal(checkpoint)
+        if why:
+            raise RecoveryRefused(f"{job}: cannot repartition state kept in Spark's in-memory store: {why} (Spark's "
+                                  "offline repartition reads RocksDB state only). " + REBUILD_INSTEAD.format(job=job))
+        return
     if formats.join_format >= 4 and _joins(checkpoint):
         raise RecoveryRefused(f"{job}: cannot repartition a stream-stream join in state format "
                               f"{formats.join_format}: Spark 4.2's offline repartition writes state its own reader then cannot "
@@ -224,7 +226,8 @@ def _settings_after(layout: Layout, target: JobTarget, request: RecoveryRequest,
     return after
 
 
-def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) -> tuple[Step, ...]:
+def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str, writer: bool = False
+           ) -> tuple[Step, ...]:
     restart = ("start the job as a long-running run in its own process, as it ran before" if restart_mode ==
                "continuous" else "run the job once (bounded), as it ran before")
     steps = [Step(STOP, "ask the running query to stop and wait for its lease; past the timeout terminate its run "
@@ -240,7 +243,13 @@ def _steps(mode: str, request: RecoveryRequest, restart_mode: str, method: str) 
         steps.insert(0, Step(VERIFY_SOURCE, f"verify archive {request.archive_id} against its manifest", False, True))
         steps.append(Step(RESTORE_CHECKPOINT, f"copy archive {request.archive_id}'s checkpoint into place "
                           "(verified)", True, True))
-    if mode == "repartition":
+    if mode == "repartition" and writer:
+        steps.append(Step(REPARTITION, f"re-place every store's rows of the latest committed batch into "
+                          f"{request.shuffle_partitions} partitions by Spark's partitioning, through the store's own "
+                          "API at the same version (StateOps' writer: Spark's offline repartition reads RocksDB state "
+                          "only), record the count in the offset log; rows per operator and store must equal the "
+                          "audit before", True, True))
+    elif mode == "repartition":
         steps.append(Step(REPARTITION, f"repartition the state offline to {request.shuffle_partitions} partitions "
                           "(Spark's checkpoint manager writes one new batch)", True, False))
     if mode == "switch-store":
@@ -288,7 +297,11 @@ def _notes(mode: str, request: RecoveryRequest, target: JobTarget, latest: int, 
         if target.state_store not in (None, request.to_store):
             notes.append(f"the job's state_store is {target.state_store}: a later rebuild's new checkpoint takes it "
                          f"again (set jobs.{target.job}.state_store = \"{request.to_store}\" to keep the switch)")
-    if mode == "repartition":
+    if mode == "repartition" and repartition.writer_repartition(target.checkpoint):
+        notes.append("the in-memory store's state is re-placed by StateOps' writer at the same batch (no input read); "
+                     "state-metadata keeps reporting the old partition count, so the runbook counts partitions from "
+                     "the state files")
+    elif mode == "repartition":
         notes.append("Spark's offline repartition is experimental (PySpark 4.2); state-metadata keeps reporting the "
                      "old partition count, so the runbook counts partitions from the state files")
     if mode == "rewind":
@@ -386,7 +399,8 @@ def build_plan(layout: Layout, target: JobTarget, request: RecoveryRequest, *, r
         state_partitions=current, sink_table=target.sink_table, running=running, restart_mode=restart_mode,
         archive={"id": runbook_id, "path": directory, "method": method, **room},
         settings_before=before, settings_after=_settings_after(layout, target, request, before, source, rebuilt),
-        steps=_steps(request.mode, request, restart_mode, method),
+        steps=_steps(request.mode, request, restart_mode, method,
+                     request.mode == "repartition" and repartition.writer_repartition(target.checkpoint)),
         notes=_notes(request.mode, request, target, latest, cover, store_notes), dry_run=request.dry_run,
         restart=_state_load(layout, target, request.mode), migration=migration)
 

@@ -28,6 +28,7 @@ from stateops.recovery import coverage, observation, store_switch, verify
 from stateops.checkpoints import archive
 from stateops.recovery.attempt import Attempt
 from stateops.migration import apply as migration_apply
+from stateops.migration import repartition
 from stateops.migration.classify import Migration
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MIGRATE,
                                      REPARTITION, RESTART, RESTORE_CHECKPOINT, REWIND_CUT, ROLLBACK_SINK, STOP,
@@ -54,6 +55,8 @@ def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
 
 def completed(attempt: Attempt, name: str) -> bool:
     """An interrupted step that is not idempotent: did it complete? Half-done raises (rollback)."""
+    if name == REPARTITION and repartition.writer_repartition(attempt.archived):
+        return False  # the writer's repartition resumes itself (stateops.migration.apply)
     if name == REPARTITION:
         checkpoint = Checkpoint.open(attempt.target.checkpoint)
         kept = attempt.manifest()
@@ -252,12 +255,42 @@ def _replay(attempt: Attempt, epoch: int) -> str:
 # --- the checkpoint ------------------------------------------------------------------------------------------
 
 def _repartition(attempt: Attempt) -> dict[str, Any]:
+    """Spark's offline repartition (one new batch), or where it does not serve (the in-memory store) the migration's
+    writer: the same rows re-placed at the same batch (stateops.migration.repartition), whose audit must count the
+    rows per operator and store the audit before did."""
     attempt.hold_lease()
     partitions = attempt.plan.settings_after["shuffle_partitions"]
-    attempt.runtime.repartition(attempt.target.checkpoint, partitions)
-    checkpoint = Checkpoint.open(attempt.target.checkpoint)
-    batch = checkpoint.latest_committed_batch()
-    return {"batch": batch, "partitions": partitions, "audit": attempt.runtime.audit(attempt.target.checkpoint, batch)}
+    target = attempt.target
+    if not repartition.writer_repartition(attempt.archived):
+        attempt.runtime.repartition(target.checkpoint, partitions)
+        checkpoint = Checkpoint.open(target.checkpoint)
+        batch = checkpoint.latest_committed_batch()
+        return {"batch": batch, "partitions": partitions, "audit": attempt.runtime.audit(target.checkpoint, batch)}
+    checkpoint = target.roots.confine(target.checkpoint, job=target.job)
+    moved = repartition.plan(attempt.archived, partitions)
+    batch = moved.position.batch
+    done = migration_apply.apply(checkpoint, moved, attempt.plan.runbook_id, attempt.runtime.rewrite_state,
+                                 repartition.kept_schema_files(attempt.archived), partitions)
+    recorded = repartition.record(checkpoint, batch, partitions)
+    audit = attempt.runtime.audit(checkpoint, batch)
+    details = {**done, "batch": batch, "partitions": partitions, "offsets_rewritten": recorded, "audit": audit,
+               "how": "the StateOps writer (Spark's offline repartition reads RocksDB state only)"}
+    lost = _rows_changed(attempt.journal.details(AUDIT_BEFORE).get("audit"), audit)
+    if lost:
+        raise StepFailed(f"the repartitioned state differs from the state before: {lost}", details)
+    return details
+
+
+def _rows_changed(before: dict | None, after: dict) -> str | None:
+    """The first operator and store whose rows differ between two deep audits (their partitions may)."""
+    def rows(audit: dict | None) -> dict[tuple[int, str], int]:
+        return {(op["operator_id"], op["store_name"]): op["rows_total"] for op in (audit or {}).get("operators", [])}
+
+    old, new = rows(before), rows(after)
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            return f"operator {key[0]} store {key[1]}: {old.get(key)} rows before, {new.get(key)} after"
+    return None
 
 
 def _switch_store(attempt: Attempt) -> dict[str, Any]:

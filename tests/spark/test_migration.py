@@ -104,8 +104,7 @@ def _cli(layout: Layout, config: str, *args: str):
     return CliRunner().invoke(main, ["--home", layout.home, "--config", config, *args])
 
 
-@pytest.fixture
-def clicks(scenario_store, tmp_path, importable, monkeypatch):
+def _clicks(scenario_store, tmp_path, importable, monkeypatch):
     """The job run once with `hi_lo` over SMALL's four files (built once per test process, copied per test), this
     test's STATEOPS_HOME. Returns (layout, config(**transformations) -> path)."""
     code = os.path.join(scenario_store.root, "migrated-user-code")
@@ -157,8 +156,9 @@ def _then_both(layout: Layout, config: str) -> None:
         assert run.exit_code == 0 and f"{job}: {batches} batches" in run.output, run.output
 
 
-def test_two_same_typed_aggregates_reordered_are_refused_by_the_check_then_migrated_exactly(spark, clicks):
-    layout, config = clicks
+def test_two_same_typed_aggregates_reordered_are_refused_by_the_check_then_migrated_exactly(
+        spark, scenario_store, tmp_path, importable, monkeypatch):
+    layout, config = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     checkpoint = os.path.join(layout.home, "checkpoints", JOB)
     opened = Checkpoint.open(checkpoint)
     offsets_before, rows_before = opened.offset_batches(), _state_rows(spark, checkpoint)
@@ -199,9 +199,9 @@ COLUMNS = ["window_start", "window_end", "group_key", "events"]
     pytest.param("hi_only", "remove_aggregate", ["hi"], None, marks=pytest.mark.long),
     pytest.param("hi_lo_15", "window_multiple", ["hi", "lo"], 15, marks=pytest.mark.long),
 ])
-def test_an_exact_change_migrated_gives_the_new_query_row_for_row(spark, clicks, transformation, kind, columns,
-                                                                    length):
-    layout, config = clicks
+def test_an_exact_change_migrated_gives_the_new_query_row_for_row(spark, scenario_store, tmp_path, importable,
+                                                                    monkeypatch, transformation, kind, columns, length):
+    layout, config = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     changed = config(**{JOB: transformation, FRESH: transformation})
     migration = _migrate(layout, changed)
     assert [c["change"] for c in migration["changes"]] == [kind] and migration["carried"] == "exact", migration
@@ -220,8 +220,9 @@ def test_an_exact_change_migrated_gives_the_new_query_row_for_row(spark, clicks,
     ("hi_lo_total", "add_aggregate", ["hi", "lo", "total"]),
     pytest.param("hi_lo_deduped", "add_operator", ["hi", "lo"], marks=pytest.mark.long),
 ])
-def test_a_partial_change_is_exact_from_the_boundary_the_plan_named(spark, clicks, transformation, kind, columns):
-    layout, config = clicks
+def test_a_partial_change_is_exact_from_the_boundary_the_plan_named(spark, scenario_store, tmp_path, importable,
+                                                                     monkeypatch, transformation, kind, columns):
+    layout, config = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     changed = config(**{JOB: transformation, FRESH: transformation})
     migration = _migrate(layout, changed)
     (change,) = migration["changes"]
@@ -237,8 +238,9 @@ def test_a_partial_change_is_exact_from_the_boundary_the_plan_named(spark, click
     assert migrated and migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
 
 
-def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_changes(spark, clicks):
-    layout, config = clicks
+def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_changes(spark, scenario_store, tmp_path,
+                                                                                       importable, monkeypatch):
+    layout, config = _clicks(scenario_store, tmp_path, importable, monkeypatch)
     changed = config(**{JOB: "hi_lo_by_action"})
     checkpoint = os.path.join(layout.home, "checkpoints", JOB)
     before = _tree(checkpoint)
