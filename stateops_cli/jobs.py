@@ -82,7 +82,19 @@ def describe(spec: JobSpec, catalog: Catalog, spark: SparkSettings) -> dict:
                     "continuous": f"processingTime {settings['trigger_interval']['value']}",
                     "max_files_per_trigger": settings["max_files_per_trigger"]["value"]},
         "settings": settings,
+        "migration_debt": _migration_debt(spec, layout),
     }
+
+
+def _migration_debt(spec: JobSpec, layout) -> dict | None:
+    """The job's last partial migration against its checkpoint's watermark (stateops.migration.debt), or None."""
+    from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
+    from stateops.migration import debt
+
+    try:
+        return debt.current(layout, spec.name, Checkpoint.open(spec.checkpoint_path(layout)))
+    except NotACheckpointError:
+        return None
 
 
 def _setting_line(name: str, entry: dict) -> str:

@@ -29,7 +29,7 @@ import json
 import os
 import tempfile
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.checkpoints.schemas import copy_schema_files
@@ -72,6 +72,7 @@ class StateFit:
     values: dict[str, list[str]] = field(default_factory=dict)  # op id -> what produced each stored value
     unchecked: str | None = None  # what could not be checked, and why
     shapes: list[dict] = field(default_factory=list)  # the query's state, per operator (stateops.migration.shape)
+    debt: dict | None = None  # a partial migration's boundary not yet settled (stateops.migration.debt)
 
     @property
     def compatible(self) -> bool | None:
@@ -89,7 +90,13 @@ class StateFit:
             return f"{self.job}: no state yet in {self.checkpoint}: any query fits"
         operators = sorted({s.operator for s in self.stored})
         return (f"{self.job}: the query fits the state in {self.checkpoint} ({', '.join(operators)})"
-                + (f"; {self.unchecked}" if self.unchecked else ""))
+                + (f"; {self.unchecked}" if self.unchecked else "")
+                + (f"; {self.debt['line']}" if self.owes else ""))
+
+    @property
+    def owes(self) -> bool:
+        """A partial migration's windows or keys from before its boundary are still in the state."""
+        return bool(self.debt) and not self.debt["settled"]
 
     def to_json(self) -> dict:
         return {"job": self.job, "checkpoint": self.checkpoint, "status": self.status, "compatible": self.compatible,
@@ -97,7 +104,7 @@ class StateFit:
                 "message": self.message, "fix": rebuild_command(self.job) if self.status == REFUSED else None,
                 "rebuild": self.rebuild, "line": self.line,
                 "stored": [asdict(s) for s in self.stored], "query": [asdict(s) for s in self.query],
-                "join_keys": self.join_keys, "values": self.values, "unchecked": self.unchecked}
+                "join_keys": self.join_keys, "values": self.values, "unchecked": self.unchecked, "debt": self.debt}
 
 
 class StateIncompatible(StateOpsError):
@@ -344,5 +351,10 @@ def job_query(spark, spec: JobSpec, layout: Layout):
 def check_job(spark, spec: JobSpec, layout: Layout) -> StateFit:
     """The check alone (`stateops jobs check`, the `state_compatible` asset check): the job's query built as a
     run builds it, with the settings in force, compared with its checkpoint; no query starts."""
+    from stateops.migration import debt
+
     spec, frame = job_query(spark, spec, layout)
-    return check_state(spark, spec, layout, frame)
+    fit = check_state(spark, spec, layout, frame)
+    if fit.status != COMPATIBLE:
+        return fit
+    return replace(fit, debt=debt.current(layout, spec.name, Checkpoint.open(fit.checkpoint)))

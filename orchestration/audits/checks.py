@@ -127,6 +127,11 @@ def compatibility_result(fit) -> AssetCheckResult:
     metadata = redacted({key: value for key, value in (
         ("status", fit.status), ("error_class", fit.error_class), ("operator", fit.operator), ("change", fit.change),
         ("fix", fit.to_json()["fix"]), ("rebuild", fit.rebuild), ("checkpoint", fit.checkpoint)) if value})
+    if fit.debt:
+        metadata["migration_debt"] = fit.debt["line"]
+    if fit.compatible and fit.owes:  # a partial migration: a warning until its boundary is settled
+        return AssetCheckResult(check_name=COMPATIBLE, passed=False, severity=AssetCheckSeverity.WARN,
+                                description=fit.line, metadata=metadata)
     if fit.compatible:
         return AssetCheckResult(check_name=COMPATIBLE, passed=True, description=fit.line, metadata=metadata)
     severity = AssetCheckSeverity.ERROR if fit.compatible is False else AssetCheckSeverity.WARN

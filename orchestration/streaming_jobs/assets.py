@@ -92,6 +92,21 @@ def progress_metadata(progress: dict) -> dict[str, object]:
     }
 
 
+def debt_metadata(spec: JobSpec, layout) -> dict[str, object]:
+    """A partial migration's boundary while it is owed (stateops.migration.debt): `migration_debt`."""
+    from stateops.checkpoints.checkpoint import Checkpoint, NotACheckpointError
+    from stateops.migration import debt
+
+    try:
+        owed = debt.current(layout, spec.name, Checkpoint.open(spec.checkpoint_path(layout)))
+    except NotACheckpointError:
+        return {}
+    if not owed:
+        return {}
+    return {"migration_debt": MetadataValue.text(owed["line"]),
+            "migration_boundary_batch": owed["boundary"]["batch"], "migration_debt_settled": owed["settled"]}
+
+
 def run_metadata(result: RunResult, table_path: str) -> dict[str, object]:
     """The run's numbers, and the table's standard entries, as materialization metadata."""
     durations = result.batch_durations_ms
@@ -152,8 +167,9 @@ def build_job_asset(spec: JobSpec) -> AssetsDefinition:
                              max_seconds=config.max_seconds, run_id=context.run_id, dagster_run_id=context.run_id,
                              on_progress=observe)
             store = state_store_report(in_force, layout, paths.environment().spark.extra_conf)
+            owed = debt_metadata(in_force, layout)
         return MaterializeResult(metadata=redacted({**run_metadata(result, spec.sink_path(layout)),
-                                                    **state_store_metadata(store)}))
+                                                    **state_store_metadata(store), **owed}))
 
     return _materialize
 

@@ -38,13 +38,19 @@ class Position:
     delay_ms: int
     new_delay_ms: int | None = None
 
-    def boundary(self) -> dict[str, Any]:
+    def boundary(self, op: OperatorShape | None = None) -> dict[str, Any]:
         """From where a partial change's new part is complete: the first batch after the migration, its
         watermark, and the event time from which no input had been read (watermark + delay: the latest event time
-        the state saw): windows starting at or after it, keys first seen at or after it."""
+        the state saw): windows starting at or after it, keys first seen at or after it. `settled_at_watermark_ms`:
+        the watermark that evicts the last window (or dedup key) opened before it; None for keys no watermark
+        evicts (an aggregation without a window)."""
         complete = self.watermark_ms + self.delay_ms
+        if op is not None and op.kind == AGGREGATION:
+            settled = complete + op.window.duration_us // 1000 if op.window else None
+        else:
+            settled = complete
         return {"batch": self.batch + 1, "watermark": _iso(self.watermark_ms), "watermark_ms": self.watermark_ms,
-                "complete_from": _iso(complete), "complete_from_ms": complete}
+                "complete_from": _iso(complete), "complete_from_ms": complete, "settled_at_watermark_ms": settled}
 
 
 def _iso(ms: int) -> str:
@@ -133,7 +139,12 @@ class Migration:
 
     @property
     def boundary(self) -> dict[str, Any] | None:
-        return next((c.boundary for c in self.changes if c.carried == PARTIAL), None)
+        """The partial changes' boundary, settled when the last of them is (never, when one never is)."""
+        found = [c.boundary for c in self.changes if c.carried == PARTIAL]
+        if not found:
+            return None
+        settled = [b["settled_at_watermark_ms"] for b in found]
+        return {**found[0], "settled_at_watermark_ms": None if None in settled else max(settled)}
 
     def refusal(self) -> str | None:
         """Why the run will not act (the first impossible change, or one the writer does not carry yet), or
@@ -175,7 +186,7 @@ def classify(old: QueryShape, new: QueryShape, position: Position) -> Migration:
                                   "(the archive keeps it); the operators after it are renumbered"))
             continue
         if before is None:
-            changes.append(Change(after.label, "*", ADD_OPERATOR, PARTIAL, _added(after), position.boundary()))
+            changes.append(Change(after.label, "*", ADD_OPERATOR, PARTIAL, _added(after), position.boundary(after)))
             rewrites.append(Rewrite(after.operator_id, after.operator_name, "empty"))
             continue
         found, rewrite = _compare(before, after, position)
@@ -356,7 +367,7 @@ def _aggregates(old: OperatorShape, new: OperatorShape, position: Position
         changes.append(Change(new.label, "default", ADD_AGGREGATE, PARTIAL,
                               f"{aggregate.function} starts from its initial value for the keys already held: "
                               "complete for windows and keys whose first row is read from the boundary on",
-                              position.boundary()))
+                              position.boundary(new)))
     for index, aggregate in enumerate(old.aggregates):
         if index not in used:
             changes.append(Change(new.label, "default", REMOVE_AGGREGATE, EXACT,
@@ -450,7 +461,7 @@ def _join(old: OperatorShape, new: OperatorShape, position: Position) -> list[Ch
         else:
             changes.append(Change(new.label, "*", JOIN_KEY, PARTIAL,
                                   f"{_join_keys(old)} -> {_join_keys(new)}: the rows re-keyed, but an outer join's "
-                                  "matched flags belong to the old key", position.boundary(), runnable=False))
+                                  "matched flags belong to the old key", position.boundary(new), runnable=False))
     return changes
 
 

@@ -28,6 +28,7 @@ from stateops.recovery import coverage, observation, store_switch, verify
 from stateops.checkpoints import archive
 from stateops.recovery.attempt import Attempt
 from stateops.migration import apply as migration_apply
+from stateops.migration import debt
 from stateops.migration import repartition
 from stateops.migration.classify import Migration
 from stateops.recovery.model import (ADJUST, ALIGN_SINK, ARCHIVE, AUDIT_BEFORE, FRESH_CHECKPOINT, MIGRATE,
@@ -324,7 +325,10 @@ def _migrate(attempt: Attempt) -> dict[str, Any]:
         fit = runtime.adopt_migration()
     except StateOpsError as err:
         raise StepFailed(f"the migration failed: {error_line(err)}") from err
-    return {**done, "fit": fit["line"], "audit": runtime.audit(checkpoint, migration.position.batch)}
+    debt.record(attempt.layout, target.job, runbook_id=attempt.plan.runbook_id, query_id=attempt.plan.query_id,
+                migration=attempt.plan.migration, actor=attempt.plan.actor)
+    return {**done, "fit": fit["line"], "boundary": migration.boundary,
+            "audit": runtime.audit(checkpoint, migration.position.batch)}
 
 
 def _rewind_cut(attempt: Attempt) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from stateops import actions
 from stateops.cli.main import main
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.jobs.demo.generator import generate
@@ -231,11 +232,26 @@ def test_a_partial_change_is_exact_from_the_boundary_the_plan_named(spark, scena
     latest = Checkpoint.open(os.path.join(layout.home, "checkpoints", JOB)).latest_committed_batch()
     assert boundary["batch"] == latest + 1 and boundary == migration["boundary"], boundary
     assert boundary["complete_from_ms"] == boundary["watermark_ms"] + 10 * 60 * 1000
+    (owed,) = [r for r in actions.read(layout, JOB, "migration_debt")]
+    assert owed["phase"] == "open" and owed["details"]["boundary"] == boundary
     _then_both(layout, changed)
     since = boundary["complete_from_ms"]
     migrated, fresh = ({row for row in _rows(layout, job, COLUMNS + columns) if row[0] >= since}
                        for job in (JOB, FRESH))
     assert migrated and migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
+
+    # the debt: `jobs check` and `jobs describe` say it until the watermark passes the last window opened before
+    # the boundary (5 minutes after it), then it is settled
+    check = _cli(layout, changed, "jobs", "check", JOB, "--json")
+    assert check.exit_code == 0 and json.loads(check.output)["debt"]["settled"] is False, check.output
+    assert f"migration {owed['runbook_id']} is partial" in json.loads(check.output)["line"]
+    generate(layout, replace(SMALL, files=1, events=100, seed=11, start="2026-01-01T01:30:00+00:00",
+                             minutes_per_file=10))
+    assert _cli(layout, changed, "jobs", "run", JOB).exit_code == 0
+    described = json.loads(_cli(layout, changed, "jobs", "describe", JOB, "--json").output)
+    assert described["migration_debt"]["settled"] is True, described["migration_debt"]
+    check = _cli(layout, changed, "jobs", "check", JOB)
+    assert check.exit_code == 0 and "is partial" not in check.output, check.output
 
 
 def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_changes(spark, scenario_store, tmp_path,

@@ -103,9 +103,13 @@ def test_5_an_added_aggregate_is_exact_from_the_old_buffers_or_partial_with_its_
     change = one(added, kinds.ADD_AGGREGATE)
     assert change.carried == kinds.PARTIAL and change.carried != kinds.EXACT
     assert change.boundary == {"batch": 8, "watermark": "1970-01-01T00:16:40+00:00", "watermark_ms": 1_000_000,
-                               "complete_from": "1970-01-01T00:26:40+00:00", "complete_from_ms": 1_600_000}
+                               "complete_from": "1970-01-01T00:26:40+00:00", "complete_from_ms": 1_600_000,
+                               "settled_at_watermark_ms": 1_900_000}, "the last window opened before it: +5 min"
     assert added.boundary == change.boundary and added.carried == kinds.PARTIAL
     assert added.rewrites[0].values[1].initial == "NULL" and added.rewrites[0].values[1].source is None
+    unwindowed = classify(query(windows(COUNT, keys=(USER,), window=None)),
+                          query(windows(COUNT, HI, keys=(USER,), window=None)), POSITION)
+    assert unwindowed.boundary["settled_at_watermark_ms"] is None, "keys no watermark evicts: never settled"
 
     imperative = replace(agg("percentile(value)", "p", ("buf", "binary")), initial=())
     refused = classify(query(windows(COUNT)), query(windows(COUNT, imperative)), POSITION)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -53,3 +54,24 @@ def test_a_changed_value_is_found_at_its_operator_and_named_old_to_new():
         "operator 0 (stateStoreSave)",
         "value fields (count(1), max(value), min(value)) -> (count(1), min(value), max(value))")
     assert _changed_values(stored, VALUES, {"2": ["sum(value)"]}) is None, "an operator with nothing kept"
+
+
+def test_a_partial_migrations_debt_warns_the_state_check_until_it_is_settled():
+    """`state_compatible` (orchestration/audits/checks.py): a query that fits passes; with a partial migration's
+    windows still in the state it warns, naming the debt; once the watermark settled it, it passes again."""
+    from dagster import AssetCheckSeverity
+
+    from stateops.dagster.audits.checks import compatibility_result
+    from stateops.migration.debt import Debt
+
+    owed = Debt("clicks-1", "q1", {"batch": 5, "complete_from": "2026-01-01T01:00:00+00:00",
+                                   "settled_at_watermark_ms": 2_000}, ("add_aggregate at operator 0",))
+    assert compatibility_result(_fit()).passed
+    warned = compatibility_result(replace(_fit(), debt=owed.to_dict(1_000)))
+    assert not warned.passed and warned.severity == AssetCheckSeverity.WARN
+    assert "migration clicks-1 is partial (add_aggregate at operator 0): complete from batch 5" in warned.description
+    assert "until the watermark reaches 2000 ms (now 1000 ms)" in warned.description
+    settled = compatibility_result(replace(_fit(), debt=owed.to_dict(2_000)))
+    assert settled.passed and "is partial" not in settled.description
+    never = Debt("clicks-1", "q1", {"batch": 5, "complete_from": "x", "settled_at_watermark_ms": None}, ("a",))
+    assert not never.settled(10**15) and "no watermark evicts them" in never.line(0)
