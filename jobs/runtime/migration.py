@@ -9,9 +9,11 @@ rows before anything is written (`PLACEMENT`); a checkpoint where it does not ho
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import posixpath
+import re
 import tempfile
 
 from stateops.checkpoints.checkpoint import Checkpoint
@@ -30,9 +32,11 @@ from stateops.jobs.runtime import compatibility, state_schemas
 PLACEMENT = "pmod(hash({columns}), {partitions})"
 
 
-def plan_migration(spark, spec: JobSpec, layout: Layout) -> Migration:
+def plan_migration(spark, spec: JobSpec, layout: Layout, transform: str | None = None) -> Migration:
     """The migration from the state the checkpoint holds (as its last StateOps run recorded it) to the job's query
-    with the settings in force. Refused in one line when the record is missing or belongs to another query."""
+    with the settings in force; `transform`: the user's rule (module:function) for what StateOps cannot derive,
+    its output's schema checked against the new query's here. Refused in one line when the record is missing or
+    belongs to another query, or the rule's output does not fit."""
     checkpoint = Checkpoint.open(spec.checkpoint_path(layout))
     kept = compatibility.kept_meaning(layout, spec.name, checkpoint.query_id())
     if not kept.get("shapes"):
@@ -49,7 +53,44 @@ def plan_migration(spark, spec: JobSpec, layout: Layout) -> Migration:
     delay_now = compatibility.job_query(spark, spec, layout)[0].watermark_delay
     position = Position(latest, checkpoint.next_watermark_ms(latest),
                         _ms(kept.get("watermark_delay") or delay_now), _ms(delay_now))
-    return classify(QueryShape.from_list(kept["shapes"]), QueryShape.from_list(fit.shapes), position)
+    migration = classify(QueryShape.from_list(kept["shapes"]), QueryShape.from_list(fit.shapes), position, transform)
+    schemas = {s.operator_id: (s.key, s.value) for s in fit.query if s.store == "default"}
+    for rewrite in migration.rewrites:
+        if rewrite.transform:
+            rows = (spark.read.format("statestore").option("batchId", latest)
+                    .option("operatorId", rewrite.source_id).load(checkpoint.path))
+            _transformed(rows, rewrite, schemas.get(rewrite.operator_id))
+    return migration
+
+
+def _shape_of(struct: str) -> str:
+    """A struct type's simpleString without its field names (Spark's state check compares types by position)."""
+    return re.sub(r"(?<=[<,])[^:<>,]+:", "", struct)
+
+
+def _transformed(rows, rewrite: Rewrite, schema: tuple[str, str] | None):
+    """The user's rule applied to an operator's old rows: its key and value, checked against the new query's store
+    schema (types by position) before anything is written; RecoveryRefused in one line when it cannot be used."""
+    name = rewrite.transform
+    module, _, attribute = name.partition(":")
+    try:
+        rule = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise RecoveryRefused(f"--transform {name}: cannot be imported ({err}); nothing was changed. Fix: put the "
+                              "module on the Python path (beside the job's own code)") from None
+    frame = rule(rows, {"operator_id": rewrite.operator_id, "operator_name": rewrite.operator_name,
+                        "store": rewrite.store})
+    where = f"--transform {name} for operator {rewrite.operator_id} ({rewrite.operator_name})"
+    if frame is None or not {"key", "value"} <= set(frame.columns):
+        raise RecoveryRefused(f"{where} returned {'nothing' if frame is None else frame.columns}: it must return the "
+                              "new state's `key` and `value` columns; nothing was changed")
+    frame = frame.select("key", "value")
+    for part, wanted in zip(("key", "value"), schema or ()):
+        got = frame.schema[part].dataType.simpleString()
+        if _shape_of(got) != _shape_of(wanted):
+            raise RecoveryRefused(f"{where}: its {part} is {got}, the new query's state holds {wanted} (types by "
+                                  "position); nothing was changed")
+    return frame
 
 
 def _ms(delay: str | None) -> int:
@@ -68,12 +109,14 @@ def _placed(rows, rewrite: Rewrite) -> str:
     return ", ".join(f"key.`{n}`" for n in chosen)
 
 
-def _new_state(spark, rows, rewrite: Rewrite, partitions: int):
+def _new_state(spark, rows, rewrite: Rewrite, partitions: int, schema: tuple[str, str] | None = None):
     """The old rows (the state reader's key, value, partition_id) as the new query's: keys and values by the
     rewrite's parts (none: as they are), merged per new key when old keys meet, placed by Spark's partitioning."""
     from pyspark.sql import functions as F
 
-    if not rewrite.keys and not rewrite.values:
+    if rewrite.transform:
+        rows = _transformed(rows, rewrite, schema)  # checked again as it is written
+    if rewrite.transform or not rewrite.keys and not rewrite.values:
         placed = rows.select("key", "value").withColumn(
             "partition_id", F.expr(PLACEMENT.format(columns=_placed(rows, rewrite), partitions=partitions)))
         return placed.repartitionById(partitions, "partition_id")
@@ -118,8 +161,8 @@ def _check_placement(rows, partitions: int, rewrite: Rewrite) -> None:
 def rewrite_state(spark, checkpoint: str, batch: int, rewrite: Rewrite, provider_class: str, version: int,
                   state_root: str, partitions: int, empty_schema: tuple[str, str] | None = None) -> list[int]:
     """Write operator `rewrite.operator_id`'s new state under `state_root` as `provider_class` at `version`: the
-    old operator's rows at `batch` rewritten (stateops.migration.apply.StateWriter), or an empty store of the
-    (key, value) `empty_schema` for an added operator. The rows written per partition."""
+    old operator's rows at `batch` rewritten (stateops.migration.apply.StateWriter), or an empty store for an
+    added operator; `empty_schema`: the new store's (key, value) as Spark plans it. The rows written per partition."""
     ensure_state_coordinator(spark)
     if rewrite.how == "empty":
         key, value = empty_schema
@@ -128,7 +171,7 @@ def rewrite_state(spark, checkpoint: str, batch: int, rewrite: Rewrite, provider
         reader = spark.read.format("statestore").option("batchId", batch).option("operatorId", rewrite.source_id)
         rows = (reader if rewrite.store == "default" else reader.option("storeName", rewrite.store)).load(checkpoint)
         _check_placement(rows, Checkpoint.open(checkpoint).shuffle_partitions(batch) or partitions, rewrite)
-        frame = _new_state(spark, rows, rewrite, partitions)
+        frame = _new_state(spark, rows, rewrite, partitions, empty_schema)
     writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
     try:
         return list(writer.write(frame._jdf, state_root, rewrite.operator_id, rewrite.store, rewrite.prefix_columns,

@@ -133,7 +133,7 @@ def _migration(runtime: "SparkRuntime", spec: JobSpec, request: RecoveryRequest)
     resumed after a crash keeps the plan it made before: its checkpoint may be half-migrated); None otherwise."""
     if request.mode != "migrate" or maintenance.current(runtime.layout, spec.name) is not None:
         return None
-    return migration.plan_migration(runtime.spark, spec, runtime.layout).to_dict()
+    return migration.plan_migration(runtime.spark, spec, runtime.layout, request.transform).to_dict()
 
 
 # The modes whose restart keeps the checkpoint: its state must fit the job's query (rebuild starts a new one,

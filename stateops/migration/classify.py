@@ -21,10 +21,11 @@ from stateops.migration.kinds import (ADD_AGGREGATE, ADD_OPERATOR, COARSER_KEY, 
                                       REMOVE_OPERATOR, RENAME, REORDER, TWS_REWRITE, TWS_VARIABLES, WATERMARK, WIDEN,
                                       WINDOW_CHANGE, WINDOW_MULTIPLE, widens, worst)
 from stateops.timefmt import iso_utc
-from stateops.migration.shape import (AGGREGATION, DEDUP, DEDUP_WITHIN_WATERMARK, JOIN, SESSION, TWS, Aggregate,
+from stateops.migration.shape import (AGGREGATION, CUSTOM, DEDUP, DEDUP_WITHIN_WATERMARK, JOIN, SESSION, TWS, Aggregate,
                                       OperatorShape, QueryShape)
 
 REWRITTEN_KINDS = (AGGREGATION, DEDUP, DEDUP_WITHIN_WATERMARK)  # the kinds StateOps' writer rewrites row by row
+TRANSFORMED_KINDS = (*REWRITTEN_KINDS, CUSTOM)  # one store each, no prefix key: a user's rule can give its rows
 _CAST = re.compile(r"cast\((.*?) as [a-z0-9(), ]+?\)")
 
 
@@ -114,6 +115,7 @@ class Rewrite:
     store: str = "default"
     placement: int | None = None  # the key's leading fields Spark partitions by (a join's index after them), or all
     prefix_columns: int = 0       # the key's leading columns the operator scans by (session windows)
+    transform: str | None = None  # the user's rule (module:function) makes the new rows instead
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,7 +125,8 @@ class Rewrite:
         return cls(data["operator_id"], data["operator_name"], data["how"], data.get("source_id"),
                    tuple(KeyPart(**k) for k in data.get("keys") or ()),
                    tuple(ValuePart(**v) for v in data.get("values") or ()), bool(data.get("regroup")),
-                   data.get("store", "default"), data.get("placement"), data.get("prefix_columns", 0))
+                   data.get("store", "default"), data.get("placement"), data.get("prefix_columns", 0),
+                   data.get("transform"))
 
 
 @dataclass(frozen=True)
@@ -172,8 +175,10 @@ class Migration:
                    Position(**data["position"]), tuple(data.get("notes") or ()))
 
 
-def classify(old: QueryShape, new: QueryShape, position: Position) -> Migration:
-    """The changes from `old` to `new` and the rewrites that carry them."""
+def classify(old: QueryShape, new: QueryShape, position: Position, transform: str | None = None) -> Migration:
+    """The changes from `old` to `new` and the rewrites that carry them. `transform` (module:function): the user's
+    rule for the operators whose state StateOps cannot derive (an impossible change, or one its writer does not
+    carry): their changes are carried by it, said so."""
     changes: list[Change] = []
     rewrites: list[Rewrite] = []
     if position.new_delay_ms is not None and position.new_delay_ms != position.delay_ms:
@@ -190,6 +195,12 @@ def classify(old: QueryShape, new: QueryShape, position: Position) -> Migration:
             rewrites.append(Rewrite(after.operator_id, after.operator_name, "empty"))
             continue
         found, rewrite = _compare(before, after, position)
+        if transform and after.kind in TRANSFORMED_KINDS and any(c.carried == IMPOSSIBLE or not c.runnable
+                                                                  for c in found):
+            found = [replace(c, carried=EXACT, runnable=True, boundary=None,
+                             reason=f"by your rule {transform} (StateOps would not: {c.reason})")
+                     if c.carried == IMPOSSIBLE or not c.runnable else c for c in found]
+            rewrite = replace(rewrite, how="rewrite", transform=transform)
         changes += found
         rewrites.append(rewrite)
     return Migration(tuple(changes), tuple(rewrites), position)

@@ -10,6 +10,7 @@ an append sink), and room for the archive on its filesystem, measured, with a ma
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
@@ -46,7 +47,7 @@ _NEEDS = {  # mode -> (request field, required?)
     "restore": {"archive_id": True},
     "restart": {},
     "switch-store": {"to_store": True},
-    "migrate": {},
+    "migrate": {"transform": False},
 }
 NOTE_LATE_ROWS = ("a restarted query may admit late rows that an uninterrupted run would drop (its first batch "
                   "can cover more input than the batch it replaces; measured on Spark 4.2): the output stays free "
@@ -57,7 +58,7 @@ def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
     if request.mode not in MODES:
         raise refuse_field("mode", f"unknown mode {request.mode!r}", f"use one of {', '.join(MODES)}")
     needs = _NEEDS[request.mode]
-    for name in ("watermark_delay", "shuffle_partitions", "to_batch", "archive_id", "to_store"):
+    for name in ("watermark_delay", "shuffle_partitions", "to_batch", "archive_id", "to_store", "transform"):
         value = getattr(request, name)
         if value is not None and name not in needs:
             users = [m for m, n in _NEEDS.items() if name in n]
@@ -72,6 +73,9 @@ def _check_values(target: JobTarget, request: RecoveryRequest) -> None:
     if request.to_store is not None and request.to_store not in state_store.STORES:
         raise refuse_field("to_store", f"{request.to_store!r} is not a state store",
                            f"pass {{to_store}} {' or '.join(sorted(state_store.STORES, reverse=True))}")
+    if request.transform is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", request.transform):
+        raise refuse_field("transform", f"{request.transform!r} is not module:function",
+                           f"pass {{transform}} {example('transform')}")
     if request.to_batch is not None and request.to_batch < 0:
         raise refuse_field("to_batch", f"{request.to_batch!r} is not a batch id", "use a committed batch id >= 0")
 

@@ -38,7 +38,8 @@ class RecoveryRequest:
         "{shuffle_partitions}). rewind: back to {to_batch}, replaying what follows. restore: put {archive_id} "
         "back. restart: same checkpoint and settings, a guarded restart (stop, archive, restart, verify) of a "
         "query that stalled. switch-store: same checkpoint, its state moved to the {to_store} store offline "
-        "(rewritten at the same batch, no input replayed).", "--mode"))
+        "(rewritten at the same batch, no input replayed). migrate: same checkpoint, its state rewritten for the "
+        "job's changed query (every change classified first; no input replayed; optional {transform}).", "--mode"))
     watermark_delay: Optional[str] = Field(None, **_about(
         'New watermark delay, e.g. "20 minutes", within the job\'s bounds: required for adjust, optional for '
         "rebuild, not allowed otherwise.", "--watermark", example='"20 minutes"'))
@@ -53,6 +54,12 @@ class RecoveryRequest:
     to_store: Optional[str] = Field(None, **_about(
         "switch-store only: the store the state moves to, rocksdb or memory (Spark's in-memory, HDFS-backed "
         "store).", "--to", example="rocksdb"))
+    transform: Optional[str] = Field(None, **_about(
+        "migrate only: module:function, your rule for state StateOps cannot derive: a Python function taking the old "
+        "state (Spark's state reader's DataFrame: key, value, partition_id) and the operator (a dict of operator_id, "
+        "operator_name, store) and returning the new state's key and value columns (or None: StateOps' own "
+        "rewrite); its schema is checked against the new query's before anything is written.", "--transform",
+        example="my_rules:new_state"))
     reason: str = Field("", **_about("Why: journaled, shown in the maintenance lock and the archive manifest.",
                                      "--reason"))
     confirm: Optional[str] = Field(None, **_about(
@@ -78,7 +85,7 @@ class RecoveryRequest:
         same runbook, so running it again after a crash resumes it."""
         return {"job": self.job, "mode": self.mode, "watermark_delay": self.watermark_delay,
                 "shuffle_partitions": self.shuffle_partitions, "to_batch": self.to_batch,
-                "archive_id": self.archive_id, "to_store": self.to_store}
+                "archive_id": self.archive_id, "to_store": self.to_store, "transform": self.transform}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -70,6 +70,21 @@ def hi_lo_by_action(events):  # a key the state never held
 
 def hi_lo_deduped(events):  # a dedup added before the aggregation
     return hi_lo(events.dropDuplicatesWithinWatermark(["event_id"]))
+
+
+def hi_lo_uid(events):  # the key column renamed before the grouping: StateOps cannot tell it from another column
+    return _windows(events.withColumnRenamed("user_id", "uid"), "5 minutes", ["uid"], ("hi", F.max("value")),
+                    ("lo", F.min("value")))
+
+
+def renamed_key(state, operator):  # the user's rule for it (--transform): the same values under the new name
+    key = F.struct(F.col("key.window").alias("window"), F.col("key.user_id").alias("uid"))
+    return state.select(key.alias("key"), "value")
+
+
+def key_as_number(state, operator):  # a rule whose key does not fit the new query's state
+    key = F.struct(F.col("key.window").alias("window"), F.length("key.user_id").alias("uid"))
+    return state.select(key.alias("key"), "value")
 '''
 
 CONFIG = """
@@ -271,3 +286,35 @@ def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_cha
     assert run.exit_code == 2 and "never held (action)" in run.output, run.output
     assert _tree(checkpoint) == before
     assert not os.path.exists(os.path.join(layout.ops_dir(JOB), "archives"))
+
+
+def test_a_users_transform_carries_what_stateops_cannot_derive_and_a_misfit_is_refused(
+        spark, scenario_store, tmp_path, importable, monkeypatch):
+    """A key column renamed before the grouping: StateOps cannot tell it from another string column (finer_key,
+    impossible); the user's rule says it is the same values, its output is checked against the new query's state
+    schema before anything is written (a misfit refused in one line), and the table is then the new query's."""
+    layout, config = _clicks(scenario_store, tmp_path, importable, monkeypatch)
+    changed = config(**{JOB: "hi_lo_uid", FRESH: "hi_lo_uid"})
+    checkpoint = os.path.join(layout.home, "checkpoints", JOB)
+    before = _tree(checkpoint)
+    bad = _cli(layout, changed, "recover", "run", JOB, "--mode", "migrate", "--transform",
+               "migrated_queries:key_as_number", "--confirm", JOB)
+    assert bad.exit_code == 2, bad.output
+    (line,) = bad.stderr.strip().splitlines()
+    assert "--transform migrated_queries:key_as_number for operator 0 (stateStoreSave): its key is " in line, line
+    assert "struct<window:struct<start:timestamp,end:timestamp>,uid:int>" in line and "nothing was changed" in line
+    assert _tree(checkpoint) == before
+
+    planned = _cli(layout, changed, "recover", "plan", JOB, "--mode", "migrate", "--transform",
+                   "migrated_queries:renamed_key", "--json")
+    assert planned.exit_code == 0, planned.output
+    (change,) = json.loads(planned.output)["migration"]["changes"]
+    assert change["change"] == "finer_key" and change["carried"] == "exact", change
+    assert change["reason"].startswith("by your rule migrated_queries:renamed_key (StateOps would not: ")
+    done = _cli(layout, changed, "recover", "run", JOB, "--mode", "migrate", "--transform",
+                "migrated_queries:renamed_key", "--confirm", JOB)
+    assert done.exit_code == 0 and "succeeded" in done.output, done.output
+    _then_both(layout, changed)
+    columns = ["window_start", "window_end", "group_key", "events", "hi", "lo"]
+    migrated, fresh = _rows(layout, JOB, columns), _rows(layout, FRESH, columns)
+    assert migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
