@@ -23,97 +23,10 @@ from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.jobs.demo.generator import generate
 from stateops.layout import Layout
 from tests.support.delta_rows import table_rows
+from tests.support.migration_job import FRESH, JOB, config as _config, write_code
 from tests.support.scenarios import SMALL
 
 pytestmark = pytest.mark.spark
-
-JOB, FRESH = "clicks", "clicks_fresh"
-
-MODULE = '''
-from pyspark.sql import functions as F
-
-
-def _windows(events, length, keys, *aggregates):
-    """(name, aggregate) pairs, output in their order (a final select in another order would be folded into the
-    aggregate by Spark's optimizer, putting the state's fields back in the old order)."""
-    grouped = events.groupBy(F.window("event_time", length), *keys)
-    return (grouped.agg(F.count(F.lit(1)).alias("events"), *(column.alias(name) for name, column in aggregates))
-            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                    (F.col(keys[0]) if keys else F.lit("all")).alias("group_key"), "events",
-                    *(name for name, _ in aggregates)))
-
-
-def hi_lo(events):
-    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")))
-
-
-def lo_hi(events):  # reordered: Spark's check passes it and would read the old maxima as minima
-    return _windows(events, "5 minutes", ["user_id"], ("lo", F.min("value")), ("hi", F.max("value")))
-
-
-def hi_lo_total(events):  # an aggregate added: complete from the boundary on
-    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")),
-                    ("total", F.sum("value")))
-
-
-def hi_only(events):  # an aggregate removed
-    return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")))
-
-
-def hi_lo_15(events):  # the tumbling window three times as long
-    return _windows(events, "15 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")))
-
-
-def hi_lo_by_action(events):  # a key the state never held
-    return _windows(events, "5 minutes", ["user_id", "action"], ("hi", F.max("value")), ("lo", F.min("value")))
-
-
-def hi_lo_deduped(events):  # a dedup added before the aggregation
-    return hi_lo(events.dropDuplicatesWithinWatermark(["event_id"]))
-
-
-def hi_lo_uid(events):  # the key column renamed before the grouping: StateOps cannot tell it from another column
-    return _windows(events.withColumnRenamed("user_id", "uid"), "5 minutes", ["uid"], ("hi", F.max("value")),
-                    ("lo", F.min("value")))
-
-
-def renamed_key(state, operator):  # the user's rule for it (--transform): the same values under the new name
-    key = F.struct(F.col("key.window").alias("window"), F.col("key.user_id").alias("uid"))
-    return state.select(key.alias("key"), "value")
-
-
-def key_as_number(state, operator):  # a rule whose key does not fit the new query's state
-    key = F.struct(F.col("key.window").alias("window"), F.length("key.user_id").alias("uid"))
-    return state.select(key.alias("key"), "value")
-'''
-
-CONFIG = """
-[catalog]
-builtin_jobs = false
-{jobs}
-"""
-JOB_LINES = """
-[jobs.{job}]
-transformation = "migrated_queries:{transformation}"
-watermark_delay = "10 minutes"
-watermark_min = "5 minutes"
-watermark_max = "2 hours"
-output_mode = "update"
-merge_keys = ["window_start", "window_end", "group_key"]
-output_time_column = "window_start"
-
-[[jobs.{job}.inputs]]
-name = "events"
-schema = "event_id STRING, user_id STRING, event_time TIMESTAMP, action STRING, value DOUBLE"
-time_column = "event_time"
-"""
-
-
-def _config(folder, **transformations: str) -> str:
-    path = folder / "clicks.toml"
-    path.write_text(CONFIG.format(jobs="".join(JOB_LINES.format(job=job, transformation=t)
-                                               for job, t in transformations.items())))
-    return str(path)
 
 
 def _cli(layout: Layout, config: str, *args: str):
@@ -123,12 +36,7 @@ def _cli(layout: Layout, config: str, *args: str):
 def _clicks(scenario_store, tmp_path, importable, monkeypatch):
     """The job run once with `hi_lo` over SMALL's four files (built once per test process, copied per test), this
     test's STATEOPS_HOME. Returns (layout, config(**transformations) -> path)."""
-    code = os.path.join(scenario_store.root, "migrated-user-code")
-    if not os.path.exists(os.path.join(code, "migrated_queries.py")):
-        os.makedirs(code, exist_ok=True)
-        with open(os.path.join(code, "migrated_queries.py"), "w") as out:
-            out.write(MODULE)
-    importable(code)
+    importable(write_code(os.path.join(scenario_store.root, "migrated-user-code")))
 
     def build(layout: Layout) -> None:
         generate(layout, SMALL)

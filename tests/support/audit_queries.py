@@ -260,6 +260,9 @@ def state_rows(spark, checkpoint: str, batch: int | None = None, *, by_partition
     """Every store's rows (key and value as JSON) as Spark's state reader reads them at `batch` (default latest),
     read in the checkpoint's own format, each store the audits read (a join's four stores, or its column families,
     one by one): (operator, store) -> sorted (partition, row)."""
+    from stateops.checkpoints.sparkstate import ensure_state_coordinator
+
+    ensure_state_coordinator(spark)  # a session that ran no query yet has no coordinator for the reader
     opened = Checkpoint.open(checkpoint)
     batch = opened.latest_committed_batch() if batch is None else batch
     found = {}
