@@ -34,6 +34,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("recovery", "Recovery: the `adjust` runbook vs a bare stop and restart", "bench.bench_recovery"),
     Benchmark("store_switch", "Store switch: moving the state to the other store vs replaying the input",
               "bench.bench_store_switch"),
+    Benchmark("migration", "Migration: carrying the state into a changed query vs the store switch vs a rebuild",
+              "bench.bench_migration"),
     Benchmark("recovery_live", "Recovery on a live stream: the `adjust` runbook, quiet and busy, vs a bare stop and "
               "restart", "bench.bench_recovery_live"),
     Benchmark("retention", "Retention: plan vs a bare listing, and the progress table before/after compaction",

@@ -130,8 +130,10 @@ def _restart_point(checkpoint: str) -> tuple[int, str, str] | None:
     return batch, cp.query_id(), json.dumps(cp.batch_metadata(batches[-1]))
 
 
-def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
-    """Compare `frame` (the job's stateful query) with the state in the job's checkpoint."""
+def check_state(spark, spec: JobSpec, layout: Layout, frame, *, migrated: bool = False) -> StateFit:
+    """Compare `frame` (the job's stateful query) with the state in the job's checkpoint. `migrated`: the state was
+    just rewritten for this query (stateops.jobs.runtime.migration), so what produced its values is the query's own,
+    not the record's: Spark's rules and the key columns are checked, the record is not."""
     checkpoint = spec.checkpoint_path(layout)
     try:
         restart = _restart_point(checkpoint)
@@ -173,6 +175,8 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame) -> StateFit:
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
                         f"{change}: Spark would accept the same types, but the stored keys would mean something else",
                         "key columns changed", rebuild_outlook(spec, layout), **found)
+    if migrated:
+        return StateFit(spec.name, checkpoint, COMPATIBLE, **found)
     if "values" not in kept:
         unchecked = (f"what produced its stored values ({_listing(values)}) was not recorded by a StateOps run of this "
                      "checkpoint's query, so a swap of same-typed values cannot be checked") if values else None

@@ -45,14 +45,14 @@ def plan_migration(spark, spec: JobSpec, layout: Layout, transform: str | None =
             "(a checkpoint adopted, or run before StateOps kept it), so no change can be judged by meaning. Fix: run "
             f"the job once with the query that wrote the state (stateops jobs run {spec.name}), then migrate; or "
             f"rebuild (stateops recover run {spec.name} --mode rebuild --confirm {spec.name})")
-    fit = compatibility.check_job(spark, spec, layout)
+    spec, frame = compatibility.job_query(spark, spec, layout)
+    fit = compatibility.check_state(spark, spec, layout, frame)
     if fit.status == compatibility.UNDECIDED:
         raise RecoveryRefused(f"{spec.name}: the job's query could not be planned ({fit.message}); nothing was "
                               "changed. Fix: make the query plan (stateops jobs check) and migrate again")
     latest = checkpoint.latest_committed_batch()
-    delay_now = compatibility.job_query(spark, spec, layout)[0].watermark_delay
     position = Position(latest, checkpoint.next_watermark_ms(latest),
-                        _ms(kept.get("watermark_delay") or delay_now), _ms(delay_now))
+                        _ms(kept.get("watermark_delay") or spec.watermark_delay), _ms(spec.watermark_delay))
     migration = classify(QueryShape.from_list(kept["shapes"]), QueryShape.from_list(fit.shapes), position, transform)
     schemas = {s.operator_id: (s.key, s.value) for s in fit.query if s.store == "default"}
     for rewrite in migration.rewrites:
@@ -203,14 +203,13 @@ def planned_state_files(spark, spec: JobSpec, layout: Layout, checkpoint: str, s
 
 
 def adopt(spark, spec: JobSpec, layout: Layout) -> dict:
-    """The migrated checkpoint's meaning kept for the job's query (what the next checks compare with), then the
-    checkpoint checked against that query as its restart will be (Spark's own planning): it must fit. The check's
-    JSON. (A rollback puts the old record back with the archive.)"""
+    """The migrated checkpoint checked against the job's query as its restart will be (Spark's own planning, the key
+    columns by name): it must fit; its meaning is then kept for the next checks. The check's JSON. (A rollback puts
+    the old record back with the archive.)"""
     spec, frame = compatibility.job_query(spark, spec, layout)
-    query_id = Checkpoint.open(spec.checkpoint_path(layout)).query_id()
-    compatibility.remember_meaning(layout, spec.name, query_id, compatibility.check_state(spark, spec, layout, frame),
-                                   spec.watermark_delay)
-    fit = compatibility.check_state(spark, spec, layout, frame)
+    fit = compatibility.check_state(spark, spec, layout, frame, migrated=True)
     if fit.status != compatibility.COMPATIBLE:
         raise OperationFailed(f"the migrated state does not fit the query: {fit.line}")
+    query_id = Checkpoint.open(spec.checkpoint_path(layout)).query_id()
+    compatibility.remember_meaning(layout, spec.name, query_id, fit, spec.watermark_delay)
     return fit.to_json()
