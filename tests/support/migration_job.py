@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from tests.support.scenarios import KAFKA_PER_TRIGGER
+
 JOB, FRESH = "clicks", "clicks_fresh"
 MODULE_NAME = "migrated_queries"
 
@@ -102,11 +104,14 @@ def write_code(folder: str) -> str:
     return folder
 
 
-def config(folder, state_store: str | None = None, **transformations: str) -> str:
-    """The config file in `folder` registering each job with its transformation of the module (and `state_store`);
-    its path."""
+def config(folder, state_store: str | None = None, kafka: str | None = None, **transformations: str) -> str:
+    """The config file in `folder` registering each job with its transformation of the module (on `state_store`;
+    reading the broker `kafka`'s topic `events`, KAFKA_PER_TRIGGER records a batch, when given); its path."""
     path = folder / f"clicks-{'-'.join(transformations.values())}.toml"  # one file per query: each stays as written
-    store = f'state_store = "{state_store}"\n' if state_store else ""
+    extra = f'state_store = "{state_store}"\n' if state_store else ""
+    if kafka:
+        extra += (f'source = "kafka"\nkafka_bootstrap_servers = "{kafka}"\n'
+                  f'kafka_options = {{ maxOffsetsPerTrigger = "{KAFKA_PER_TRIGGER}" }}\n')
     path.write_text(CONFIG.format(jobs="".join(JOB_LINES.format(job=job, transformation=t).replace(
-        "output_mode =", store + "output_mode =") for job, t in transformations.items())))
+        "output_mode =", extra + "output_mode =") for job, t in transformations.items())))
     return str(path)
