@@ -35,6 +35,7 @@ from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.checkpoints.schemas import copy_schema_files
 from stateops.errors import StateOpsError
 from stateops.layout import Layout
+from stateops.checkpoints.profile import VALUES_STORES
 from stateops.checkpoints.sparkstate import reading_format
 from stateops.storage import read_text, remove, write_text
 
@@ -133,7 +134,8 @@ def _restart_point(checkpoint: str) -> tuple[int, str, str] | None:
 def check_state(spark, spec: JobSpec, layout: Layout, frame, *, migrated: bool = False) -> StateFit:
     """Compare `frame` (the job's stateful query) with the state in the job's checkpoint. `migrated`: the state was
     just rewritten for this query (stateops.jobs.runtime.migration), so what produced its values is the query's own,
-    not the record's: Spark's rules and the key columns are checked, the record is not."""
+    not the record's: Spark's rules and the key columns are checked (a join's against what its rewritten rows
+    hold), the record is not."""
     checkpoint = spec.checkpoint_path(layout)
     try:
         restart = _restart_point(checkpoint)
@@ -169,7 +171,8 @@ def check_state(spark, spec: JobSpec, layout: Layout, frame, *, migrated: bool =
             return StateFit(spec.name, checkpoint, REFUSED, error_class, operator, change, message,
                             rebuild_outlook(spec, layout), **found)
     kept = kept_meaning(layout, spec.name, query_id)
-    changed = _renamed_keys(stored, query) or _changed_joins(spark, kept.get("joins", {}), checkpoint, joins, stored)
+    kept_joins = {} if migrated else kept.get("joins", {})  # a migrated join's keys: judged by its own state's rows
+    changed = _renamed_keys(stored, query) or _changed_joins(spark, kept_joins, checkpoint, joins, stored)
     if changed:
         operator, change = changed
         return StateFit(spec.name, checkpoint, REFUSED, KEYS_CHANGED, operator,
@@ -275,7 +278,6 @@ def kept_meaning(layout: Layout, job: str, query_id: str) -> dict:
 # Rows of a join side's value store read to tell which input columns its keys are: enough that a column equal to the
 # key by chance in all of them is unlikely, few enough that the check stays a second.
 JOIN_SAMPLE_ROWS = 200
-VALUE_STORES = ("keyWithIndexToValue", "keyWithTsToValues")  # formats 1-3, format 4
 
 
 def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]] | None:
@@ -290,7 +292,7 @@ def _joins_in_state(spark, checkpoint: str, op: str) -> dict[str, list[set[str]]
     own_format = cp.checkpoint_format(committed[-1]) if committed else 1
     for side in ("left", "right"):
         rows = None
-        for store in VALUE_STORES:
+        for store in VALUES_STORES:  # formats 1-3, format 4
             try:
                 with reading_format(spark, own_format):
                     rows = (spark.read.format("statestore").option("path", checkpoint).option("operatorId", op)

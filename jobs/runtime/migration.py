@@ -15,9 +15,10 @@ import os
 import posixpath
 import re
 import tempfile
+from dataclasses import replace
 
 from stateops.checkpoints.checkpoint import Checkpoint
-from stateops.checkpoints.sparkstate import ensure_state_coordinator
+from stateops.checkpoints.sparkstate import JOIN_COUNTS, ensure_state_coordinator, join_state_format
 from stateops.durations import parse_seconds
 from stateops.errors import OperationFailed
 from stateops.layout import Layout
@@ -54,6 +55,12 @@ def plan_migration(spark, spec: JobSpec, layout: Layout, transform: str | None =
     position = Position(latest, checkpoint.next_watermark_ms(latest),
                         _ms(kept.get("watermark_delay") or spec.watermark_delay), _ms(spec.watermark_delay))
     migration = classify(QueryShape.from_list(kept["shapes"]), QueryShape.from_list(fit.shapes), position, transform)
+    join_format = join_state_format(checkpoint.batch_metadata(latest).get("conf", {}))
+    if any(r.join_key for r in migration.rewrites) and join_format > 2:
+        raise RecoveryRefused(f"{spec.name}: its join keeps its state in format {join_format} (column families of one "
+                              "store), which StateOps' writer does not rewrite yet (formats 1 and 2: four stores); "
+                              f"nothing was changed. Fix: rebuild (stateops recover run {spec.name} --mode rebuild "
+                              f"--confirm {spec.name})")
     schemas = {s.operator_id: (s.key, s.value) for s in fit.query if s.store == "default"}
     for rewrite in migration.rewrites:
         if rewrite.transform:
@@ -109,14 +116,18 @@ def _placed(rows, rewrite: Rewrite) -> str:
     return ", ".join(f"key.`{n}`" for n in chosen)
 
 
-def _new_state(spark, rows, rewrite: Rewrite, partitions: int, schema: tuple[str, str] | None = None):
+def _new_state(spark, rows, rewrite: Rewrite, partitions: int, schema: tuple[str, str] | None = None,
+               flagged: bool = False):
     """The old rows (the state reader's key, value, partition_id) as the new query's: keys and values by the
-    rewrite's parts (none: as they are), merged per new key when old keys meet, placed by Spark's partitioning."""
+    rewrite's parts (none: as they are), merged per new key when old keys meet, a join side's rows re-keyed
+    (`flagged`: each carries its matched flag last), placed by Spark's partitioning."""
     from pyspark.sql import functions as F
 
     if rewrite.transform:
         rows = _transformed(rows, rewrite, schema)  # checked again as it is written
-    if rewrite.transform or not rewrite.keys and not rewrite.values:
+    if rewrite.join_key:
+        rows = _rejoined(rows, rewrite, flagged)
+    if rewrite.transform or rewrite.join_key or not rewrite.keys and not rewrite.values:
         placed = rows.select("key", "value").withColumn(
             "partition_id", F.expr(PLACEMENT.format(columns=_placed(rows, rewrite), partitions=partitions)))
         return placed.repartitionById(partitions, "partition_id")
@@ -147,6 +158,27 @@ def _new_state(spark, rows, rewrite: Rewrite, partitions: int, schema: tuple[str
     return placed.repartitionById(partitions, "partition_id")
 
 
+def _rejoined(rows, rewrite: Rewrite, flagged: bool):
+    """A join side's rows (its keyWithIndexToValue store: key (join key, index), value (the row, its matched flag
+    when `flagged`)) re-keyed by the buffered fields `rewrite.join_key`, each value cast to the new query's types:
+    as the side's rows (indices 0.. per new key, in the old keys' order) or, for its keyToNumValues store, their
+    count per new key."""
+    from pyspark.sql import Window, functions as F
+
+    old = rows.schema["value"].dataType.fields
+    cast = [F.col("value").getField(old[p.source].name).cast(p.type).alias(old[p.source].name)
+            for p in rewrite.values]
+    flag = [F.col("value").getField(old[-1].name)] if flagged else []
+    frame = rows.select(F.col("key").alias("old_key"), F.struct(*cast, *flag).alias("value"))
+    key = [F.col("value").getField(name).alias(f"field{i}") for i, name in enumerate(rewrite.join_key)]
+    frame = frame.withColumn("key", F.struct(*key))
+    if rewrite.store.endswith(JOIN_COUNTS):
+        return frame.groupBy("key").agg(F.struct(F.count(F.lit(1)).alias("value")).alias("value"))
+    index = F.row_number().over(Window.partitionBy("key").orderBy("old_key")) - 1
+    fields = [F.col("key").getField(f"field{i}").alias(f"field{i}") for i in range(len(rewrite.join_key))]
+    return frame.select(F.struct(*fields, index.cast("bigint").alias("index")).alias("key"), "value")
+
+
 def _check_placement(rows, partitions: int, rewrite: Rewrite) -> None:
     """Spark's placement of the old state's own keys, as PLACEMENT computes it: every row where the rule says."""
     from pyspark.sql import functions as F
@@ -168,10 +200,14 @@ def rewrite_state(spark, checkpoint: str, batch: int, rewrite: Rewrite, provider
         key, value = empty_schema
         frame = spark.createDataFrame([], f"key {key}, value {value}, partition_id int")
     else:
+        store = rewrite.read_store
         reader = spark.read.format("statestore").option("batchId", batch).option("operatorId", rewrite.source_id)
-        rows = (reader if rewrite.store == "default" else reader.option("storeName", rewrite.store)).load(checkpoint)
-        _check_placement(rows, Checkpoint.open(checkpoint).shuffle_partitions(batch) or partitions, rewrite)
-        frame = _new_state(spark, rows, rewrite, partitions, empty_schema)
+        rows = (reader if store == "default" else reader.option("storeName", store)).load(checkpoint)
+        opened = Checkpoint.open(checkpoint)
+        _check_placement(rows, opened.shuffle_partitions(batch) or partitions,
+                         replace(rewrite, placement=-1) if rewrite.join_key else rewrite)
+        flagged = bool(rewrite.join_key) and join_state_format(opened.batch_metadata(batch).get("conf", {})) >= 2
+        frame = _new_state(spark, rows, rewrite, partitions, empty_schema, flagged)
     writer = spark._jvm.io.stateops.state.StoreWriter  # StateOps' jar (jvm/state), on every session's spark.jars
     try:
         return list(writer.write(frame._jdf, state_root, rewrite.operator_id, rewrite.store, rewrite.prefix_columns,

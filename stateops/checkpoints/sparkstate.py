@@ -10,7 +10,7 @@ from typing import Iterator
 
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.checkpoints.operators import describe, files_by_store
-from stateops.checkpoints.profile import JOIN
+from stateops.checkpoints.profile import JOIN, NUM_VALUES_STORE, VALUES_STORES
 from stateops.errors import OperationFailed
 
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -86,8 +86,8 @@ def listed_stores(spark, checkpoint: Checkpoint, batch_id: int | None = None) ->
     return found, undescribed
 
 
-JOIN_STORES = {3: ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
-                   "right-keyWithIndexToValue"),
+JOIN_ROWS, JOIN_COUNTS = VALUES_STORES[0], NUM_VALUES_STORE  # a side's rows and its count per key (formats 1-3)
+JOIN_STORES = {3: tuple(f"{side}-{store}" for side in ("left", "right") for store in (JOIN_COUNTS, JOIN_ROWS)),
                4: ("left-keyWithTsToValues", "right-keyWithTsToValues")}
 
 

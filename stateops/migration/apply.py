@@ -58,7 +58,8 @@ def schema_file(rel: str) -> bool:
 def write(checkpoint: str, migration: Migration, writer: StateWriter, state_files: StateFiles,
           partitions: int) -> dict[str, list[int]]:
     """Part 1: the new state of every rewritten or added operator and the new query's schema files into the scratch,
-    then the marker; rows written per operator. A complete scratch is kept as it is."""
+    then the marker; rows written per operator (per `operator/store` where it has several). A complete scratch is
+    kept as it is."""
     base = checkpoint.rstrip("/")
     scratch = posixpath.join(base, SCRATCH)
     marker = posixpath.join(scratch, COMPLETE)
@@ -73,8 +74,9 @@ def write(checkpoint: str, migration: Migration, writer: StateWriter, state_file
     for n, rewrite in enumerate(migration.rewrites):
         if rewrite.how == "keep":
             continue
-        rows[str(rewrite.operator_id)] = writer(checkpoint, batch, rewrite, provider, batch + 1, scratch, partitions,
-                                                schemas.get(rewrite.operator_id))
+        name = str(rewrite.operator_id) if rewrite.store == "default" else f"{rewrite.operator_id}/{rewrite.store}"
+        rows[name] = writer(checkpoint, batch, rewrite, provider, batch + 1, scratch, partitions,
+                            schemas.get(rewrite.operator_id))
         fault_point("migrate.part", job=_job(checkpoint), part="write", n=n)
     write_text(marker, json.dumps({"rows": rows}, sort_keys=True))
     return rows

@@ -20,6 +20,7 @@ from stateops.migration.kinds import (ADD_AGGREGATE, ADD_OPERATOR, COARSER_KEY, 
                                       JOIN_KEY, MERGE, NARROW_OR_MEANING, NATIVE, PARTIAL, REMOVE_AGGREGATE,
                                       REMOVE_OPERATOR, RENAME, REORDER, TWS_REWRITE, TWS_VARIABLES, WATERMARK, WIDEN,
                                       WINDOW_CHANGE, WINDOW_MULTIPLE, widens, worst)
+from stateops.checkpoints.sparkstate import JOIN_COUNTS, JOIN_ROWS
 from stateops.timefmt import iso_utc
 from stateops.migration.shape import (AGGREGATION, CUSTOM, DEDUP, DEDUP_WITHIN_WATERMARK, JOIN, SESSION, TWS, Aggregate,
                                       OperatorShape, QueryShape)
@@ -116,6 +117,12 @@ class Rewrite:
     placement: int | None = None  # the key's leading fields Spark partitions by (a join's index after them), or all
     prefix_columns: int = 0       # the key's leading columns the operator scans by (session windows)
     transform: str | None = None  # the user's rule (module:function) makes the new rows instead
+    join_key: tuple[str, ...] = ()  # a join side's new key, from its buffered rows' fields by these names
+
+    @property
+    def read_store(self) -> str:
+        """The store its rows are read from: a join side's counts per key are made from its rows."""
+        return self.store.replace(JOIN_COUNTS, JOIN_ROWS) if self.join_key else self.store
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,7 +133,7 @@ class Rewrite:
                    tuple(KeyPart(**k) for k in data.get("keys") or ()),
                    tuple(ValuePart(**v) for v in data.get("values") or ()), bool(data.get("regroup")),
                    data.get("store", "default"), data.get("placement"), data.get("prefix_columns", 0),
-                   data.get("transform"))
+                   data.get("transform"), tuple(data.get("join_key") or ()))
 
 
 @dataclass(frozen=True)
@@ -194,15 +201,15 @@ def classify(old: QueryShape, new: QueryShape, position: Position, transform: st
             changes.append(Change(after.label, "*", ADD_OPERATOR, PARTIAL, _added(after), position.boundary(after)))
             rewrites.append(Rewrite(after.operator_id, after.operator_name, "empty"))
             continue
-        found, rewrite = _compare(before, after, position)
+        found, carrying = _compare(before, after, position)
         if transform and after.kind in TRANSFORMED_KINDS and any(c.carried == IMPOSSIBLE or not c.runnable
                                                                   for c in found):
             found = [replace(c, carried=EXACT, runnable=True, boundary=None,
                              reason=f"by your rule {transform} (StateOps would not: {c.reason})")
                      if c.carried == IMPOSSIBLE or not c.runnable else c for c in found]
-            rewrite = replace(rewrite, how="rewrite", transform=transform)
+            carrying = tuple(replace(r, how="rewrite", transform=transform) for r in carrying)
         changes += found
-        rewrites.append(rewrite)
+        rewrites += carrying
     return Migration(tuple(changes), tuple(rewrites), position)
 
 
@@ -226,16 +233,19 @@ def _added(op: OperatorShape) -> str:
     return "its store starts empty: it holds only what it reads from the boundary on"
 
 
-def _compare(old: OperatorShape, new: OperatorShape, position: Position) -> tuple[list[Change], Rewrite]:
+def _compare(old: OperatorShape, new: OperatorShape, position: Position
+             ) -> tuple[list[Change], tuple[Rewrite, ...]]:
+    """The changes to one operator and the rewrites of its stores that carry them."""
     if new.kind in REWRITTEN_KINDS:
-        return _rewritten(old, new, position)
+        found, rewrite = _rewritten(old, new, position)
+        return found, (rewrite,)
     changes: list[Change] = []
     if new.kind == SESSION and old.window == new.window and old.keys == new.keys:  # its buffers: as an aggregation's
         found, rewrite = _rewritten(old, new, position)
-        return [replace(c, runnable=c.carried == NATIVE) for c in found], rewrite
+        return [replace(c, runnable=c.carried == NATIVE) for c in found], (rewrite,)
     if new.kind == JOIN:
-        changes += _join(old, new, position)
-    elif new.kind == TWS:
+        return _join(old, new, position)
+    if new.kind == TWS:
         changes += _tws(old, new)
     elif old.keys != new.keys or old.window != new.window:
         kind = WINDOW_CHANGE if old.window != new.window else FINER_KEY
@@ -243,7 +253,7 @@ def _compare(old: OperatorShape, new: OperatorShape, position: Position) -> tupl
                               f"{_keys(old)} -> {_keys(new)}: a {new.kind} operator's state is kept per key as its "
                               "function built it, and no rewrite of it into other keys is derived from the state. "
                               "Fix: rebuild (stateops recover run JOB --mode rebuild)"))
-    return changes, Rewrite(new.operator_id, new.operator_name, "rewrite" if changes else "keep", old.operator_id)
+    return changes, (Rewrite(new.operator_id, new.operator_name, "rewrite" if changes else "keep", old.operator_id),)
 
 
 def _keys(op: OperatorShape) -> str:
@@ -448,19 +458,34 @@ def _derived(old: tuple[Aggregate, ...], offsets: dict[int, int], aggregate: Agg
     return None
 
 
-def _join(old: OperatorShape, new: OperatorShape, position: Position) -> list[Change]:
+def _join(old: OperatorShape, new: OperatorShape, position: Position
+          ) -> tuple[list[Change], tuple[Rewrite, ...]]:
+    """A join's changes: a column buffered that the state never held (impossible), a buffered column's type widened
+    (exact) or narrowed (impossible), the join re-keyed by buffered columns (inner: exact; outer: partial, its
+    matched flags belonging to the old key). Carried by rewriting each side's rows (re-keyed, re-indexed, cast) and
+    their counts per key from them."""
     changes = []
-    if old.values != new.values:
-        extra = sorted({c.name for c in new.values} - {c.name for c in old.values})
-        if extra:
-            changes.append(Change(new.label, "*", FINER_KEY, IMPOSSIBLE,
-                                  f"the join now buffers ({', '.join(extra)}), which its state never held. Fix: "
-                                  "rebuild"))
+    before = {c.name: c for c in old.values}
+    extra = sorted(c.name for c in new.values if c.name not in before)
+    if extra:
+        changes.append(Change(new.label, "*", FINER_KEY, IMPOSSIBLE,
+                              f"the join now buffers ({', '.join(extra)}), which its state never held. Fix: "
+                              "rebuild"))
+    for c in new.values:
+        was = before.get(c.name)
+        if was is None or was.type == c.type:
+            continue
+        if widens(was.type, c.type):
+            changes.append(Change(new.label, "*", WIDEN, EXACT, f"buffered column {c.name} {was.type} -> {c.type}: "
+                                  "each buffered row's value cast, which loses nothing"))
+        else:
+            changes.append(Change(new.label, "*", NARROW_OR_MEANING, IMPOSSIBLE,
+                                  f"buffered column {c.name} {was.type} -> {c.type} may not hold every value the "
+                                  "state holds. Fix: rebuild"))
     if old.join_keys != new.join_keys and new.join_keys:
-        buffered = {c.name for c in old.values}
         sides = zip(("left", "right"), new.join_keys)
         missing = [f"{side}.{column}" for side, columns in sides for column in columns
-                   if f"{side}.{column}" not in buffered]
+                   if f"{side}.{column}" not in before]
         if missing:
             changes.append(Change(new.label, "*", JOIN_KEY, IMPOSSIBLE,
                                   f"the new join key ({', '.join(missing)}) is not among the rows the state buffers. "
@@ -468,12 +493,23 @@ def _join(old: OperatorShape, new: OperatorShape, position: Position) -> list[Ch
         elif new.join_type and new.join_type.lower().startswith("inner"):
             changes.append(Change(new.label, "*", JOIN_KEY, EXACT,
                                   f"{_join_keys(old)} -> {_join_keys(new)}: each side's buffered rows re-keyed by "
-                                  "the new columns (the state holds the whole input row)", runnable=False))
+                                  "the new columns (the state holds the whole input row)"))
         else:
             changes.append(Change(new.label, "*", JOIN_KEY, PARTIAL,
                                   f"{_join_keys(old)} -> {_join_keys(new)}: the rows re-keyed, but an outer join's "
                                   "matched flags belong to the old key", position.boundary(new), runnable=False))
-    return changes
+    if not changes:
+        return changes, (Rewrite(new.operator_id, new.operator_name, "keep", old.operator_id),)
+    rewrites = []
+    for side, keys in zip(("left", "right"), new.join_keys or old.join_keys):
+        kept = [c for c in old.values if c.name.startswith(side + ".")]
+        values = tuple(ValuePart(c.type, kept.index(before[c.name])) for c in new.values
+                       if c.name.startswith(side + ".") and c.name in before)
+        for store, placement in ((JOIN_ROWS, -1), (JOIN_COUNTS, None)):
+            rewrites.append(Rewrite(new.operator_id, new.operator_name, "rewrite", old.operator_id,
+                                    values=values, store=f"{side}-{store}", placement=placement,
+                                    join_key=tuple(keys)))
+    return changes, tuple(rewrites)
 
 
 def _join_keys(op: OperatorShape) -> str:

@@ -13,12 +13,12 @@ from stateops.checkpoints import state_store
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.checkpoints.operators import operator_meta
 from stateops.checkpoints.profile import JOIN, kind_of
+from stateops.checkpoints.sparkstate import JOIN_ROWS
 from stateops.migration.apply import StateFiles, schema_file
 from stateops.migration.classify import Migration, Position, Rewrite
 from stateops.storage import copies, files_under
 
 PARTITIONS = "spark.sql.shuffle.partitions"
-INDEXED = ("keyWithIndexToValue",)  # a join side's rows: keyed by the join key and an index Spark does not hash
 
 
 def writer_repartition(checkpoint: str) -> bool:
@@ -50,8 +50,8 @@ def plan(checkpoint: str, partitions: int) -> Migration:
         for store, _ in meta.stores:
             prefix = meta.prefix_columns.get(store, 0)
             placement = prefix or None
-            if meta.operator_name == JOIN and store.split("-", 1)[-1] in INDEXED:
-                placement = -1  # all but the index
+            if meta.operator_name == JOIN and store.split("-", 1)[-1] == JOIN_ROWS:
+                placement = -1  # a side's rows: keyed by the join key and an index Spark does not hash
             rewrites.append(Rewrite(op, meta.operator_name, "rewrite", op, store=store, placement=placement,
                                     prefix_columns=prefix))
     return Migration((), tuple(rewrites), Position(batch, opened.next_watermark_ms(batch), 0))

@@ -23,6 +23,7 @@ from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.jobs.demo.generator import generate
 from stateops.layout import Layout
 from tests.support.delta_rows import table_rows
+from tests.support import migration_join
 from tests.support.migration_job import FRESH, JOB, config as _config, write_code
 from tests.support.scenarios import SMALL
 
@@ -57,12 +58,12 @@ def _rows(layout: Layout, job: str, columns: list[str]) -> set[tuple]:
             for row in table_rows(layout.table(job), columns)}
 
 
-def _migrate(layout: Layout, config: str) -> dict:
+def _migrate(layout: Layout, config: str, job: str = JOB) -> dict:
     """Plan (JSON), then run the migration; returns the plan's migration."""
-    planned = _cli(layout, config, "recover", "plan", JOB, "--mode", "migrate", "--json")
+    planned = _cli(layout, config, "recover", "plan", job, "--mode", "migrate", "--json")
     assert planned.exit_code == 0, planned.output
     migration = json.loads(planned.output)["migration"]
-    done = _cli(layout, config, "recover", "run", JOB, "--mode", "migrate", "--confirm", JOB)
+    done = _cli(layout, config, "recover", "run", job, "--mode", "migrate", "--confirm", job)
     assert done.exit_code == 0 and "succeeded" in done.output, done.output
     return migration
 
@@ -226,3 +227,70 @@ def test_a_users_transform_carries_what_stateops_cannot_derive_and_a_misfit_is_r
     columns = ["window_start", "window_end", "group_key", "events", "hi", "lo"]
     migrated, fresh = _rows(layout, JOB, columns), _rows(layout, FRESH, columns)
     assert migrated == fresh, (sorted(migrated - fresh)[:3], sorted(fresh - migrated)[:3])
+
+
+def _join_rows(spark, checkpoint: str) -> dict[str, list[tuple]]:
+    """Each join store's rows (Spark's reader): a side's rows as (key, value) without the index; its counts."""
+    found = {}
+    for side in ("left", "right"):
+        for store in ("keyWithIndexToValue", "keyToNumValues"):
+            rows = spark.read.format("statestore").option("operatorId", 0).option("storeName", f"{side}-{store}")
+            found[f"{side}-{store}"] = [tuple(r.key)[:-1] + tuple(r.value) if store == "keyWithIndexToValue" else
+                                        tuple(r.key) + tuple(r.value) for r in rows.load(checkpoint).collect()]
+    return found
+
+
+@pytest.mark.long  # the default run: the migration of an aggregation (above); a join's four stores here
+@pytest.mark.parametrize("transformation, kind", [("by_order_and_user", "join_key"), ("by_order_double", "widen")])
+def test_a_join_re_keyed_or_its_buffered_type_widened_is_migrated_exactly(spark, tmp_path, importable, monkeypatch,
+                                                                           transformation, kind):
+    """An inner join of orders and payments (four stores on the in-memory store) re-keyed from order_id to
+    (order_id, user_id), or its buffered amounts widened from float to double: each side's buffered rows re-keyed,
+    re-indexed and cast, their counts per key made from them; then the orders buffered before the migration meet
+    their payments after it as the new query from scratch has them meet."""
+    join, fresh = migration_join.JOB, migration_join.FRESH
+    layout = Layout(str(tmp_path / "stateops"))
+    monkeypatch.setenv("STATEOPS_HOME", layout.home)
+    importable(migration_join.write_code(str(tmp_path / "user-code")))
+    migration_join.write_input(layout, range(migration_join.BEFORE))
+    first = _cli(layout, migration_join.config(tmp_path, **{join: "by_order"}), "jobs", "run", join)
+    assert first.exit_code == 0 and f"{join}: {migration_join.BEFORE} batches" in first.output, first.output
+    checkpoint = layout.checkpoint(join)
+    offsets, before = Checkpoint.open(checkpoint).offset_batches(), _join_rows(spark, checkpoint)
+    assert before["left-keyWithIndexToValue"] and before["right-keyWithIndexToValue"]
+
+    if kind == "join_key":  # re-keyed by a column the state never buffered: refused, nothing changed
+        unbuffered = migration_join.config(tmp_path, **{join: "by_order_and_region"})
+        planned = _cli(layout, unbuffered, "recover", "plan", join, "--mode", "migrate")
+        assert planned.exit_code == 2 and "never held" in planned.output and "Fix: rebuild" in planned.output, \
+            planned.output
+        assert _join_rows(spark, checkpoint) == before
+    changed = migration_join.config(tmp_path, **{join: transformation, fresh: transformation})
+    earlier = _cli(layout, changed, "jobs", "run", fresh)  # the new query from scratch over the same files
+    assert earlier.exit_code == 0 and f"{fresh}: {migration_join.BEFORE} batches" in earlier.output, earlier.output
+    columns = migration_join.COLUMNS
+    emitted = {j: set(table_rows(layout.table(j), columns)) for j in (join, fresh)}  # each query's, appended
+    migration = _migrate(layout, changed, join)
+    assert {(c["change"], c["carried"]) for c in migration["changes"]} == {(kind, "exact")}, migration["changes"]
+    assert sorted(r["store"] for r in migration["rewrites"]) == sorted(before)
+    assert Checkpoint.open(checkpoint).offset_batches() == offsets, "no batch planned, no input read"
+    after = _join_rows(spark, checkpoint)
+    for side in ("left", "right"):  # every buffered row kept, under its new key; the counts made from them
+        rows, counts = after[f"{side}-keyWithIndexToValue"], after[f"{side}-keyToNumValues"]
+        assert len(rows) == len(before[f"{side}-keyWithIndexToValue"])
+        width = len(counts[0]) - 1  # the join key's fields
+        assert sum(c[-1] for c in counts) == len(rows) and len(counts) == len({r[:width] for r in rows})
+    if kind == "join_key":
+        assert all(len(r) == len(before["left-keyWithIndexToValue"][0]) + 1 for r in after["left-keyWithIndexToValue"])
+
+    migration_join.write_input(layout, range(migration_join.BEFORE, migration_join.FILES))
+    for job in (join, fresh):
+        run = _cli(layout, changed, "jobs", "run", job)
+        assert run.exit_code == 0 and f"{job}: 2 batches" in run.output, run.output
+    # the rows the two batches after the migration appended, against the new query's own two batches
+    migrated, expected = ({r for r in table_rows(layout.table(j), columns) if r not in emitted[j]} for j in (join, fresh))
+    assert migrated == expected, (sorted(migrated - expected)[:3], sorted(expected - migrated)[:3])
+    cut = 40 * 60 * 1000 + 1767225600000  # the migration's input ends at 00:40
+    assert any(r[2] < cut <= r[6] for r in migrated), "an order buffered before the migration met its payment after"
+    if kind == "join_key":
+        assert all(r[1] == r[5] for r in migrated if r[6] >= cut), "a payment by another user no longer matches"

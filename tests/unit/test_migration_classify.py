@@ -177,20 +177,40 @@ def test_12_a_removed_operator_is_exact():
         "its files move to its new number"
 
 
-def _join(keys, join_type="Inner"):
+def _join(keys, join_type="Inner", amount="float"):
     values = tuple(Column(f"{side}.{c}", "string") for side in ("left", "right") for c in ("order_id", "user_id"))
-    return OperatorShape(0, "symmetricHashJoin", "join", (), values=values, join_type=join_type,
-                         join_keys=(keys, keys))
+    return OperatorShape(0, "symmetricHashJoin", "join", (), values=(*values, Column("right.amount", amount)),
+                         join_type=join_type, join_keys=(keys, keys))
 
 
 def test_13_an_inner_join_re_keyed_by_buffered_columns_is_exact_an_outer_one_partial():
-    inner = one(classify(query(_join(("order_id",))), query(_join(("user_id",))), POSITION), kinds.JOIN_KEY)
-    assert inner.carried == kinds.EXACT and not inner.runnable
+    found = classify(query(_join(("order_id",))), query(_join(("order_id", "user_id"))), POSITION)
+    inner = one(found, kinds.JOIN_KEY)
+    assert inner.carried == kinds.EXACT and inner.runnable and found.refusal() is None
+    # each side's rows re-keyed from its buffered fields, and its counts per key from them
+    assert [(r.store, r.join_key, r.placement) for r in found.rewrites] == [
+        ("left-keyWithIndexToValue", ("order_id", "user_id"), -1), ("left-keyToNumValues", ("order_id", "user_id"), None),
+        ("right-keyWithIndexToValue", ("order_id", "user_id"), -1),
+        ("right-keyToNumValues", ("order_id", "user_id"), None)]
+    assert [len(r.values) for r in found.rewrites] == [2, 2, 3, 3]
+    assert Migration.from_dict(found.to_dict()) == found
     outer = one(classify(query(_join(("order_id",), "LeftOuter")), query(_join(("user_id",), "LeftOuter")),
                          POSITION), kinds.JOIN_KEY)
     assert outer.carried == kinds.PARTIAL and outer.boundary
     missing = one(classify(query(_join(("order_id",))), query(_join(("country",))), POSITION), kinds.JOIN_KEY)
     assert missing.carried == kinds.IMPOSSIBLE and "right.country" in missing.reason
+
+
+def test_3_a_buffered_column_widened_is_exact_and_narrowed_impossible():
+    keys = ("order_id",)
+    widened = classify(query(_join(keys)), query(_join(keys, amount="double")), POSITION)
+    assert one(widened, kinds.WIDEN).carried == kinds.EXACT and widened.refusal() is None
+    assert [v.type for v in widened.rewrites[2].values] == ["string", "string", "double"]
+    narrowed = one(classify(query(_join(keys, amount="double")), query(_join(keys)), POSITION),
+                   kinds.NARROW_OR_MEANING)
+    assert narrowed.carried == kinds.IMPOSSIBLE and "right.amount double -> float" in narrowed.reason
+    same = classify(query(_join(keys)), query(_join(keys)), POSITION)
+    assert not same.changes and [r.how for r in same.rewrites] == ["keep"]
 
 
 def _tws(*variables: tuple[str, str], keys=("user_id",)):
