@@ -115,6 +115,8 @@ def run_command(ctx: click.Context, as_json: bool, dry_run: bool, **values) -> N
             click.echo(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:12} {check['detail']}")
         for line in _state_rows(report.audit_before, report.audit_after):
             click.echo(line)
+        if (report.rollback or {}).get("note"):
+            click.echo(f"  rollback: {report.rollback['note']}")
         for note in report.notes:
             click.echo(f"  note: {note}")
         click.echo(f"  archive and journal: {report.archive_path}")

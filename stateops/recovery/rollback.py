@@ -38,6 +38,11 @@ def handlers(attempt: Attempt) -> dict[str, Callable[[], dict[str, Any]]]:
                                      partial(_restart, attempt), partial(_verify, attempt))))
 
 
+MIGRATION_NOT_RESTARTED = ("the old state and what it means are back, and the job's changed query does not fit them, "
+                           "so nothing was restarted: run the query that wrote the state, or fix what failed and "
+                           "migrate again")
+
+
 def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[str, Any]]:
     """Roll back the attempt (its journal has `rollback started` with the reason), each step through `step`
     (the executor's: journaled, skipped when done): ("rolled_back" or "failed", what the report says of it)."""
@@ -48,18 +53,23 @@ def run_steps(attempt: Attempt, step: Callable[[str], Any]) -> tuple[str, dict[s
     if journal.phase(STOP) != "done" and not archived:
         journal.record(ROLLBACK, "done", {"reason": reason, "note": "nothing was stopped or changed"})
         return "rolled_back", {"reason": reason, "note": "nothing was stopped or changed"}
+    # A migration rolled back puts the old query's state back, which the job's changed query does not fit: no restart
+    note = MIGRATION_NOT_RESTARTED if attempt.plan.mode == "migrate" else None
     try:
         for name in names:
             if name == ROLLBACK_RESTART and journal.details(STOP).get("how") in (
                     "nothing was running", "no live holder") and not archived:
+                continue
+            if note and name in (ROLLBACK_RESTART, ROLLBACK_VERIFY):
                 continue
             step(name)
     except Exception as err:  # noqa: BLE001
         attempt.release_lease()
         journal.record(ROLLBACK, "failed", {"error": error_line(err)})
         return "failed", {"reason": reason, "error": error_line(err)}
-    journal.record(ROLLBACK, "done", {"reason": reason})
-    return "rolled_back", {"reason": reason, "verification": journal.details(ROLLBACK_VERIFY).get("verification")}
+    journal.record(ROLLBACK, "done", {"reason": reason, **({"note": note} if note else {})})
+    return "rolled_back", {"reason": reason, "verification": journal.details(ROLLBACK_VERIFY).get("verification"),
+                           **({"note": note} if note else {})}
 
 
 def _checkpoint(attempt: Attempt) -> dict[str, Any]:

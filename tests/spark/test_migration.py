@@ -213,6 +213,17 @@ def test_a_users_transform_carries_what_stateops_cannot_derive_and_a_misfit_is_r
     assert "--transform migrated_queries:key_as_number for operator 0 (stateStoreSave): its key is " in line, line
     assert "struct<window:struct<start:timestamp,end:timestamp>,uid:int>" in line and "nothing was changed" in line
     assert _tree(checkpoint) == before
+    # a rule that fails while its rows are written: rolled back, the old state (and what it means) back, nothing
+    # restarted (the changed query does not fit the old state), the job's lock released
+    failed = _cli(layout, changed, "recover", "run", JOB, "--mode", "migrate", "--transform",
+                  "migrated_queries:failing_rule", "--confirm", JOB)
+    assert failed.exit_code != 0 and "the rule failed" in failed.output, failed.output
+    assert "ROLLED BACK" in failed.output and "nothing was restarted" in failed.output, failed.output
+    assert "rollback_restart" not in failed.output and "jobs unlock" not in failed.output, failed.output
+    sizes = {name: size for name, (size, _) in before.items()}  # put back from the archive: the same files
+    assert {name: size for name, (size, _) in _tree(checkpoint).items()} == sizes
+    old_query = _cli(layout, config(**{JOB: "hi_lo"}), "jobs", "check", JOB)
+    assert old_query.exit_code == 0 and "fits the state" in old_query.output, old_query.output
 
     planned = _cli(layout, changed, "recover", "plan", JOB, "--mode", "migrate", "--transform",
                    "migrated_queries:renamed_key", "--json")

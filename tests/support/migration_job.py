@@ -67,6 +67,11 @@ def renamed_key(state, operator):  # the user's rule for it (--transform): the s
     return state.select(key.alias("key"), "value")
 
 
+def failing_rule(state, operator):  # a rule that fits the new query's schema and fails as its rows are written
+    value = F.when(F.col("value").isNotNull(), F.raise_error(F.lit("the rule failed"))).otherwise(F.col("value"))
+    return renamed_key(state, operator).select("key", value.alias("value"))
+
+
 def key_as_number(state, operator):  # a rule whose key does not fit the new query's state
     key = F.struct(F.col("key.window").alias("window"), F.length("key.user_id").alias("uid"))
     return state.select(key.alias("key"), "value")
