@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from stateops.checkpoints.checkpoint import Checkpoint
 from stateops.checkpoints.sparkstate import JOIN_COUNTS, ensure_state_coordinator, join_state_format
+from stateops.delta import open_table, table_columns
 from stateops.durations import parse_seconds
 from stateops.errors import OperationFailed
 from stateops.layout import Layout
@@ -47,6 +48,9 @@ def plan_migration(spark, spec: JobSpec, layout: Layout, transform: str | None =
             f"the job once with the query that wrote the state (stateops jobs run {spec.name}), then migrate; or "
             f"rebuild (stateops recover run {spec.name} --mode rebuild --confirm {spec.name})")
     spec, frame = compatibility.job_query(spark, spec, layout)
+    retyped = _retyped_output(spec, layout, frame)
+    if retyped:
+        raise RecoveryRefused(retyped)
     fit = compatibility.check_state(spark, spec, layout, frame)
     if fit.status == compatibility.UNDECIDED:
         raise RecoveryRefused(f"{spec.name}: the job's query could not be planned ({fit.message}); nothing was "
@@ -68,6 +72,42 @@ def plan_migration(spark, spec: JobSpec, layout: Layout, transform: str | None =
                     .option("operatorId", rewrite.source_id).load(checkpoint.path))
             _transformed(rows, rewrite, schemas.get(rewrite.operator_id))
     return migration
+
+
+def _retyped_output(spec: JobSpec, layout: Layout, frame) -> str | None:
+    """Why the job's table cannot take the new query's output (a column it holds, written as another type), in one
+    line; None when it can. A column added joins the table at its first write (the sink merges schemas); a column's
+    type StateOps does not change, so the first write after the migration would fail."""
+    path = spec.sink_path(layout)
+    table = open_table(path)
+    if table is None:
+        return None
+    held = {name: kind for name, kind, _ in table_columns(table)}
+    for field in frame.schema.fields:
+        kind = held.get(field.name)
+        if kind is None or _delta_type(kind) == _delta_type(field.dataType.jsonValue()):
+            continue
+        wanted = field.dataType.simpleString()
+        return (f"{spec.name}: the changed query writes column {field.name} as {wanted}, and its table {path} holds it "
+                f"as {kind}: StateOps does not change a table column's type, so the first write after the migration "
+                f"would fail; nothing was changed. Fix: cast {field.name} back in the query's final select, or write "
+                "the new query into a new table (sink_table) with a rebuild")
+    return None
+
+
+def _delta_type(kind):
+    """A column type as Delta's schema JSON gives it (Spark's too), without nullability: comparable across both."""
+    if isinstance(kind, str):
+        try:
+            kind = json.loads(kind)
+        except ValueError:
+            return kind
+    if isinstance(kind, dict):
+        return {k: _delta_type(v) for k, v in kind.items()
+                if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
+    if isinstance(kind, list):
+        return [_delta_type(v) for v in kind]
+    return kind
 
 
 def _shape_of(struct: str) -> str:

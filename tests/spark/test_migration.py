@@ -195,6 +195,12 @@ def test_an_impossible_change_is_refused_by_the_plan_in_one_line_and_nothing_cha
     assert run.exit_code == 2 and "never held (action)" in run.output, run.output
     assert _tree(checkpoint) == before
     assert not os.path.exists(os.path.join(layout.ops_dir(JOB), "archives"))
+    # an output column the table holds as another type: refused before anything (the first write would fail)
+    retyped = _cli(layout, config(**{JOB: "lo_hi_float"}), "recover", "plan", JOB, "--mode", "migrate")
+    assert retyped.exit_code == 2, retyped.output
+    (line,) = retyped.stderr.strip().splitlines()
+    assert "writes column hi as float" in line and "holds it as double" in line and "nothing was changed" in line, line
+    assert _tree(checkpoint) == before
 
 
 def test_a_users_transform_carries_what_stateops_cannot_derive_and_a_misfit_is_refused(

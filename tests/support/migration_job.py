@@ -41,6 +41,10 @@ def hi_only(events):  # an aggregate removed
     return _windows(events, "5 minutes", ["user_id"], ("hi", F.max("value")))
 
 
+def lo_hi_float(events):  # reordered, and `hi` written as float where the table holds double
+    return lo_hi(events).withColumn("hi", F.col("hi").cast("float"))
+
+
 def hi_lo_15(events):  # the tumbling window three times as long
     return _windows(events, "15 minutes", ["user_id"], ("hi", F.max("value")), ("lo", F.min("value")))
 
