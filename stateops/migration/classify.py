@@ -246,7 +246,7 @@ def _compare(old: OperatorShape, new: OperatorShape, position: Position
     if new.kind == JOIN:
         return _join(old, new, position)
     if new.kind == TWS:
-        changes += _tws(old, new)
+        changes += _tws(old, new, position)
     elif old.keys != new.keys or old.window != new.window:
         kind = WINDOW_CHANGE if old.window != new.window else FINER_KEY
         changes.append(Change(new.label, "*", kind, IMPOSSIBLE,
@@ -517,14 +517,23 @@ def _join_keys(op: OperatorShape) -> str:
     return f"({', '.join(left)} = {', '.join(right)})"
 
 
-def _tws(old: OperatorShape, new: OperatorShape) -> list[Change]:
+def _tws(old: OperatorShape, new: OperatorShape, position: Position) -> list[Change]:
     changes = []
     before = {c.name: c.type for c in old.values}
     after = {c.name: c.type for c in new.values}
-    if set(before) != set(after):
+    removed, added = sorted(set(before) - set(after)), sorted(set(after) - set(before))
+    if removed:
         changes.append(Change(new.label, "*", TWS_VARIABLES, NATIVE,
-                              f"state variables ({', '.join(sorted(before))}) -> ({', '.join(sorted(after))}): "
-                              "Spark adds a variable's column family and drops a removed one (deleteIfExists)"))
+                              f"state variables ({', '.join(removed)}) removed: their column families are no longer "
+                              "read (the processor's deleteIfExists drops them)"))
+    if added:
+        renamed = [f"{r} -> {a}" for r in removed for a in added if before[r] == after[a]]
+        rename = (f"; if {' or '.join(renamed)} is a rename, that state would be lost: a variable's rename is not "
+                  "carried yet" if renamed else "")
+        changes.append(Change(new.label, "*", TWS_VARIABLES, PARTIAL,
+                              f"state variables ({', '.join(added)}) added: each starts empty for every key, so it is "
+                              f"complete only for keys first seen from the boundary on{rename}",
+                              position.boundary(new), runnable=False))
     retyped = [name for name in set(before) & set(after) if before[name] != after[name]]
     if retyped or old.keys != new.keys:
         what = (f"variables {', '.join(sorted(retyped))} re-typed" if retyped else

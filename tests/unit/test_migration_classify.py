@@ -221,7 +221,15 @@ def _tws(*variables: tuple[str, str], keys=("user_id",)):
 def test_14_and_15_transform_with_state_variables():
     added = classify(query(_tws(("count", "ValueState"))), query(_tws(("count", "ValueState"), ("seen", "ListState"))),
                      POSITION)
-    assert one(added, kinds.TWS_VARIABLES).carried == kinds.NATIVE
+    change = one(added, kinds.TWS_VARIABLES)  # the new variable starts empty for the keys seen before
+    assert change.carried == kinds.PARTIAL and change.boundary and "(seen) added" in change.reason
+    assert "rename" not in change.reason and "not rewrite" in added.refusal()
+    removed = classify(query(_tws(("count", "ValueState"), ("seen", "ListState"))), query(_tws(("count", "ValueState"))),
+                       POSITION)
+    assert one(removed, kinds.TWS_VARIABLES).carried == kinds.NATIVE
+    swapped = classify(query(_tws(("count", "ValueState"))), query(_tws(("total", "ValueState"))), POSITION)
+    assert [c.carried for c in swapped.changes] == [kinds.NATIVE, kinds.PARTIAL]
+    assert "if count -> total is a rename, that state would be lost" in swapped.changes[1].reason
     retyped = classify(query(_tws(("count", "ValueState"))), query(_tws(("count", "ListState"))), POSITION)
     change = one(retyped, kinds.TWS_REWRITE)
     assert change.carried == kinds.EXACT and not change.runnable
