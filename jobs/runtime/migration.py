@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import replace
 
 from stateops.checkpoints.checkpoint import Checkpoint
+from stateops.checkpoints.schemas import repoint_schema_paths
 from stateops.checkpoints.sparkstate import JOIN_COUNTS, ensure_state_coordinator, join_state_format
 from stateops.delta import open_table, table_columns
 from stateops.durations import parse_seconds
@@ -275,6 +276,7 @@ def planned_state_files(spark, spec: JobSpec, layout: Layout, checkpoint: str, s
             for name in names:
                 path = os.path.join(folder, name)
                 copies.copy_file(path, posixpath.join(state_root, os.path.relpath(path, state_dir)))
+        repoint_schema_paths(state_root, state_dir, opened.state_root)  # where the swap puts them
     return schemas
 
 

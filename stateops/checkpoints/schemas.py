@@ -8,12 +8,13 @@ before Spark 4.0 and the others since). They are listed there only, so the cost 
 """
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from dataclasses import dataclass
 
 from stateops.checkpoints.checkpoint import METADATA, SCHEMA, Checkpoint
-from stateops.storage import filesystem, find_files, names
+from stateops.storage import filesystem, find_files, is_url, names, read_text, write_text
 
 STATE_SCHEMA = "_stateSchema"
 
@@ -83,3 +84,34 @@ def copy_schema_files(checkpoint: str, target: str) -> None:
                 if not posixpath.basename(rel).startswith("."):
                     os.makedirs(os.path.join(target, posixpath.dirname(rel)), exist_ok=True)
                     fs.get_file(filesystem(path)[1], os.path.join(target, rel))
+
+
+def repoint_schema_paths(state_root: str, written_under: str, final_root: str) -> list[str]:
+    """Operator metadata of format v2 (`state/<op>/_metadata/v2/<batch>`, transformWithState's) names its schema
+    files by absolute path (`stateSchemaFilePaths`): in the files under `state_root`, the paths Spark wrote under
+    the state folder `written_under` (where it planned the query) now name the same files under `final_root` (where
+    the state will be read). The files rewritten."""
+    marker = written_under.rstrip("/") + "/"
+    rewritten = []
+    for op in Checkpoint.operators_under(state_root):
+        folder = posixpath.join(state_root, str(op), METADATA, "v2")
+        for name in sorted(n for n in names(folder) or () if n.isdigit()):
+            path = posixpath.join(folder, name)
+            header, _, body = read_text(path).partition("\n")
+            meta = json.loads(body)
+            for store in meta.get("stateStoreInfo", []):
+                store["stateSchemaFilePaths"] = [_moved(p, marker, final_root) for p in store.get(
+                    "stateSchemaFilePaths", [])]
+            text = header + "\n" + json.dumps(meta, separators=(",", ":"))
+            if text.strip() != read_text(path).strip():
+                write_text(path, text, replace=True)
+                rewritten.append(path)
+    return rewritten
+
+
+def _moved(path: str, marker: str, final_root: str) -> str:
+    if marker not in path:
+        return path
+    scheme, rest = path.split(marker, 1)
+    root = final_root if is_url(final_root) else scheme + final_root  # Spark's `file:` before a local path
+    return root.rstrip("/") + "/" + rest

@@ -311,3 +311,65 @@ def test_a_join_re_keyed_or_its_buffered_type_widened_is_migrated_exactly(spark,
     assert any(r[2] < cut <= r[6] for r in migrated), "an order buffered before the migration met its payment after"
     if kind == "join_key":
         assert all(r[1] == r[5] for r in migrated if r[6] >= cut), "a payment by another user no longer matches"
+
+
+@pytest.mark.long  # transformWithStateInPandas runs in Python workers; the default run migrates aggregations (above)
+def test_a_query_with_a_transform_with_state_operator_migrates_with_its_variables_kept(spark, tmp_path, importable,
+                                                                                       monkeypatch):
+    """examples/engagement.py (a dedup, then transformWithStateInPandas with a value and a map state under TTL) with
+    its dedup removed (exact: the dedup's folder leaves, the transformWithState operator keeps its files): the
+    operator metadata Spark writes for transformWithState names its schema files by absolute path, which must name
+    them where the migrated state lives (they named the folder the new query was planned in, and the migration failed
+    at its check). Oracle: the old query run on uninterrupted by a second job, over input with no duplicates after
+    the migration (where the dedup would drop nothing): the same table; Spark's reader: the same variables' rows."""
+    import shutil
+
+    from stateops.checkpoints.schemas import STATE_SCHEMA
+    from tests.support import ROOT
+
+    folder = tmp_path / "user-code"
+    folder.mkdir()
+    source = os.path.join(ROOT, "examples", "engagement.py")
+    shutil.copy(source, folder / "engagement.py")
+    with open(source) as handle:
+        text = handle.read()
+    assert 'events.dropDuplicatesWithinWatermark(["event_id"]).groupBy("user_id")' in text
+    (folder / "engagement_undeduped.py").write_text(
+        text.replace('events.dropDuplicatesWithinWatermark(["event_id"]).groupBy("user_id")', 'events.groupBy("user_id")'))
+    importable(str(folder))
+    with open(os.path.join(ROOT, "examples", "engagement.toml")) as handle:
+        job = handle.read()
+    config = tmp_path / "engagement.toml"
+    config.write_text(job + job.replace("[jobs.user_engagement", "[jobs.engagement_on").replace(
+        "[[jobs.user_engagement", "[[jobs.engagement_on"))
+    changed = tmp_path / "engagement-undeduped.toml"
+    changed.write_text(config.read_text().replace('"engagement:user_engagement"', '"engagement_undeduped:user_engagement"', 1))
+    layout = Layout(str(tmp_path / "stateops"))
+    monkeypatch.setenv("STATEOPS_HOME", layout.home)
+    generate(layout, SMALL)
+    for name in ("user_engagement", "engagement_on"):
+        run = _cli(layout, str(config), "jobs", "run", name)
+        assert run.exit_code == 0, run.output
+    checkpoint = layout.checkpoint("user_engagement")
+
+    def variables() -> dict[str, int]:
+        reader = spark.read.format("statestore").option("operatorId", 0)
+        return {v: reader.option("stateVarName", v).load(checkpoint).count() for v in ("summary", "actions")}
+
+    before = variables()
+    migration = _migrate(layout, str(changed), "user_engagement")
+    assert [(c["change"], c["carried"]) for c in migration["changes"]] == [("remove_operator", "exact")]
+    assert variables() == before and all(before.values())
+    assert Checkpoint.open(checkpoint).operator_ids() == [0]
+    for rel in Checkpoint.open(checkpoint).operator_metadata_files(-1):
+        for path in json.loads(open(rel).read().split("\n", 1)[1])["stateStoreInfo"][0]["stateSchemaFilePaths"]:
+            assert path.startswith(f"file:{checkpoint}/state/0/{STATE_SCHEMA}/") and os.path.exists(path[5:]), path
+
+    generate(layout, replace(MORE, duplicate_share=0.0, late_share=0.0, malformed_share=0.0))
+    for config_path, name in ((changed, "user_engagement"), (config, "engagement_on")):
+        run = _cli(layout, str(config_path), "jobs", "run", name)
+        assert run.exit_code == 0 and f"{name}: 2 batches" in run.output, run.output
+    columns = ["user_id", "events", "value_sum", "first_event_time", "last_event_time", "top_action",
+               "top_action_events"]
+    migrated, continued = _rows(layout, "user_engagement", columns), _rows(layout, "engagement_on", columns)
+    assert migrated == continued, (sorted(migrated - continued)[:3], sorted(continued - migrated)[:3])
